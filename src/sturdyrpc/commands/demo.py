@@ -1,0 +1,29 @@
+"""``sturdyrpc demo``: the demo servers."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    d = sub.add_parser("demo", help="run a demo server (stdio JSON-RPC by default)")
+    d.add_argument("--mcp", action="store_true", help="the MCP demo server instead of plain JSON-RPC")
+    d.add_argument("--http", metavar="HOST:PORT", help="serve over Streamable HTTP instead of stdio")
+    d.add_argument("--framing", choices=["line", "content-length"], default="line", help="stdio framing (default: line)")
+    d.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.mcp or args.http:
+        print("sturdyrpc demo: --mcp and --http are not available in this version yet", file=sys.stderr)
+        return 2
+    from ..demo import make_demo
+    from ..transports.stdio import run_stdio
+
+    code = run_stdio(make_demo(), framing=args.framing)
+    # Threads of sync handlers still running must not hold the exit back.
+    sys.stderr.flush()
+    os._exit(code)

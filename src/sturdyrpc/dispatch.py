@@ -1,0 +1,478 @@
+"""The dispatcher: method registry and the request/response logic, sans I/O.
+
+:meth:`Dispatcher.receive` takes the bytes of one message and returns what to
+do: nothing, bytes to send at once, one :class:`Call` to run, or a
+:class:`BatchJob`. Running a call (inline, in a thread or as a task) is the
+transport's business (:mod:`sturdyrpc.runner`); turning its outcome into bytes
+is the dispatcher's again (:meth:`Dispatcher.result`, :meth:`Dispatcher.failure`).
+
+Nothing here reads a socket, starts a thread or touches an event loop.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import secrets
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar, overload
+
+from . import codec
+from .errors import (
+    INTERNAL_ERROR,
+    InternalError,
+    InvalidRequest,
+    MethodNotFound,
+    ParseError,
+    RPCError,
+)
+from .limits import DEFAULT_LIMITS, Limits
+from .messages import ErrorResponse, Id, InvalidMessage, Message, Response, classify, is_valid_id
+from .params import Binder, compile_binder
+from .profile import Profile
+
+__all__ = ["Dispatcher", "Call", "BatchJob", "Context", "MethodEntry", "Received"]
+
+log = logging.getLogger("sturdyrpc")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_NOTIFICATION: Any = object()  # the id slot of a call that must not be answered
+_encode = codec.encode
+
+
+class Context:
+    """What a handler can know about the request it serves.
+
+    Declare a parameter annotated ``Context`` (any name) to receive it; it is never bound
+    from params. Transports that support more (progress, cancellation, calls back to the
+    peer) pass a subclass.
+    """
+
+    __slots__ = ("id", "method", "params", "is_notification")
+
+    def __init__(self, id: Id, method: str, params: Any, is_notification: bool) -> None:
+        self.id = id
+        self.method = method
+        self.params = params
+        self.is_notification = is_notification
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """``params._meta`` when params is an object holding one, else an empty dict."""
+        p = self.params
+        if type(p) is dict:
+            m = p.get("_meta")
+            if type(m) is dict:
+                return m
+        return {}
+
+    async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        """Report progress to the caller. Without a transport that carries it, a no-op."""
+        return None
+
+
+class MethodEntry:
+    """One registered method: the function and what registration learnt about it."""
+
+    __slots__ = ("name", "fn", "is_async", "blocking", "binder")
+
+    def __init__(self, name: str, fn: Callable[..., Any], blocking: bool | None) -> None:
+        self.name = name
+        self.fn = fn
+        self.is_async = inspect.iscoroutinefunction(fn)
+        # Sync handlers run in a thread unless declared non-blocking: a slow one must not stall
+        # the event loop. Async handlers always run on the loop.
+        self.blocking = (not self.is_async) if blocking is None else (blocking and not self.is_async)
+        self.binder: Binder = compile_binder(fn, Context)
+
+
+class Call:
+    """A request or notification, validated and bound, ready to run."""
+
+    __slots__ = ("id", "method", "entry", "args", "kwargs", "params", "job", "slot")
+
+    def __init__(self, id: Any, method: str, entry: MethodEntry, args: tuple[Any, ...], kwargs: dict[str, Any], params: Any) -> None:
+        self.id = id
+        self.method = method
+        self.entry = entry
+        self.args = args
+        self.kwargs = kwargs
+        self.params = params
+        self.job: BatchJob | None = None
+        self.slot = -1
+
+    @property
+    def is_notification(self) -> bool:
+        return self.id is _NOTIFICATION
+
+    @property
+    def request_id(self) -> Id:
+        """The id to answer to (None for a notification)."""
+        return None if self.id is _NOTIFICATION else self.id
+
+    def make_context(self, cls: type[Context] = Context, **extra: Any) -> Context:
+        ctx = cls(self.request_id, self.method, self.params, self.id is _NOTIFICATION, **extra)
+        return ctx
+
+    def invoke(self, context: Context | None = None) -> Any:
+        """Call the handler (returns a coroutine for async handlers)."""
+        entry = self.entry
+        name = entry.binder.context_name
+        if name is not None:
+            kwargs = dict(self.kwargs)
+            kwargs[name] = context if context is not None else self.make_context()
+            return entry.fn(*self.args, **kwargs)
+        return entry.fn(*self.args, **self.kwargs)
+
+    def __repr__(self) -> str:
+        return f"Call(method={self.method!r}, id={'(notification)' if self.is_notification else repr(self.id)})"
+
+
+class BatchJob:
+    """A batch in progress: calls to run, and the answers collected so far."""
+
+    __slots__ = ("calls", "_answers", "_dispatcher")
+
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        self.calls: list[Call] = []
+        self._answers: list[dict[str, Any]] = []
+        self._dispatcher = dispatcher
+
+    def add_answer(self, answer: dict[str, Any]) -> None:
+        self._answers.append(answer)
+
+    def finish(self) -> bytes | None:
+        """The batch reply, or None when nothing is to be answered (never ``[]``)."""
+        if not self._answers:
+            return None
+        return self._dispatcher._encode_batch(self._answers)
+
+
+#: What :meth:`Dispatcher.receive` returns.
+Received = None | bytes | Call | BatchJob
+
+
+class Dispatcher:
+    """A registry of methods and the JSON-RPC 2.0 server logic.
+
+    >>> rpc = Dispatcher()
+    >>> @rpc.method
+    ... def add(a: int, b: int) -> int:
+    ...     return a + b
+    >>> rpc.handle_sync(b'{"jsonrpc":"2.0","method":"add","params":[1,2],"id":1}')
+    b'{"jsonrpc":"2.0","result":3,"id":1}'
+    """
+
+    def __init__(self, limits: Limits = DEFAULT_LIMITS, *, logger: logging.Logger | None = None) -> None:
+        self.limits = limits
+        self.log = logger or log
+        self._methods: dict[str, MethodEntry] = {}
+        self.stats: dict[str, int] = {
+            "responses_ignored": 0,
+            "parse_errors": 0,
+            "invalid_requests": 0,
+            "internal_errors": 0,
+        }
+
+    # ----------------------------------------------------------------- registry
+
+    @overload
+    def method(self, fn: F) -> F: ...
+
+    @overload
+    def method(self, fn: None = None, *, name: str | None = None, blocking: bool | None = None) -> Callable[[F], F]: ...
+
+    def method(self, fn: F | None = None, *, name: str | None = None, blocking: bool | None = None) -> Any:
+        """Register a handler; the method name defaults to the function's name.
+
+        ``blocking``: sync handlers run in a thread pool by default so they cannot stall
+        the event loop; pass ``blocking=False`` for a sync handler that returns at once.
+        """
+
+        def register(f: F) -> F:
+            self.add_method(f, name=name, blocking=blocking)
+            return f
+
+        if fn is not None:
+            return register(fn)
+        return register
+
+    def add_method(self, fn: Callable[..., Any], name: str | None = None, *, blocking: bool | None = None, allow_reserved: bool = False) -> MethodEntry:
+        """Register ``fn`` under ``name`` (signature inspected here, once)."""
+        method_name = name if name is not None else fn.__name__
+        if not isinstance(method_name, str) or not method_name:
+            raise ValueError("method name must be a non-empty string")
+        if method_name.startswith("rpc.") and not allow_reserved:
+            raise ValueError("names starting with 'rpc.' are reserved by JSON-RPC 2.0")
+        entry = MethodEntry(method_name, fn, blocking)
+        self._methods[method_name] = entry
+        return entry
+
+    def get(self, name: str) -> MethodEntry | None:
+        return self._methods.get(name)
+
+    @property
+    def methods(self) -> Iterable[str]:
+        return self._methods.keys()
+
+    # ---------------------------------------------------------------- receiving
+
+    def receive(
+        self,
+        data: bytes,
+        on_response: Callable[[Message | InvalidMessage], None] | None = None,
+        profile: Profile | None = None,
+    ) -> Received:
+        """Parse and validate one message (or batch); say what is to be done.
+
+        Responses (and malformed responses) are never answered: they go to
+        ``on_response`` when given, else they are counted and dropped.
+        ``profile`` (per connection) adds a protocol's rules: whether arrays are
+        served as batches, extra checks before a call runs, and whether an
+        unreadable id is answered as null or left out.
+        """
+        if profile is not None:
+            return self._receive_profiled(data, on_response, profile)
+        limits = self.limits
+        if len(data) > limits.max_message_bytes:
+            self.stats["invalid_requests"] += 1
+            return self._error_bytes(
+                InvalidRequest("Message too large", {"limit": "max_message_bytes", "max": limits.max_message_bytes}), None
+            )
+        try:
+            obj = codec.decode_bounded(data, limits.max_depth)
+        except codec.DecodeFailure as exc:
+            if exc.too_deep:
+                self.stats["invalid_requests"] += 1
+                return self._error_bytes(InvalidRequest("Nesting too deep", {"limit": "max_depth", "max": limits.max_depth}), None)
+            self.stats["parse_errors"] += 1
+            self.log.debug("parse error: %s", exc.reason)
+            return self._error_bytes(ParseError("Parse error"), None)
+        if type(obj) is list:
+            return self._receive_batch(obj, on_response)
+        # Hot path: a well-formed single request, checked inline without building a message object.
+        if type(obj) is dict and obj.get("jsonrpc") == "2.0":
+            method = obj.get("method")
+            if type(method) is str:
+                params = obj.get("params")
+                if params is None and "params" not in obj or type(params) is dict or type(params) is list:
+                    if "id" not in obj:
+                        return self._prepare(method, params, _NOTIFICATION)
+                    id_ = obj["id"]
+                    if is_valid_id(id_):
+                        return self._prepare(method, params, id_)
+        return self._receive_slow(obj, on_response, None)
+
+    def _receive_profiled(self, data: bytes, on_response: Callable[[Message | InvalidMessage], None] | None, profile: Profile) -> Received:
+        omit = profile.omit_unreadable_id()
+        limits = self.limits
+        if len(data) > limits.max_message_bytes:
+            self.stats["invalid_requests"] += 1
+            return self._error_bytes(
+                InvalidRequest("Message too large", {"limit": "max_message_bytes", "max": limits.max_message_bytes}), None, omit
+            )
+        try:
+            obj = codec.decode_bounded(data, limits.max_depth)
+        except codec.DecodeFailure as exc:
+            if exc.too_deep:
+                self.stats["invalid_requests"] += 1
+                return self._error_bytes(InvalidRequest("Nesting too deep", {"limit": "max_depth", "max": limits.max_depth}), None, omit)
+            self.stats["parse_errors"] += 1
+            return self._error_bytes(ParseError("Parse error"), None, omit)
+        if type(obj) is list:
+            if not profile.batches_allowed():
+                self.stats["invalid_requests"] += 1
+                return self._error_bytes(InvalidRequest("Invalid Request", {"reason": "batches are not supported"}), None, omit)
+            return self._receive_batch(obj, on_response, profile)
+        return self._receive_slow(obj, on_response, None, profile)
+
+    def _receive_slow(
+        self,
+        obj: Any,
+        on_response: Callable[[Message | InvalidMessage], None] | None,
+        job: BatchJob | None,
+        profile: Profile | None = None,
+    ) -> Received:
+        try:
+            msg = classify(obj)
+        except InvalidMessage as bad:
+            if bad.is_response:
+                self._response_arrived(bad, on_response)
+                return None
+            self.stats["invalid_requests"] += 1
+            omit = profile is not None and bad.id is None and profile.omit_unreadable_id()
+            if job is not None:
+                job.add_answer(_error_dict(bad.error, bad.id, omit))
+                return None
+            return self._error_bytes(bad.error, bad.id, omit)
+        if isinstance(msg, (Response, ErrorResponse)):
+            self._response_arrived(msg, on_response)
+            return None
+        return self._prepare(msg.method, msg.params, getattr(msg, "id", _NOTIFICATION), job, profile)
+
+    def _response_arrived(self, msg: Message | InvalidMessage, on_response: Callable[[Message | InvalidMessage], None] | None) -> None:
+        if on_response is not None:
+            on_response(msg)
+        else:
+            self.stats["responses_ignored"] += 1
+            self.log.debug("ignored a response sent to a server-only endpoint")
+
+    def _prepare(self, method: str, params: Any, id_: Any, job: BatchJob | None = None, profile: Profile | None = None) -> Received:
+        entry = self._methods.get(method)
+        try:
+            if profile is not None:
+                refusal = profile.check_request(method, params, None if id_ is _NOTIFICATION else id_, id_ is _NOTIFICATION)
+                if refusal is not None:
+                    raise refusal
+            if entry is None:
+                raise MethodNotFound("Method not found")
+            args, kwargs = entry.binder.bind(params)
+        except RPCError as err:
+            if id_ is _NOTIFICATION:
+                return None  # notifications are never answered, not even with an error
+            if job is not None:
+                job.add_answer(_error_dict(err, id_))
+                return None
+            return self._error_bytes(err, id_)
+        call = Call(id_, method, entry, args, kwargs, params)
+        if job is not None:
+            call.job = job
+            job.calls.append(call)
+            return None
+        return call
+
+    def _receive_batch(
+        self, items: list[Any], on_response: Callable[[Message | InvalidMessage], None] | None, profile: Profile | None = None
+    ) -> Received:
+        if not items:
+            self.stats["invalid_requests"] += 1
+            return self._error_bytes(InvalidRequest("Invalid Request"), None)
+        if len(items) > self.limits.max_batch:
+            self.stats["invalid_requests"] += 1
+            return self._error_bytes(
+                InvalidRequest("Batch too large", {"limit": "max_batch", "max": self.limits.max_batch}), None
+            )
+        job = BatchJob(self)
+        for item in items:
+            self._receive_slow(item, on_response, job, profile)
+        if not job.calls:
+            return job.finish()
+        return job
+
+    # ---------------------------------------------------------------- answering
+
+    def result(self, call: Call, value: Any) -> bytes | None:
+        """The reply to ``call`` that returned ``value`` (None for a notification or batch element)."""
+        id_ = call.id
+        if id_ is _NOTIFICATION:
+            return None
+        if call.job is not None:
+            call.job.add_answer(self._result_dict(call, value))
+            return None
+        try:
+            return _encode({"jsonrpc": "2.0", "result": value, "id": id_})
+        except (codec.NonFiniteFloat, TypeError, ValueError, OverflowError) as exc:
+            return self._error_bytes(self._internal(call, exc, "result could not be encoded as JSON"), id_)
+
+    def failure(self, call: Call, exc: BaseException) -> bytes | None:
+        """The reply to ``call`` whose handler raised ``exc``.
+
+        An :class:`RPCError` goes out as it is; anything else becomes a bare -32603 whose
+        data holds only an incident id, and the traceback goes to the log under that id.
+        """
+        if isinstance(exc, RPCError):
+            err: RPCError = exc
+            if call.id is _NOTIFICATION:
+                self.log.info("notification %r raised %r (not answered)", call.method, exc)
+                return None
+        else:
+            err = self._internal(call, exc, "handler raised")
+        if call.id is _NOTIFICATION:
+            return None
+        if call.job is not None:
+            call.job.add_answer(_error_dict(err, call.id))
+            return None
+        return self._error_bytes(err, call.id)
+
+    def _internal(self, call: Call, exc: BaseException, what: str) -> InternalError:
+        incident = secrets.token_hex(4)
+        self.stats["internal_errors"] += 1
+        self.log.error("incident %s: method %r: %s", incident, call.method, what, exc_info=exc)
+        return InternalError("Internal error", {"incident": incident})
+
+    def _result_dict(self, call: Call, value: Any) -> dict[str, Any]:
+        answer = {"jsonrpc": "2.0", "result": value, "id": call.id}
+        try:
+            _encode(value)
+        except (codec.NonFiniteFloat, TypeError, ValueError, OverflowError) as exc:
+            return _error_dict(self._internal(call, exc, "result could not be encoded as JSON"), call.id)
+        return answer
+
+    def _error_bytes(self, err: RPCError, id_: Id, omit_id: bool = False) -> bytes:
+        try:
+            return _encode(_error_dict(err, id_, omit_id))
+        except (codec.NonFiniteFloat, TypeError, ValueError, OverflowError):
+            # The error's own data could not be encoded: send the error without it.
+            safe = RPCError(str(err.message), code=err.code)
+            return _encode(_error_dict(safe, id_, omit_id))
+
+    def _encode_batch(self, answers: list[dict[str, Any]]) -> bytes:
+        try:
+            return _encode(answers)
+        except (codec.NonFiniteFloat, TypeError, ValueError, OverflowError):
+            safe = []
+            for a in answers:
+                try:
+                    _encode(a)
+                    safe.append(a)
+                except (codec.NonFiniteFloat, TypeError, ValueError, OverflowError):
+                    safe.append({"jsonrpc": "2.0", "error": {"code": INTERNAL_ERROR, "message": "Internal error"}, "id": a.get("id")})
+            return _encode(safe)
+
+    def error_reply(self, err: RPCError, id_: Id = None, *, omit_id: bool = False) -> bytes:
+        """Encode an error response (for transports that must refuse something themselves)."""
+        return self._error_bytes(err, id_, omit_id)
+
+    # -------------------------------------------------------------- convenience
+
+    def run_inline(self, call: Call) -> bytes | None:
+        """Run ``call`` on this thread. Async handlers must finish without suspending."""
+        try:
+            value = call.invoke()
+            if call.entry.is_async:
+                value = _drive(value)
+        except Exception as exc:
+            return self.failure(call, exc)
+        return self.result(call, value)
+
+    def handle_sync(self, data: bytes) -> bytes | None:
+        """Bytes in, bytes out, all on this thread (batch elements one after another).
+
+        For tests, benchmarks and embedding in synchronous code; servers use
+        :class:`sturdyrpc.runner.Runner`, which runs calls concurrently.
+        """
+        todo = self.receive(data)
+        if todo is None or type(todo) is bytes:
+            return todo
+        if type(todo) is Call:
+            return self.run_inline(todo)
+        assert isinstance(todo, BatchJob)
+        for call in todo.calls:
+            self.run_inline(call)
+        return todo.finish()
+
+
+def _error_dict(err: RPCError, id_: Id, omit_id: bool = False) -> dict[str, Any]:
+    if omit_id:
+        return {"jsonrpc": "2.0", "error": err.to_dict()}
+    return {"jsonrpc": "2.0", "error": err.to_dict(), "id": id_}
+
+
+def _drive(coro: Any) -> Any:
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        return stop.value
+    coro.close()
+    raise RuntimeError("async handler suspended; run it with an async runner")

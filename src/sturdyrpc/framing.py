@@ -1,0 +1,210 @@
+"""Splitting a byte stream into messages, sans I/O.
+
+Two framings: newline-delimited JSON (stdio for MCP and most tools) and
+``Content-Length`` headers (LSP). Feed bytes as they arrive, get whole frames
+back. Both bound the size of one frame: an over-long frame is reported once as
+:class:`FrameTooLarge`, its bytes are discarded without being buffered, and the
+stream resynchronises at the next frame.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "FrameTooLarge",
+    "BadHeader",
+    "Frame",
+    "LineFramer",
+    "ContentLengthFramer",
+    "encode_line",
+    "encode_content_length",
+]
+
+
+class FrameTooLarge:
+    """Event: a frame exceeded ``limit`` bytes and was discarded."""
+
+    __slots__ = ("limit",)
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+
+    def __repr__(self) -> str:
+        return f"FrameTooLarge(limit={self.limit})"
+
+
+class BadHeader:
+    """Event: a Content-Length header block could not be read and was skipped."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return f"BadHeader({self.reason!r})"
+
+
+Frame = bytes | FrameTooLarge | BadHeader
+
+_WS = b" \t\r\n"
+
+
+class LineFramer:
+    """Newline-delimited frames: one message a line, blank lines ignored, CRLF tolerated."""
+
+    __slots__ = ("max_frame", "_buf", "_scan", "_discarding")
+
+    def __init__(self, max_frame: int) -> None:
+        self.max_frame = max_frame
+        self._buf = bytearray()
+        self._scan = 0  # bytes of _buf already known to hold no newline
+        self._discarding = False
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held waiting for the end of their line."""
+        return len(self._buf)
+
+    def feed(self, data: bytes) -> list[Frame]:
+        """Add bytes; return the frames they complete."""
+        out: list[Frame] = []
+        if self._discarding:
+            nl = data.find(b"\n")
+            if nl < 0:
+                return out
+            self._discarding = False
+            data = data[nl + 1 :]
+        buf = self._buf
+        if not buf:
+            # Fast path: whole lines in one read need no copy into the buffer.
+            start = 0
+            while True:
+                nl = data.find(b"\n", start)
+                if nl < 0:
+                    break
+                self._emit(data[start:nl], out)
+                start = nl + 1
+            rest = len(data) - start
+            if rest:
+                if rest > self.max_frame:
+                    out.append(FrameTooLarge(self.max_frame))
+                    self._discarding = True
+                else:
+                    buf += data[start:] if start else data
+                    self._scan = len(buf)
+            return out
+        buf += data
+        start = 0
+        scan = self._scan
+        while True:
+            nl = buf.find(b"\n", scan)
+            if nl < 0:
+                break
+            self._emit(bytes(buf[start:nl]), out)
+            start = scan = nl + 1
+        if start:
+            del buf[:start]
+        self._scan = len(buf)
+        if len(buf) > self.max_frame:
+            out.append(FrameTooLarge(self.max_frame))
+            buf.clear()
+            self._scan = 0
+            self._discarding = True
+        return out
+
+    def _emit(self, line: bytes, out: list[Frame]) -> None:
+        if len(line) > self.max_frame:
+            out.append(FrameTooLarge(self.max_frame))
+            return
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        if not line or not line.strip(_WS):
+            return
+        out.append(line)
+
+
+def encode_line(payload: bytes) -> bytes:
+    """One frame for the line framing. ``payload`` is compact JSON, so it holds no newline."""
+    return payload + b"\n"
+
+
+class ContentLengthFramer:
+    """LSP framing: ``Content-Length: N\\r\\n`` (other headers allowed), a blank line, N bytes."""
+
+    __slots__ = ("max_frame", "max_header", "_buf", "_need", "_skip")
+
+    def __init__(self, max_frame: int, max_header: int = 8192) -> None:
+        self.max_frame = max_frame
+        self.max_header = max_header
+        self._buf = bytearray()
+        self._need = -1  # body length once the header is read
+        self._skip = 0  # bytes of an over-long body still to discard
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf)
+
+    def feed(self, data: bytes) -> list[Frame]:
+        out: list[Frame] = []
+        buf = self._buf
+        buf += data
+        while True:
+            if self._skip:
+                n = min(self._skip, len(buf))
+                del buf[:n]
+                self._skip -= n
+                if self._skip:
+                    return out
+            if self._need < 0:
+                end = buf.find(b"\r\n\r\n")
+                if end < 0:
+                    if len(buf) > self.max_header:
+                        out.append(BadHeader("header block too long"))
+                        self._resync(buf, len(buf) - 3)
+                    return out
+                header = bytes(buf[:end])
+                length = self._parse_header(header)
+                if isinstance(length, str):
+                    out.append(BadHeader(length))
+                    self._resync(buf, end + 4)
+                    continue
+                del buf[: end + 4]
+                if length > self.max_frame:
+                    out.append(FrameTooLarge(self.max_frame))
+                    self._skip = length
+                    continue
+                self._need = length
+            if len(buf) < self._need:
+                return out
+            body = bytes(buf[: self._need])
+            del buf[: self._need]
+            self._need = -1
+            out.append(body)
+
+    @staticmethod
+    def _resync(buf: bytearray, min_drop: int) -> None:
+        # Skip to the next header that starts like ours so one bad frame costs one frame.
+        nxt = buf.find(b"Content-Length:", 1)
+        drop = nxt if nxt > 0 else max(min_drop, 0)
+        del buf[:drop]
+
+    @staticmethod
+    def _parse_header(header: bytes) -> int | str:
+        length: int | None = None
+        for line in header.split(b"\r\n"):
+            name, sep, value = line.partition(b":")
+            if not sep:
+                return "malformed header line"
+            if name.strip().lower() == b"content-length":
+                v = value.strip()
+                if not v.isdigit() or len(v) > 12:
+                    return "invalid Content-Length"
+                length = int(v)
+        if length is None:
+            return "missing Content-Length"
+        return length
+
+
+def encode_content_length(payload: bytes) -> bytes:
+    """One frame for the Content-Length framing."""
+    return b"Content-Length: %d\r\n\r\n" % len(payload) + payload

@@ -1,0 +1,37 @@
+"""Resource limits, on by default. One immutable object, passed where it is needed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Limits", "DEFAULT_LIMITS"]
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Bounds on what a peer may make us hold.
+
+    Every breach is answered with a clear -32600 error (id null) and the connection
+    keeps serving; nothing is buffered without bound.
+    """
+
+    #: Largest single message (one line, one Content-Length body, one HTTP body) in bytes.
+    max_message_bytes: int = 16 * 1024 * 1024
+    #: Deepest nesting of arrays/objects accepted in one message.
+    max_depth: int = 256
+    #: Most elements in one batch.
+    max_batch: int = 1000
+    #: Most incoming requests running at once per connection; beyond it the transport stops
+    #: reading (backpressure) rather than buffering or dropping.
+    max_in_flight: int = 256
+    #: Threads for synchronous (blocking) handlers, shared per server.
+    max_threads: int = 16
+
+    def __post_init__(self) -> None:
+        for name in ("max_message_bytes", "max_depth", "max_batch", "max_in_flight", "max_threads"):
+            value = getattr(self, name)
+            if type(value) is not int or value < 1:
+                raise ValueError(f"{name} must be a positive integer")
+
+
+DEFAULT_LIMITS = Limits()

@@ -1,0 +1,317 @@
+"""Binding JSON-RPC params to a handler's signature, compiled once at registration.
+
+``compile_binder(fn)`` inspects the signature and type hints a single time and
+returns a :class:`Binder` whose :meth:`Binder.bind` checks arity, names and
+types before the handler runs. Every failure is an :class:`InvalidParams`
+whose message names the parameter.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import inspect
+import types
+import typing
+from collections.abc import Callable
+from typing import Any, Literal, Union
+
+import msgspec
+
+from .errors import InvalidParams
+
+__all__ = ["Binder", "compile_binder", "json_type_name"]
+
+Checker = Callable[[Any], Any]
+
+
+class _Mismatch(Exception):
+    def __init__(self, expected: str) -> None:
+        self.expected = expected
+
+
+_JSON_NAMES: dict[type, str] = {
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    bool: "a boolean",
+    list: "an array",
+    dict: "an object",
+    type(None): "null",
+}
+
+
+def json_type_name(value: Any) -> str:
+    """How JSON would call ``value``'s type, with an article ("an integer")."""
+    return _JSON_NAMES.get(type(value), "a value")
+
+
+def _simple(t: type, expected: str) -> Checker:
+    def check(v: Any) -> Any:
+        if type(v) is t:
+            return v
+        raise _Mismatch(expected)
+
+    return check
+
+
+def _check_float(v: Any) -> Any:
+    t = type(v)
+    if t is float or t is int:
+        return v
+    raise _Mismatch("a number")
+
+
+def _check_none(v: Any) -> Any:
+    if v is None:
+        return v
+    raise _Mismatch("null")
+
+
+def _checker_for(hint: Any) -> Checker | None:
+    """A checker for ``hint``, or None when anything goes."""
+    if hint is inspect.Parameter.empty or hint is Any or hint is object:
+        return None
+    if hint is None or hint is type(None):
+        return _check_none
+    if hint is bool:
+        return _simple(bool, "a boolean")
+    if hint is int:
+        return _simple(int, "an integer")  # bool is not an integer here
+    if hint is float:
+        return _check_float
+    if hint is str:
+        return _simple(str, "a string")
+    if hint is list or hint is tuple:
+        return _simple(list, "an array")
+    if hint is dict:
+        return _simple(dict, "an object")
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is Union or origin is types.UnionType:
+        subs = [_checker_for(a) for a in args]
+        if any(s is None for s in subs):
+            return None
+        names = " or ".join(_expected_name(a) for a in args)
+
+        def check_union(v: Any) -> Any:
+            for s in subs:
+                try:
+                    return s(v)  # type: ignore[misc]
+                except _Mismatch:
+                    continue
+            raise _Mismatch(names)
+
+        return check_union
+    if origin is Literal:
+        allowed = args
+        text = " or ".join(repr(a) for a in allowed)
+
+        def check_literal(v: Any) -> Any:
+            for a in allowed:
+                if v == a and type(v) is type(a):
+                    return v
+            raise _Mismatch(f"one of {text}")
+
+        return check_literal
+    if origin is list or origin is tuple or origin is collections.abc.Sequence:
+        item: Checker | None = None
+        if origin is tuple:
+            if len(args) == 2 and args[1] is Ellipsis:
+                item = _checker_for(args[0])
+        elif args:
+            item = _checker_for(args[0])
+        expected = _expected_name(hint)
+
+        def check_list(v: Any) -> Any:
+            if type(v) is not list:
+                raise _Mismatch(expected)
+            if item is not None:
+                for x in v:
+                    item(x)
+            return v
+
+        return check_list
+    if origin is dict or origin is collections.abc.Mapping:
+        value_check = _checker_for(args[1]) if len(args) == 2 else None
+        expected = "an object"
+
+        def check_dict(v: Any) -> Any:
+            if type(v) is not dict:
+                raise _Mismatch(expected)
+            if value_check is not None:
+                for x in v.values():
+                    value_check(x)
+            return v
+
+        return check_dict
+    # Structs, dataclasses, TypedDicts, enums...: let msgspec validate and convert.
+    try:
+        msgspec.inspect.type_info(hint)
+    except Exception:
+        return None
+    expected = f"a valid {getattr(hint, '__name__', 'value')}"
+
+    def check_convert(v: Any) -> Any:
+        try:
+            return msgspec.convert(v, hint, strict=True)
+        except msgspec.ValidationError as exc:
+            raise _Mismatch(f"{expected} ({exc})") from None
+
+    return check_convert
+
+
+def _expected_name(hint: Any) -> str:
+    if hint in _JSON_NAMES:
+        return _JSON_NAMES[hint]
+    if hint is type(None) or hint is None:
+        return "null"
+    origin = typing.get_origin(hint)
+    if origin in (list, tuple):
+        return "an array"
+    if origin is dict:
+        return "an object"
+    return getattr(hint, "__name__", "a value")
+
+
+class Binder:
+    """Turns ``params`` into ``(args, kwargs)`` for one handler."""
+
+    __slots__ = (
+        "positional",
+        "n_positional",
+        "by_name",
+        "required",
+        "positional_only",
+        "var_positional",
+        "has_var_positional",
+        "var_keyword",
+        "has_var_keyword",
+        "no_checks",
+        "context_name",
+    )
+
+    def __init__(self) -> None:
+        self.positional: list[tuple[str, Checker | None]] = []
+        self.n_positional = 0
+        self.by_name: dict[str, Checker | None] = {}
+        self.required: list[str] = []
+        self.positional_only: set[str] = set()
+        self.var_positional: Checker | None = None
+        self.has_var_positional = False
+        self.var_keyword: Checker | None = None
+        self.has_var_keyword = False
+        self.no_checks = True
+        self.context_name: str | None = None
+
+    def bind(self, params: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """Check ``params`` (list, dict or None) and return the call arguments."""
+        if type(params) is list:
+            return self._bind_list(params), {}
+        if params is None:
+            if self.required:
+                raise _missing(self.required[0])
+            return (), {}
+        return (), self._bind_dict(params)
+
+    def _bind_list(self, params: list[Any]) -> tuple[Any, ...]:
+        n = len(params)
+        if n > self.n_positional and not self.has_var_positional:
+            raise InvalidParams(
+                f"Invalid params: too many positional parameters (at most {self.n_positional}, got {n})",
+                {"expected_at_most": self.n_positional, "got": n},
+            )
+        if self.required:
+            given = {name for name, _ in self.positional[:n]}
+            for name in self.required:
+                if name not in given:
+                    raise _missing(name)
+        if self.no_checks:
+            return tuple(params)
+        out = list(params)
+        for i, (name, check) in enumerate(self.positional[:n]):
+            if check is not None:
+                out[i] = _run(check, params[i], name)
+        if n > self.n_positional and self.var_positional is not None:
+            for i in range(self.n_positional, n):
+                out[i] = _run(self.var_positional, params[i], f"#{i}")
+        return tuple(out)
+
+    def _bind_dict(self, params: dict[str, Any]) -> dict[str, Any]:
+        by_name = self.by_name
+        out: dict[str, Any] = {}
+        for key, value in params.items():
+            if key in by_name:
+                check = by_name[key]
+            elif self.has_var_keyword and key not in self.positional_only and key != self.context_name:
+                check = self.var_keyword
+            else:
+                if key in self.positional_only:
+                    raise InvalidParams(
+                        f"Invalid params: parameter '{key}' can only be given by position", {"param": key}
+                    )
+                raise InvalidParams(f"Invalid params: unexpected parameter '{key}'", {"param": key})
+            out[key] = value if check is None else _run(check, value, key)
+        for name in self.required:
+            if name not in out:
+                raise _missing(name)
+        return out
+
+
+def _missing(name: str) -> InvalidParams:
+    return InvalidParams(f"Invalid params: missing required parameter '{name}'", {"param": name})
+
+
+def _run(check: Checker, value: Any, name: str) -> Any:
+    try:
+        return check(value)
+    except _Mismatch as m:
+        raise InvalidParams(
+            f"Invalid params: parameter '{name}' must be {m.expected}, got {json_type_name(value)}",
+            {"param": name, "expected": m.expected, "got": json_type_name(value)},
+        ) from None
+
+
+def compile_binder(fn: Callable[..., Any], context_type: type | None = None) -> Binder:
+    """Inspect ``fn`` once and build its binder.
+
+    A parameter annotated with ``context_type`` is not bound from params: the
+    runner passes the request context there by keyword.
+    """
+    sig = inspect.signature(fn)
+    try:
+        hints = typing.get_type_hints(fn, include_extras=False)
+    except Exception:
+        hints = {}
+    b = Binder()
+    for p in sig.parameters.values():
+        hint = hints.get(p.name, p.annotation)
+        if context_type is not None and isinstance(hint, type) and issubclass(hint, context_type):
+            b.context_name = p.name
+            continue
+        check = _checker_for(hint)
+        if check is not None:
+            b.no_checks = False
+        required = p.default is inspect.Parameter.empty
+        if p.kind is p.POSITIONAL_ONLY:
+            b.positional.append((p.name, check))
+            b.positional_only.add(p.name)
+            if required:
+                b.required.append(p.name)
+        elif p.kind is p.POSITIONAL_OR_KEYWORD:
+            b.positional.append((p.name, check))
+            b.by_name[p.name] = check
+            if required:
+                b.required.append(p.name)
+        elif p.kind is p.KEYWORD_ONLY:
+            b.by_name[p.name] = check
+            if required:
+                b.required.append(p.name)
+        elif p.kind is p.VAR_POSITIONAL:
+            b.has_var_positional = True
+            b.var_positional = check
+        elif p.kind is p.VAR_KEYWORD:
+            b.has_var_keyword = True
+            b.var_keyword = check
+    b.n_positional = len(b.positional)
+    # Keyword-only params cannot be filled from an array.
+    return b

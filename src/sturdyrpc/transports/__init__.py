@@ -1,0 +1,1 @@
+"""Transports: thin I/O layers that move frames between the outside world and the core."""

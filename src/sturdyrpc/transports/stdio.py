@@ -1,0 +1,282 @@
+"""Serving a dispatcher on stdin/stdout (newline-delimited JSON by default).
+
+- Nothing but protocol reaches stdout: on start the real stdout is moved to a private
+  file descriptor and fd 1 is pointed at stderr, so a stray ``print()`` (or a C library,
+  or a child process) writes to stderr instead of corrupting the stream.
+- Replies are written as whole lines as soon as each is ready.
+- stdin EOF: requests still running finish, their replies are flushed, and
+  :func:`serve_stdio` returns. SIGTERM/SIGINT (with :func:`run_stdio`): running requests
+  are cancelled and it returns promptly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+import threading
+from typing import Any, Literal
+
+from ..dispatch import Dispatcher
+from ..framing import ContentLengthFramer, LineFramer, encode_content_length
+from ..runner import Runner
+
+__all__ = ["serve_stdio", "run_stdio", "claim_stdout", "FdReader", "FdWriter"]
+
+log = logging.getLogger("sturdyrpc")
+
+Framing = Literal["line", "content-length"]
+
+
+def claim_stdout() -> int:
+    """Take fd 1 for the protocol and point fd 1 (and ``sys.stdout``) at stderr.
+
+    Returns the new descriptor that reaches the real stdout.
+    """
+    try:
+        sys.stdout.flush()
+    except Exception:
+        pass
+    proto = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return proto
+
+
+class _ReadProtocol(asyncio.Protocol):
+    def __init__(self, on_data: Any, on_eof: Any) -> None:
+        self.on_data = on_data
+        self.on_eof = on_eof
+
+    def data_received(self, data: bytes) -> None:
+        self.on_data(data)
+
+    def eof_received(self) -> bool:
+        self.on_eof()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.on_eof()
+
+
+class FdReader:
+    """Reads a file descriptor on the loop (pipes, sockets, ttys) or, for regular files, in a thread."""
+
+    def __init__(self, fd: int, on_data: Any, on_eof: Any) -> None:
+        self.fd = fd
+        self.on_data = on_data
+        self.on_eof = on_eof
+        self._transport: asyncio.ReadTransport | None = None
+        self._paused = threading.Event()
+        self._paused.set()  # set = running
+        self._thread: threading.Thread | None = None
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        file = os.fdopen(self.fd, "rb", buffering=0, closefd=False)
+        try:
+            self._transport, _ = await loop.connect_read_pipe(lambda: _ReadProtocol(self.on_data, self.on_eof), file)
+        except (ValueError, OSError):
+            self._thread = threading.Thread(target=self._read_thread, args=(loop,), daemon=True, name="sturdyrpc-stdin")
+            self._thread.start()
+
+    def _read_thread(self, loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            while True:
+                self._paused.wait()
+                data = os.read(self.fd, 65536)
+                if not data:
+                    break
+                loop.call_soon_threadsafe(self.on_data, data)
+        except OSError:
+            pass
+        finally:
+            try:
+                loop.call_soon_threadsafe(self.on_eof)
+            except RuntimeError:
+                pass
+
+    def pause(self) -> None:
+        if self._transport is not None:
+            self._transport.pause_reading()
+        else:
+            self._paused.clear()
+
+    def resume(self) -> None:
+        if self._transport is not None:
+            self._transport.resume_reading()
+        else:
+            self._paused.set()
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
+
+class _WriteProtocol(asyncio.Protocol):
+    def __init__(self, owner: FdWriter) -> None:
+        self.owner = owner
+
+    def pause_writing(self) -> None:
+        self.owner._set_paused(True)
+
+    def resume_writing(self) -> None:
+        self.owner._set_paused(False)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.owner.broken = True
+        self.owner._set_paused(False)
+
+
+class FdWriter:
+    """Writes to a file descriptor through the loop when it can, else with plain blocking writes."""
+
+    def __init__(self, fd: int, on_pause: Any = None) -> None:
+        self.fd = fd
+        self.on_pause = on_pause
+        self.broken = False
+        self._transport: asyncio.WriteTransport | None = None
+        self._paused = False
+        self._drained: asyncio.Event | None = None
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        file = os.fdopen(self.fd, "wb", buffering=0, closefd=False)
+        try:
+            self._transport, _ = await loop.connect_write_pipe(lambda: _WriteProtocol(self), file)
+        except (ValueError, OSError):
+            self._transport = None
+
+    def _set_paused(self, paused: bool) -> None:
+        self._paused = paused
+        if self.on_pause is not None:
+            self.on_pause(paused)
+        if not paused and self._drained is not None:
+            self._drained.set()
+
+    def write(self, data: bytes) -> None:
+        if self.broken:
+            return
+        if self._transport is not None:
+            if self._transport.is_closing():
+                self.broken = True
+                return
+            self._transport.write(data)
+            return
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(self.fd, view)
+                view = view[n:]
+        except OSError:
+            self.broken = True
+
+    async def flush(self, timeout: float = 10.0) -> None:
+        """Wait until everything written has left the process (or the pipe broke)."""
+        t = self._transport
+        if t is None:
+            return
+        deadline = asyncio.get_running_loop().time() + timeout
+        while not self.broken and t.get_write_buffer_size() > 0 and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.005)
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
+
+async def serve_stdio(
+    dispatcher: Dispatcher,
+    *,
+    framing: Framing = "line",
+    stdin_fd: int = 0,
+    stdout_fd: int | None = None,
+    protect_stdout: bool = True,
+    drain_timeout: float | None = None,
+) -> None:
+    """Serve ``dispatcher`` on stdin/stdout until stdin ends.
+
+    ``stdout_fd`` defaults to the real stdout, claimed with :func:`claim_stdout` when
+    ``protect_stdout`` is true. On EOF, running requests finish (within
+    ``drain_timeout`` seconds, unbounded by default) and their replies are flushed.
+    """
+    if stdout_fd is None:
+        stdout_fd = claim_stdout() if protect_stdout else 1
+    limits = dispatcher.limits
+    framer = LineFramer(limits.max_message_bytes) if framing == "line" else ContentLengthFramer(limits.max_message_bytes)
+    eof = asyncio.Event()
+    pressure = {"runner": False, "writer": False}
+    reader: FdReader
+
+    def set_pressure(source: str, on: bool) -> None:
+        was = any(pressure.values())
+        pressure[source] = on
+        now = any(pressure.values())
+        if now and not was:
+            reader.pause()
+        elif was and not now:
+            reader.resume()
+
+    writer = FdWriter(stdout_fd, on_pause=lambda p: set_pressure("writer", p))
+    if framing == "line":
+
+        def send(payload: bytes) -> None:
+            writer.write(payload + b"\n")
+
+    else:
+
+        def send(payload: bytes) -> None:
+            writer.write(encode_content_length(payload))
+
+    runner = Runner(dispatcher, send, on_pressure=lambda p: set_pressure("runner", p))
+    feed = runner.feed
+    framer_feed = framer.feed
+
+    def on_data(data: bytes) -> None:
+        for frame in framer_feed(data):
+            try:
+                feed(frame)
+            except Exception:  # a bug of ours must not stop the server
+                log.exception("internal error while handling a frame")
+
+    reader = FdReader(stdin_fd, on_data, eof.set)
+    await writer.start()
+    await reader.start()
+    try:
+        await eof.wait()
+        reader.close()
+        await runner.drain(drain_timeout)
+        await writer.flush()
+    except asyncio.CancelledError:
+        runner.cancel_all()
+        reader.close()
+        raise
+    finally:
+        runner.close()
+        writer.close()
+
+
+def run_stdio(dispatcher: Dispatcher, **kwargs: Any) -> int:
+    """Run :func:`serve_stdio` in a fresh event loop; return the process exit code.
+
+    SIGTERM and SIGINT stop it promptly (running requests are cancelled); exit code 0.
+    """
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.add_signal_handler(sig, task.cancel)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass
+        try:
+            await serve_stdio(dispatcher, **kwargs)
+        except asyncio.CancelledError:
+            pass
+
+    asyncio.run(main())
+    return 0
