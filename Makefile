@@ -5,7 +5,11 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 CACHE  ?= $(CURDIR)/.cache
 
-.PHONY: all demo test lint bench clean
+.PHONY: all demo test lint bench clean peers
+
+# Third-party peers (official MCP SDKs from npm, the conformance suite, Node 22) go into $(CACHE).
+# Each scripts/install_*.sh installs one group and is idempotent (fast when already there).
+export STURDYRPC_CACHE := $(CACHE)
 
 all: test
 
@@ -18,14 +22,17 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) scripts/demo_session.py
 
-test: $(STAMP)
+peers: $(STAMP)
+	@set -e; for s in scripts/install_*.sh; do [ -f "$$s" ] || continue; echo "installing peers: $$s"; bash "$$s"; done
+
+test: $(STAMP) peers
 	$(PY) -m pytest -q
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src
 	$(VENV)/bin/mypy --strict src
 
-bench: $(STAMP)
+bench: $(STAMP) peers
 	$(PY) bench/run_all.py
 
 clean:
