@@ -29,9 +29,14 @@ from .framing import BadHeader, FrameTooLarge
 from .messages import Id, InvalidMessage, Message
 from .profile import Profile
 
-__all__ = ["Runner"]
+__all__ = ["Runner", "current_call"]
 
 log = logging.getLogger("sturdyrpc")
+
+#: The call whose handler is running in this task (None outside handlers). Transports that route
+#: messages by the request they belong to (Streamable HTTP puts a request's progress and
+#: notifications on that request's own response stream) read it when a message is sent.
+current_call: contextvars.ContextVar[Call | None] = contextvars.ContextVar("sturdyrpc_current_call", default=None)
 
 
 def _key(id_: Id) -> tuple[type, Any]:
@@ -162,6 +167,7 @@ class Runner:
         return call.invoke(ctx)
 
     async def _run_call(self, call: Call) -> None:
+        current_call.set(call)  # each task has its own context copy: this never leaks across calls
         try:
             value = await self._invoke(call)
         except asyncio.CancelledError:
@@ -175,6 +181,7 @@ class Runner:
             self.send(reply)
 
     async def _run_element(self, call: Call) -> None:
+        current_call.set(call)
         try:
             value = await self._invoke(call)
         except asyncio.CancelledError:

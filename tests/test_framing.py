@@ -1,0 +1,171 @@
+"""Framing, sans I/O: newline-delimited JSON and Content-Length."""
+
+from __future__ import annotations
+
+import pytest
+
+from sturdyrpc.framing import (
+    BadHeader,
+    ContentLengthFramer,
+    FrameTooLarge,
+    LineFramer,
+    encode_content_length,
+    encode_line,
+)
+
+
+def feed_all(framer: LineFramer | ContentLengthFramer, chunks: list[bytes]) -> list[object]:
+    out: list[object] = []
+    for c in chunks:
+        out.extend(framer.feed(c))
+    return out
+
+
+# ------------------------------------------------------------------ line framing
+
+
+def test_whole_lines_in_one_read() -> None:
+    assert LineFramer(100).feed(b'{"a":1}\n{"b":2}\n') == [b'{"a":1}', b'{"b":2}']
+
+
+def test_split_reads_are_assembled() -> None:
+    f = LineFramer(100)
+    assert f.feed(b'{"a"') == []
+    assert f.feed(b":") == []
+    assert f.buffered == 5
+    assert f.feed(b'1}\n{"b"') == [b'{"a":1}']
+    assert f.feed(b":2}\n") == [b'{"b":2}']
+    assert f.buffered == 0
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7])
+def test_byte_by_byte_any_chunking(size: int) -> None:
+    stream = b'{"a":1}\r\n\n  \n{"b":[1,2]}\n\r\n{"c":3}\n'
+    chunks = [stream[i : i + size] for i in range(0, len(stream), size)]
+    assert feed_all(LineFramer(100), chunks) == [b'{"a":1}', b'{"b":[1,2]}', b'{"c":3}']
+
+
+def test_crlf_and_blank_lines() -> None:
+    f = LineFramer(100)
+    assert f.feed(b'{"a":1}\r\n\r\n\n \t \n{"b":2}\r\n') == [b'{"a":1}', b'{"b":2}']
+
+
+def test_no_frame_without_newline() -> None:
+    f = LineFramer(100)
+    assert f.feed(b'{"a":1}') == []
+    assert f.feed(b"\n") == [b'{"a":1}']
+
+
+def _oversize_then_resync(chunks: list[bytes]) -> None:
+    f = LineFramer(10)
+    out = feed_all(f, chunks)
+    too_large = [e for e in out if isinstance(e, FrameTooLarge)]
+    assert len(too_large) == 1, out
+    assert too_large[0].limit == 10
+    assert [e for e in out if isinstance(e, bytes)] == [b"ok", b"fine"]
+    assert out.index(too_large[0]) < out.index(b"fine")
+    assert f.buffered <= 10
+
+
+def test_oversize_in_one_read() -> None:
+    _oversize_then_resync([b"ok\n" + b"x" * 50 + b"\nfine\n"])
+
+
+def test_oversize_unterminated_then_rest() -> None:
+    _oversize_then_resync([b"ok\n", b"x" * 50, b"y" * 50, b"z\nfine\n"])
+
+
+def test_oversize_growing_slowly_reported_once_and_not_buffered() -> None:
+    f = LineFramer(10)
+    out: list[object] = []
+    for _ in range(1000):
+        out.extend(f.feed(b"xxx"))
+        assert f.buffered <= 10
+    out.extend(f.feed(b"\nfine\n"))
+    assert [type(e).__name__ for e in out] == ["FrameTooLarge", "bytes"]
+    assert out[-1] == b"fine"
+
+
+def test_exactly_at_limit_is_accepted() -> None:
+    assert LineFramer(5).feed(b"12345\n") == [b"12345"]
+    assert [type(e) for e in LineFramer(5).feed(b"123456\n")] == [FrameTooLarge]
+
+
+def test_encode_line() -> None:
+    assert encode_line(b'{"a":1}') == b'{"a":1}\n'
+
+
+# ------------------------------------------------------------ Content-Length framing
+
+
+def test_content_length_round_trip_and_split_reads() -> None:
+    stream = encode_content_length(b'{"a":1}') + encode_content_length(b'{"b":"\xc3\xa9"}')
+    for size in (1, 3, len(stream)):
+        chunks = [stream[i : i + size] for i in range(0, len(stream), size)]
+        assert feed_all(ContentLengthFramer(100), chunks) == [b'{"a":1}', b'{"b":"\xc3\xa9"}']
+
+
+def test_content_length_other_headers_and_case() -> None:
+    f = ContentLengthFramer(100)
+    data = b"content-length: 7\r\nContent-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n{\"a\":1}"
+    assert f.feed(data) == [b'{"a":1}']
+
+
+def test_content_length_body_with_newlines_is_one_frame() -> None:
+    body = b'{\n"a":\n1\n}'
+    assert ContentLengthFramer(100).feed(encode_content_length(body)) == [body]
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        b"Content-Length: abc\r\n\r\n",
+        b"Content-Length: -5\r\n\r\n",
+        b"Content-Type: x\r\n\r\n",
+        b"garbage line\r\n\r\n",
+    ],
+)
+def test_bad_header_reported_and_next_frame_read(header: bytes) -> None:
+    f = ContentLengthFramer(100)
+    out = f.feed(header + encode_content_length(b'{"ok":1}'))
+    assert len(out) == 2 and isinstance(out[0], BadHeader), out
+    assert out[0].reason
+    assert out[1] == b'{"ok":1}'
+
+
+def test_bad_header_does_not_replay_previous_message() -> None:
+    # python-lsp-jsonrpc dispatched the previous body again after a bad header.
+    f = ContentLengthFramer(100)
+    out = f.feed(encode_content_length(b'{"id":1}') + b"Content-Length: zz\r\n\r\n" + encode_content_length(b'{"id":2}'))
+    assert [e for e in out if isinstance(e, bytes)] == [b'{"id":1}', b'{"id":2}']
+    assert sum(isinstance(e, BadHeader) for e in out) == 1
+
+
+def test_header_block_too_long_is_bounded() -> None:
+    f = ContentLengthFramer(100, max_header=64)
+    out = f.feed(b"X-Junk: " + b"j" * 500)
+    assert any(isinstance(e, BadHeader) for e in out)
+    assert f.buffered <= 64
+    out = f.feed(b"\r\n\r\n" + encode_content_length(b'{"ok":1}'))
+    assert out[-1] == b'{"ok":1}'
+
+
+def test_oversize_body_skipped_without_buffering() -> None:
+    f = ContentLengthFramer(10)
+    out = f.feed(b"Content-Length: 1000\r\n\r\n" + b"x" * 400)
+    assert [type(e) for e in out] == [FrameTooLarge]
+    assert f.buffered == 0
+    out = f.feed(b"x" * 600 + encode_content_length(b'{"ok":1}'))
+    assert out == [b'{"ok":1}']
+
+
+def test_oversize_body_in_small_chunks() -> None:
+    f = ContentLengthFramer(10)
+    stream = b"Content-Length: 100\r\n\r\n" + b"y" * 100 + encode_content_length(b"[1]")
+    out = feed_all(f, [stream[i : i + 7] for i in range(0, len(stream), 7)])
+    assert [type(e) for e in out] == [FrameTooLarge, bytes]
+    assert out[-1] == b"[1]"
+
+
+def test_encode_content_length_counts_bytes_not_chars() -> None:
+    assert encode_content_length('"é"'.encode()) == b'Content-Length: 4\r\n\r\n"\xc3\xa9"'
