@@ -301,11 +301,14 @@ class Dispatcher:
                 self._response_arrived(bad, on_response)
                 return None
             self.stats["invalid_requests"] += 1
-            omit = profile is not None and bad.id is None and profile.omit_unreadable_id()
+            bad_id = bad.id
+            if profile is not None and bad_id is not None and not profile.answerable_id(bad_id):
+                bad_id = None  # an id the protocol does not allow is answered as unreadable
+            omit = profile is not None and bad_id is None and profile.omit_unreadable_id()
             if job is not None:
-                job.add_answer(_error_dict(bad.error, bad.id, omit))
+                job.add_answer(_error_dict(bad.error, bad_id, omit))
                 return None
-            return self._error_bytes(bad.error, bad.id, omit)
+            return self._error_bytes(bad.error, bad_id, omit)
         if isinstance(msg, (Response, ErrorResponse)):
             self._response_arrived(msg, on_response)
             return None
@@ -327,14 +330,19 @@ class Dispatcher:
                     raise refusal
             if entry is None:
                 raise MethodNotFound("Method not found")
-            args, kwargs = entry.binder.bind(params)
+            # The profile may hide protocol members (progress token, _meta) from the signature.
+            args, kwargs = entry.binder.bind(params if profile is None else profile.params_for_handler(params))
         except RPCError as err:
             if id_ is _NOTIFICATION:
                 return None  # notifications are never answered, not even with an error
+            omit = False
+            if profile is not None and not profile.answerable_id(id_):
+                # e.g. MCP forbids null and fractional ids: answer as if the id were unreadable
+                id_, omit = None, profile.omit_unreadable_id()
             if job is not None:
-                job.add_answer(_error_dict(err, id_))
+                job.add_answer(_error_dict(err, id_, omit))
                 return None
-            return self._error_bytes(err, id_)
+            return self._error_bytes(err, id_, omit)
         call = Call(id_, method, entry, args, kwargs, params)
         if job is not None:
             call.job = job

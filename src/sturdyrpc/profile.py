@@ -38,9 +38,22 @@ class Profile:
         """When an error answers a message whose id could not be read: omit ``id`` (True) or send null."""
         return False
 
+    #: Refuse (-32600) a request whose id equals one still running on this connection, leaving the
+    #: first untouched (the runner checks it). Plain JSON-RPC only says ids SHOULD be unique.
+    refuse_duplicate_ids: bool = False
+
+    def answerable_id(self, id_: Id) -> bool:
+        """Whether an error may echo ``id_``; if not, it is answered as an unreadable id."""
+        return True
+
     def check_request(self, method: str, params: Any, id_: Id, is_notification: bool) -> RPCError | None:
         """Extra validation before dispatch; an error here is answered (requests) and nothing runs."""
         return None
+
+    def params_for_handler(self, params: Any) -> Any:
+        """``params`` as the handler's signature sees them: protocol members (a progress token,
+        ``_meta``) may be left out. The context still sees the original params. Default: unchanged."""
+        return params
 
     # -- cancellation
     def cancel_notification(self, id_: Id, reason: str | None) -> tuple[str, Any] | None:
@@ -94,6 +107,12 @@ class JSONRPCProfile(Profile):
             out["workDoneToken"] = token
             return out
         raise ValueError("progress needs named (object) params")
+
+    def params_for_handler(self, params: Any) -> Any:
+        # The token is protocol, not an argument: handlers read it through their context.
+        if type(params) is dict and "workDoneToken" in params:
+            return {k: v for k, v in params.items() if k != "workDoneToken"}
+        return params
 
     def read_progress_token(self, params: Any) -> str | int | None:
         if type(params) is dict:

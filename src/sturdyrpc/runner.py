@@ -91,12 +91,15 @@ class Runner:
     def feed(self, frame: bytes | FrameTooLarge | BadHeader) -> None:
         """Handle one frame from the framer. Never raises for bad input."""
         if type(frame) is not bytes:
+            omit = self.profile is not None and self.profile.omit_unreadable_id()
             if isinstance(frame, FrameTooLarge):
                 err = self.dispatcher.error_reply(
-                    InvalidRequest("Message too large", {"limit": "max_message_bytes", "max": frame.limit})
+                    InvalidRequest("Message too large", {"limit": "max_message_bytes", "max": frame.limit}), omit_id=omit
                 )
             else:
-                err = self.dispatcher.error_reply(ParseError("Parse error", {"reason": getattr(frame, "reason", "bad frame")}))
+                err = self.dispatcher.error_reply(
+                    ParseError("Parse error", {"reason": getattr(frame, "reason", "bad frame")}), omit_id=omit
+                )
             self.send(err)
             return
         todo = self.dispatcher.receive(frame, self.on_response, self.profile)
@@ -108,8 +111,12 @@ class Runner:
             return
         if t is Call:
             call: Call = todo  # type: ignore[assignment]
+            if self.profile is not None and self.profile.refuse_duplicate_ids and not call.is_notification and _key(call.id) in self._by_id:
+                self.send(self.dispatcher.error_reply(InvalidRequest("Invalid Request", {"reason": "duplicate id of a request in flight"}), call.id))
+                return
             entry = call.entry
-            if not entry.is_async and not entry.blocking and self.context_factory is None:
+            # Inline unless the handler needs a context from the factory (only made when asked for).
+            if not entry.is_async and not entry.blocking and (self.context_factory is None or entry.binder.context_name is None):
                 reply = self.dispatcher.run_inline(call)
                 if reply is not None:
                     self.send(reply)
@@ -152,7 +159,8 @@ class Runner:
     # -------------------------------------------------------------- execution
 
     async def _invoke(self, call: Call) -> Any:
-        ctx = self.context_factory(call) if self.context_factory is not None else None
+        factory = self.context_factory
+        ctx = factory(call) if factory is not None and call.entry.binder.context_name is not None else None
         entry = call.entry
         if entry.is_async:
             return await call.invoke(ctx)

@@ -13,10 +13,22 @@ def register(sub: Any) -> None:
     d.add_argument("--mcp", action="store_true", help="the MCP demo server instead of plain JSON-RPC")
     d.add_argument("--http", metavar="HOST:PORT", help="serve over Streamable HTTP instead of stdio")
     d.add_argument("--framing", choices=["line", "content-length"], default="line", help="stdio framing (default: line)")
+    d.add_argument("--allow-remote", action="store_true", help="with --http: allow a non-loopback bind address")
     d.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.http:
+        from ..transports.demo_http import run_demo_http
+
+        return run_demo_http(args.http, mcp=args.mcp, allow_remote=args.allow_remote)
+    if args.mcp and not args.http:
+        from ..mcp.demo import make_mcp_demo
+        from ..mcp.stdio import run_mcp_stdio
+
+        code = run_mcp_stdio(make_mcp_demo())
+        sys.stderr.flush()
+        os._exit(code)
     if args.mcp or args.http:
         print("sturdyrpc demo: --mcp and --http are not available in this version yet", file=sys.stderr)
         return 2

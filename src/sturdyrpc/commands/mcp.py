@@ -1,0 +1,251 @@
+"""``sturdyrpc mcp``: talk to an MCP server on stdio.
+
+::
+
+    sturdyrpc mcp tools [--protocol V] [--timeout S] -- CMD ARGS...
+    sturdyrpc mcp call TOOL [ARGS_JSON] [--timeout S] [--protocol V] -- CMD ARGS...
+
+``tools`` lists the server's tools: name, description and a summary of the input schema
+(``name: type``, ``?`` marks optional arguments). ``call`` calls one tool and prints its
+content: text blocks as text, other blocks as a short description, and structured content
+as JSON (unless it only repeats the text). Progress goes to stderr.
+
+Exit codes: 0 done; 1 the tool reported ``isError``, a protocol error, or the server died;
+2 bad usage; 124 ``--timeout`` passed (the call is cancelled first); 127 the server could
+not be started; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+from typing import Any
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_TIMEOUT = 124
+EXIT_NOT_STARTED = 127
+EXIT_INTERRUPTED = 130
+
+
+def register(sub: Any) -> None:
+    m = sub.add_parser(
+        "mcp",
+        help="talk to an MCP server on stdio: sturdyrpc mcp tools|call ... -- CMD ARGS...",
+        description="List or call the tools of an MCP server started as a subprocess (stdio).",
+        epilog="exit codes: 0 ok, 1 tool error / protocol error / server gone, 2 usage, 124 timeout, 127 cannot start the server",
+    )
+    msub = m.add_subparsers(dest="mcp_command", required=True)
+    t = msub.add_parser("tools", help="list the server's tools")
+    c = msub.add_parser("call", help="call one tool and print its content")
+    c.add_argument("tool", help="tool name")
+    c.add_argument("arguments", nargs="?", help="tool arguments as a JSON object")
+    for p in (t, c):
+        p.add_argument("--timeout", type=float, metavar="S", help="give up after S seconds (exit 124)")
+        p.add_argument("--protocol", metavar="VERSION", help="force a protocol version (default: negotiate the newest)")
+    m.set_defaults(func=run)
+
+
+def _err(msg: str) -> None:
+    sys.stderr.write(f"sturdyrpc mcp: {msg}\n")
+    sys.stderr.flush()
+
+
+def _type_of(schema: Any) -> str:
+    if not isinstance(schema, dict):
+        return "any"
+    if "type" in schema:
+        t = schema["type"]
+        if t == "array" and isinstance(schema.get("items"), dict):
+            return f"array of {_type_of(schema['items'])}"
+        return "|".join(t) if isinstance(t, list) else str(t)
+    if "enum" in schema:
+        return "|".join(json.dumps(v) for v in schema["enum"])
+    for key in ("anyOf", "oneOf"):
+        if isinstance(schema.get(key), list):
+            return "|".join(_type_of(s) for s in schema[key])
+    if "$ref" in schema:
+        return str(schema["$ref"]).rsplit("/", 1)[-1]
+    return "any"
+
+
+def schema_summary(schema: Any) -> str:
+    """``a: integer, b?: string`` for an object schema."""
+    if not isinstance(schema, dict):
+        return ""
+    props = schema.get("properties") or {}
+    required = set(schema.get("required") or [])
+    parts = [f"{name}{'' if name in required else '?'}: {_type_of(s)}" for name, s in props.items()]
+    return ", ".join(parts)
+
+
+def _render_block(block: Any) -> str:
+    if not isinstance(block, dict):
+        return json.dumps(block, ensure_ascii=False)
+    kind = block.get("type")
+    if kind == "text":
+        return str(block.get("text", ""))
+    if kind in ("image", "audio"):
+        return f"[{kind} {block.get('mimeType', '?')}, {len(str(block.get('data', '')))} bytes of base64]"
+    if kind == "resource":
+        res = block.get("resource") or {}
+        if "text" in res:
+            return str(res["text"])
+        return f"[resource {res.get('uri', '?')} {res.get('mimeType', '')}]".rstrip()
+    if kind == "resource_link":
+        return f"[link {block.get('uri', '?')}]"
+    return json.dumps(block, ensure_ascii=False)
+
+
+def _repeats_text(structured: Any, texts: list[str]) -> bool:
+    if len(texts) != 1:
+        return False
+    text = texts[0]
+    try:
+        decoded = json.loads(text)
+    except ValueError:
+        decoded = text
+    return bool(structured == decoded or structured == {"result": decoded} or structured == {"result": text})
+
+
+def render_result(result: dict[str, Any]) -> str:
+    """What ``sturdyrpc mcp call`` prints for a tool result."""
+    content = result.get("content") or []
+    lines = [_render_block(b) for b in content]
+    texts = [b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"]
+    if "structuredContent" in result and not (len(content) == len(texts) and _repeats_text(result["structuredContent"], texts)):
+        lines.append(json.dumps(result["structuredContent"], ensure_ascii=False))
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.server_command:
+        _err("no server command: put it after --, e.g. sturdyrpc mcp tools -- sturdyrpc demo --mcp")
+        return EXIT_USAGE
+    arguments: Any = {}
+    if args.mcp_command == "call" and args.arguments is not None:
+        try:
+            arguments = json.loads(args.arguments)
+        except ValueError as exc:
+            _err(f"ARGS_JSON is not valid JSON: {exc}")
+            return EXIT_USAGE
+        if not isinstance(arguments, dict):
+            _err("ARGS_JSON must be a JSON object")
+            return EXIT_USAGE
+    if args.timeout is not None and args.timeout <= 0:
+        _err("--timeout must be positive")
+        return EXIT_USAGE
+    from ..mcp.versions import SUPPORTED_VERSIONS
+
+    if args.protocol is not None and args.protocol not in SUPPORTED_VERSIONS:
+        _err(f"unknown protocol version {args.protocol!r} (known: {', '.join(SUPPORTED_VERSIONS)})")
+        return EXIT_USAGE
+    try:
+        return asyncio.run(_main(args, arguments))
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+
+
+async def _main(args: argparse.Namespace, arguments: dict[str, Any]) -> int:
+    from ..errors import RPCError
+    from ..mcp.client import NegotiationFailed, connect
+    from ..peer import ConnectionClosed, RequestTimeout
+
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    state = {"interrupted": False, "timed_out": False}
+
+    def on_signal() -> None:
+        state["interrupted"] = True
+        if task is not None:
+            task.cancel()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, on_signal)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+    timer = None
+    if args.timeout is not None:
+
+        def on_timeout() -> None:
+            state["timed_out"] = True
+            if task is not None:
+                task.cancel()
+
+        timer = loop.call_later(args.timeout, on_timeout)
+
+    def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        text = f"{progress:g}" + (f"/{total:g}" if total is not None else "")
+        if message:
+            text += f" {message}"
+        sys.stderr.write(f"progress: {text}\n")
+        sys.stderr.flush()
+
+    conn_cm = connect(args.server_command, args.protocol, timeout=None, discover_timeout=min(10.0, args.timeout or 10.0))
+    try:
+        client = await conn_cm.__aenter__()
+    except OSError as exc:
+        _err(f"cannot start {args.server_command[0]!r}: {exc.strerror or exc}")
+        return EXIT_NOT_STARTED
+    except asyncio.CancelledError:
+        return _cancel_code(state)
+    except NegotiationFailed as exc:
+        _err(str(exc))
+        return EXIT_ERROR
+    except (RPCError, ConnectionClosed, RequestTimeout) as exc:
+        _err(f"could not connect: {exc}")
+        return EXIT_ERROR
+    code = EXIT_ERROR
+    exc_info: tuple[Any, Any, Any] = (None, None, None)
+    try:
+        if args.mcp_command == "tools":
+            for tool in await client.list_tools():
+                desc = (tool.get("description") or "").strip().splitlines()
+                sys.stdout.write(f"{tool.get('name')}({schema_summary(tool.get('inputSchema'))})\n")
+                if desc:
+                    sys.stdout.write(f"    {desc[0]}\n")
+            code = EXIT_OK
+        else:
+            result = await client.call_tool(args.tool, arguments, on_progress=on_progress)
+            out = render_result(result)
+            if out:
+                sys.stdout.write(out + "\n")
+            if result.get("isError"):
+                _err("the tool reported an error")
+                code = EXIT_ERROR
+            else:
+                code = EXIT_OK
+        sys.stdout.flush()
+    except asyncio.CancelledError:
+        code = _cancel_code(state)
+    except BrokenPipeError:
+        code = EXIT_OK  # our reader (e.g. `| head`) has seen enough
+    except RPCError as exc:
+        _err(f"error {exc.code}: {exc.message}" + (f" {json.dumps(exc.data)}" if exc.has_data else ""))
+        code = EXIT_ERROR
+    except (ConnectionClosed, RequestTimeout) as exc:
+        _err(str(exc))
+        tail = client.connection.stderr_text()[-2000:] if client.connection is not None else ""
+        if tail:
+            sys.stderr.write(tail if tail.endswith("\n") else tail + "\n")
+        code = EXIT_ERROR
+    finally:
+        if timer is not None:
+            timer.cancel()
+        try:
+            await conn_cm.__aexit__(*exc_info)
+        except (asyncio.CancelledError, Exception):
+            pass
+    return code
+
+
+def _cancel_code(state: dict[str, bool]) -> int:
+    if state["timed_out"]:
+        _err("timed out")
+        return EXIT_TIMEOUT
+    return EXIT_INTERRUPTED

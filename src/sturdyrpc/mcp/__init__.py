@@ -1,0 +1,43 @@
+"""MCP (Model Context Protocol) on sturdyrpc: the rules as a profile, a server and a client.
+
+- :class:`MCPProfile`: MCP's rules per connection and negotiated version;
+- :class:`MCPServer`: tools, resources, prompts and completions on typed functions, served
+  over any message transport (stdio: :func:`run_mcp_stdio`) or statelessly (2026-07-28);
+- :func:`connect`: a client for an MCP server started as a subprocess.
+"""
+
+from .profile import MCPProfile, MissingRequiredClientCapability, UnsupportedProtocolVersion
+from .server import (
+    MCPContext,
+    MCPServer,
+    Session,
+    ToolError,
+    ToolResult,
+    audio_content,
+    embedded_resource,
+    image_content,
+    text_content,
+)
+from .stdio import run_mcp_stdio, serve_mcp_stdio
+from .versions import HANDSHAKE_VERSIONS, LATEST, MODERN_VERSIONS, SUPPORTED_VERSIONS
+
+__all__ = [
+    "MCPProfile",
+    "UnsupportedProtocolVersion",
+    "MissingRequiredClientCapability",
+    "MCPServer",
+    "MCPContext",
+    "Session",
+    "ToolError",
+    "ToolResult",
+    "text_content",
+    "image_content",
+    "audio_content",
+    "embedded_resource",
+    "serve_mcp_stdio",
+    "run_mcp_stdio",
+    "SUPPORTED_VERSIONS",
+    "HANDSHAKE_VERSIONS",
+    "MODERN_VERSIONS",
+    "LATEST",
+]

@@ -1,0 +1,388 @@
+"""An MCP client for servers started as subprocesses (stdio).
+
+::
+
+    async with connect(["sturdyrpc", "demo", "--mcp"]) as client:
+        print(client.version)                        # "2026-07-28", or what initialize gave
+        tools = await client.list_tools()
+        result = await client.call_tool("add", {"a": 1, "b": 2})
+
+Negotiation (``protocol=None``): the client probes ``server/discover`` at 2026-07-28. A
+result naming a version we speak selects the stateless era; -32022 naming a modern version
+we speak is retried at that version; ANY other error, or no answer within
+``discover_timeout``, means a handshake-era server, and the client falls back to
+``initialize`` (the fallback never depends on one error code). ``protocol="2025-06-18"``
+(any handshake version) skips the probe and requires exactly that version;
+``protocol="2026-07-28"`` requires the stateless era.
+
+The server's requests (``sampling/createMessage``, ``elicitation/create``, ``roots/list``)
+are answered by the callbacks given to :func:`connect`; on 2026-07-28 the same callbacks
+answer the ``inputRequests`` of an ``input_required`` result, and the request is retried.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from ..client import StdioConnection, connect_stdio
+from ..dispatch import Context, Dispatcher
+from ..errors import InvalidParams, RPCError
+from ..peer import Peer, ProgressCallback, RequestTimeout
+from .profile import UNSUPPORTED_PROTOCOL_VERSION, MCPProfile
+from .versions import (
+    HANDSHAKE_VERSIONS,
+    LATEST_HANDSHAKE,
+    META_CLIENT_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_LOG_LEVEL,
+    META_PROTOCOL_VERSION,
+    MODERN_VERSIONS,
+    RULES,
+    SUPPORTED_VERSIONS,
+)
+
+__all__ = ["MCPClient", "connect", "NegotiationFailed"]
+
+log = logging.getLogger("sturdyrpc.mcp")
+
+Callback = Callable[[dict[str, Any]], Awaitable[dict[str, Any]] | dict[str, Any]]
+RootsCallback = Callable[[], Awaitable[list[dict[str, Any]]] | list[dict[str, Any]]]
+
+#: Most ``input_required`` rounds of one request before giving up.
+MAX_INPUT_ROUNDS = 8
+
+
+class NegotiationFailed(Exception):
+    """No protocol version both sides speak (or the forced one was refused)."""
+
+
+async def _maybe(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+class MCPClient:
+    """An MCP session on a :class:`~sturdyrpc.peer.Peer`; build it with :func:`connect`."""
+
+    #: The connection (set by :func:`connect`, or given).
+    peer: Peer
+    #: The subprocess connection when started by :func:`connect`.
+    connection: StdioConnection | None = None
+
+    def __init__(
+        self,
+        peer: Peer | None,
+        profile: MCPProfile,
+        *,
+        client_info: dict[str, Any],
+        sampling: Callback | None = None,
+        elicitation: Callback | None = None,
+        roots: RootsCallback | None = None,
+        on_log: Callable[[dict[str, Any]], Any] | None = None,
+        on_notification: Callable[[str, Any], Any] | None = None,
+        log_level: str | None = None,
+    ) -> None:
+        if peer is not None:
+            self.peer = peer
+        self.profile = profile
+        self.client_info = client_info
+        self.sampling = sampling
+        self.elicitation = elicitation
+        self.roots = roots
+        self.on_log = on_log
+        self.on_notification = on_notification
+        #: Per-request log level on 2026-07-28 (``logging/setLevel`` in the handshake era).
+        self.log_level = log_level
+        self.version: str | None = None
+        self.server_info: dict[str, Any] = {}
+        self.server_capabilities: dict[str, Any] = {}
+        self.instructions: str | None = None
+        self.supported_versions: list[str] = []
+
+    # ------------------------------------------------------------------ negotiation
+
+    @property
+    def modern(self) -> bool:
+        return self.version is not None and RULES[self.version].stateless
+
+    def capabilities(self) -> dict[str, Any]:
+        """The client capabilities we declare (from the callbacks given)."""
+        caps: dict[str, Any] = {}
+        if self.sampling is not None:
+            caps["sampling"] = {}
+        if self.elicitation is not None:
+            caps["elicitation"] = {}
+        if self.roots is not None:
+            caps["roots"] = {"listChanged": True}
+        return caps
+
+    def _envelope(self, version: str) -> dict[str, Any]:
+        meta: dict[str, Any] = {
+            META_PROTOCOL_VERSION: version,
+            META_CLIENT_CAPABILITIES: self.capabilities(),
+            META_CLIENT_INFO: self.client_info,
+        }
+        if self.log_level is not None:
+            meta[META_LOG_LEVEL] = self.log_level
+        return meta
+
+    async def negotiate(self, protocol: str | None = None, *, discover_timeout: float = 10.0) -> str:
+        """Select the protocol version (see the module docstring). Returns it."""
+        if protocol is not None and protocol not in SUPPORTED_VERSIONS:
+            raise NegotiationFailed(f"unknown protocol version {protocol!r} (known: {', '.join(SUPPORTED_VERSIONS)})")
+        if protocol is None or protocol in MODERN_VERSIONS:
+            version = protocol or MODERN_VERSIONS[-1]
+            for _attempt in range(2):
+                try:
+                    result = await self.peer.request("server/discover", {"_meta": self._envelope(version)}, timeout=discover_timeout)
+                except RequestTimeout:
+                    if protocol is not None:
+                        raise NegotiationFailed("server/discover was not answered") from None
+                    break
+                except RPCError as exc:
+                    if exc.code == UNSUPPORTED_PROTOCOL_VERSION and isinstance(exc.data, dict):
+                        supported = exc.data.get("supported") or []
+                        mutual = [v for v in MODERN_VERSIONS if v in supported]
+                        if mutual and mutual[-1] != version:
+                            version = mutual[-1]
+                            continue
+                        if protocol is not None or not any(v in HANDSHAKE_VERSIONS for v in supported):
+                            raise NegotiationFailed(f"no common protocol version (server supports {supported})") from None
+                    if protocol is not None:
+                        raise NegotiationFailed(f"server/discover failed: {exc.message}") from None
+                    break  # any other error: a handshake-era server
+                if type(result) is dict:
+                    supported = result.get("supportedVersions") or []
+                    mutual = [v for v in MODERN_VERSIONS if v in supported]
+                    if mutual:
+                        self._adopt_discover(mutual[-1], result)
+                        return mutual[-1]
+                if protocol is not None:
+                    raise NegotiationFailed("the server does not offer the requested version")
+                break
+        return await self._initialize(protocol)
+
+    def _adopt_discover(self, version: str, result: dict[str, Any]) -> None:
+        self.version = version
+        self.profile.set_version(version)
+        self.supported_versions = list(result.get("supportedVersions") or [])
+        self.server_capabilities = result.get("capabilities") or {}
+        meta = result.get("_meta")
+        info = meta.get("io.modelcontextprotocol/serverInfo") if type(meta) is dict else None
+        self.server_info = info if type(info) is dict else {}
+        self.instructions = result.get("instructions")
+
+    async def _initialize(self, protocol: str | None) -> str:
+        offer = protocol or LATEST_HANDSHAKE
+        result = await self.peer.request(
+            "initialize",
+            {"protocolVersion": offer, "capabilities": self.capabilities(), "clientInfo": self.client_info},
+        )
+        if type(result) is not dict:
+            raise NegotiationFailed("malformed initialize result")
+        version = result.get("protocolVersion")
+        if not isinstance(version, str) or version not in HANDSHAKE_VERSIONS or (protocol is not None and version != protocol):
+            raise NegotiationFailed(f"the server chose protocol version {version!r}, which this client cannot use")
+        self.version = version
+        self.profile.set_version(version)
+        self.server_capabilities = result.get("capabilities") or {}
+        self.server_info = result.get("serverInfo") or {}
+        self.instructions = result.get("instructions")
+        await self.peer.notify("notifications/initialized")
+        if self.log_level is not None and "logging" in self.server_capabilities:
+            await self.peer.request("logging/setLevel", {"level": self.log_level})
+        return version
+
+    # ------------------------------------------------------------------ requests
+
+    async def request(
+        self, method: str, params: dict[str, Any] | None = None, *, timeout: float | None = None, on_progress: ProgressCallback | None = None
+    ) -> Any:
+        """Send one MCP request (the 2026-07-28 ``_meta`` envelope added when needed).
+
+        ``input_required`` results are answered with the callbacks and retried. Raises the
+        server's :class:`~sturdyrpc.errors.RPCError`, ``RequestTimeout``, ``ConnectionClosed``.
+        """
+        if self.version is None:
+            raise RuntimeError("not negotiated: use connect() or negotiate() first")
+        base = dict(params or {})
+        extra: dict[str, Any] = {}
+        for _round in range(MAX_INPUT_ROUNDS + 1):
+            p = {**base, **extra}
+            if self.modern:
+                meta = dict(p.get("_meta") or {})
+                meta.update(self._envelope(self.version))
+                p["_meta"] = meta
+            kw: dict[str, Any] = {"on_progress": on_progress}
+            if timeout is not None:
+                kw["timeout"] = timeout
+            result = await self.peer.request(method, p, **kw)
+            if not (self.modern and type(result) is dict and result.get("resultType") == "input_required"):
+                return result
+            extra = {"inputResponses": await self._answer_inputs(result.get("inputRequests") or {})}
+            if "requestState" in result:
+                extra["requestState"] = result["requestState"]
+        raise RPCError(f"the server asked for input more than {MAX_INPUT_ROUNDS} times")
+
+    async def _answer_inputs(self, requests: Mapping[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, req in requests.items():
+            if type(req) is not dict:
+                continue
+            out[key] = await self._serve_request(str(req.get("method")), req.get("params") or {})
+        return out
+
+    async def _serve_request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if method == "sampling/createMessage" and self.sampling is not None:
+            return await _maybe(self.sampling(params))  # type: ignore[no-any-return]
+        if method == "elicitation/create" and self.elicitation is not None:
+            return await _maybe(self.elicitation(params))  # type: ignore[no-any-return]
+        if method == "roots/list" and self.roots is not None:
+            return {"roots": await _maybe(self.roots())}
+        raise InvalidParams(f"this client does not handle {method}")
+
+    async def _paged(self, method: str, key: str, timeout: float | None) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        cursor: str | None = None
+        for _ in range(1000):
+            params = {"cursor": cursor} if cursor is not None else {}
+            result = await self.request(method, params, timeout=timeout)
+            items.extend(result.get(key) or [])
+            cursor = result.get("nextCursor")
+            if not cursor:
+                break
+        return items
+
+    async def ping(self, timeout: float | None = None) -> None:
+        """``ping`` (handshake era only; 2026-07-28 has none)."""
+        await self.request("ping", timeout=timeout)
+
+    async def list_tools(self, timeout: float | None = None) -> list[dict[str, Any]]:
+        return await self._paged("tools/list", "tools", timeout)
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any] | None = None, *, timeout: float | None = None, on_progress: ProgressCallback | None = None
+    ) -> dict[str, Any]:
+        """``tools/call``; the result dict (``content``, ``structuredContent``, ``isError``).
+
+        Cancel the awaiting task to cancel the call (``notifications/cancelled`` is sent).
+        """
+        result: dict[str, Any] = await self.request("tools/call", {"name": name, "arguments": arguments or {}}, timeout=timeout, on_progress=on_progress)
+        return result
+
+    async def list_resources(self, timeout: float | None = None) -> list[dict[str, Any]]:
+        return await self._paged("resources/list", "resources", timeout)
+
+    async def list_resource_templates(self, timeout: float | None = None) -> list[dict[str, Any]]:
+        return await self._paged("resources/templates/list", "resourceTemplates", timeout)
+
+    async def read_resource(self, uri: str, timeout: float | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = await self.request("resources/read", {"uri": uri}, timeout=timeout)
+        return result
+
+    async def list_prompts(self, timeout: float | None = None) -> list[dict[str, Any]]:
+        return await self._paged("prompts/list", "prompts", timeout)
+
+    async def get_prompt(self, name: str, arguments: dict[str, str] | None = None, timeout: float | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = await self.request("prompts/get", {"name": name, "arguments": arguments or {}}, timeout=timeout)
+        return result
+
+    async def complete(self, ref: dict[str, Any], argument: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = await self.request("completion/complete", {"ref": ref, "argument": argument}, timeout=timeout)
+        return result
+
+    async def set_log_level(self, level: str) -> None:
+        """Ask for ``notifications/message`` at ``level`` and above."""
+        self.log_level = level
+        if not self.modern:
+            await self.request("logging/setLevel", {"level": level})
+
+    # ------------------------------------------------------------------ the server's calls
+
+    def dispatcher(self) -> Dispatcher:
+        """The dispatcher answering the server's requests and notifications."""
+        d = Dispatcher()
+        client = self
+
+        async def sampling(ctx: Context, **params: Any) -> dict[str, Any]:
+            return await client._serve_request("sampling/createMessage", params)
+
+        async def elicitation(ctx: Context, **params: Any) -> dict[str, Any]:
+            return await client._serve_request("elicitation/create", params)
+
+        async def roots(ctx: Context, **params: Any) -> dict[str, Any]:
+            return await client._serve_request("roots/list", params)
+
+        async def ping(ctx: Context, **params: Any) -> dict[str, Any]:
+            return {}
+
+        async def message(ctx: Context, **params: Any) -> None:
+            if client.on_log is not None:
+                await _maybe(client.on_log(params))
+
+        d.add_method(sampling, "sampling/createMessage")
+        d.add_method(elicitation, "elicitation/create")
+        d.add_method(roots, "roots/list")
+        d.add_method(ping, "ping")
+        d.add_method(message, "notifications/message")
+        for name in (
+            "notifications/tools/list_changed",
+            "notifications/resources/list_changed",
+            "notifications/prompts/list_changed",
+            "notifications/resources/updated",
+        ):
+            d.add_method(self._notification_handler(name), name)
+        return d
+
+    def _notification_handler(self, name: str) -> Callable[..., Awaitable[None]]:
+        async def handler(ctx: Context, **params: Any) -> None:
+            if self.on_notification is not None:
+                await _maybe(self.on_notification(name, params))
+
+        return handler
+
+
+@contextlib.asynccontextmanager
+async def connect(
+    argv: Sequence[str],
+    protocol: str | None = None,
+    *,
+    sampling: Callback | None = None,
+    elicitation: Callback | None = None,
+    roots: RootsCallback | None = None,
+    on_log: Callable[[dict[str, Any]], Any] | None = None,
+    on_notification: Callable[[str, Any], Any] | None = None,
+    log_level: str | None = None,
+    client_info: dict[str, Any] | None = None,
+    timeout: float | None = 60.0,
+    discover_timeout: float = 10.0,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+) -> AsyncIterator[MCPClient]:
+    """Start ``argv`` (an MCP stdio server), negotiate, and yield an :class:`MCPClient`.
+
+    ``protocol`` forces a version. ``timeout`` is the default per-request timeout (None:
+    none). The server process is stopped politely when the block ends.
+    """
+    from .. import __version__
+
+    profile = MCPProfile(role="client")
+    client = MCPClient(
+        None,
+        profile,
+        client_info=client_info or {"name": "sturdyrpc", "version": __version__},
+        sampling=sampling,
+        elicitation=elicitation,
+        roots=roots,
+        on_log=on_log,
+        on_notification=on_notification,
+        log_level=log_level,
+    )
+    async with connect_stdio(argv, profile=profile, dispatcher=client.dispatcher(), default_timeout=timeout, env=env, cwd=cwd) as conn:
+        client.peer = conn.peer
+        client.connection = conn
+        await client.negotiate(protocol, discover_timeout=discover_timeout)
+        yield client

@@ -1,0 +1,46 @@
+"""Serving an :class:`~sturdyrpc.mcp.MCPServer` over Streamable HTTP: the glue between the two.
+
+``mcp_http_app(server)`` returns the ASGI app; every handshake-era session runs the same
+server object as stdio does (:meth:`MCPServer.create_peer` on the session's pipe), and
+2026-07-28 requests go to :meth:`MCPServer.handle_stateless`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..mcp.server import MCPServer
+from ..peer import Peer
+from .server import StreamableHTTPApp
+from .session import SessionPipe, note_outgoing
+
+__all__ = ["mcp_http_app", "tag_outgoing"]
+
+
+def tag_outgoing(peer: Peer, pipe: SessionPipe) -> None:
+    """Make ``peer`` tag each message a handler queues with the request being handled.
+
+    The peer writes from its own task, where the handler's :data:`~sturdyrpc.runner.current_call`
+    is no longer visible; tagging at queue time keeps which request a notification or a
+    server-to-client request belongs to, so it goes out on that request's SSE stream.
+    """
+    enqueue = peer._enqueue
+
+    def tagged(data: bytes) -> None:
+        note_outgoing(pipe, data)
+        enqueue(data)
+
+    peer._enqueue = tagged  # type: ignore[method-assign]
+
+
+def mcp_http_app(server: MCPServer, **options: Any) -> StreamableHTTPApp:
+    """The Streamable HTTP ASGI app for ``server`` (options: see :class:`StreamableHTTPApp`)."""
+
+    async def serve_session(pipe: SessionPipe) -> None:
+        peer = server.create_peer(pipe, name="mcp-http")
+        tag_outgoing(peer, pipe)
+        async with peer:
+            await peer.wait_closed()
+
+    options.setdefault("modern", server.handle_stateless)
+    return StreamableHTTPApp(serve_session, **options)

@@ -1,0 +1,64 @@
+"""``connect_http(url)``: the MCP client (:class:`sturdyrpc.mcp.client.MCPClient`) over Streamable HTTP.
+
+::
+
+    async with connect_http("http://127.0.0.1:8000/mcp") as client:
+        print(client.version)
+        await client.call_tool("echo", {"text": "hi"})
+
+Negotiation is the client's own (``server/discover`` at 2026-07-28, falling back to
+``initialize``); ``protocol`` forces a version. Leaving the block closes the session (DELETE).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
+
+from ..mcp.client import Callback, MCPClient, RootsCallback
+from ..mcp.profile import MCPProfile
+from ..peer import Peer
+from .client import StreamableHTTPClientTransport
+
+__all__ = ["connect_http"]
+
+
+@contextlib.asynccontextmanager
+async def connect_http(
+    url: str,
+    protocol: str | None = None,
+    *,
+    headers: Mapping[str, str] | None = None,
+    sampling: Callback | None = None,
+    elicitation: Callback | None = None,
+    roots: RootsCallback | None = None,
+    on_log: Callable[[dict[str, Any]], Any] | None = None,
+    on_notification: Callable[[str, Any], Any] | None = None,
+    log_level: str | None = None,
+    client_info: dict[str, Any] | None = None,
+    timeout: float | None = 60.0,
+    discover_timeout: float = 10.0,
+    transport: StreamableHTTPClientTransport | None = None,
+) -> AsyncIterator[MCPClient]:
+    """Connect to the MCP endpoint ``url``, negotiate, and yield an :class:`MCPClient`."""
+    from .. import __version__
+
+    profile = MCPProfile(role="client")
+    client = MCPClient(
+        None,
+        profile,
+        client_info=client_info or {"name": "sturdyrpc", "version": __version__},
+        sampling=sampling,
+        elicitation=elicitation,
+        roots=roots,
+        on_log=on_log,
+        on_notification=on_notification,
+        log_level=log_level,
+    )
+    t = transport or StreamableHTTPClientTransport(url, headers=headers)
+    peer = Peer(t, client.dispatcher(), profile=profile, default_timeout=timeout, name="mcp-http-client")
+    client.peer = peer
+    async with peer:
+        await client.negotiate(protocol, discover_timeout=discover_timeout)
+        yield client

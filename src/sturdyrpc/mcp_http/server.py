@@ -1,0 +1,559 @@
+"""MCP Streamable HTTP server as an ASGI application.
+
+One endpoint (default ``/mcp``) serving two eras:
+
+- **2025-03-26 .. 2025-11-25** (handshake era): POST / GET / DELETE with sessions. Every session
+  runs the MCP server over a :class:`~.session.SessionPipe` (the same server object as on stdio);
+  see :mod:`.session` for how outgoing messages find their stream. With ``stateless=True``
+  there are no sessions: every POST gets a fresh, pre-initialized pipe, so any worker of a
+  multi-process server can answer it.
+- **2026-07-28** (``MCP-Protocol-Version: 2026-07-28``): POST only, no sessions; the request
+  metadata headers are checked against the body (:mod:`.modern`) and closing the response
+  stream cancels the request.
+
+Security on every request: Host/Origin allow-lists (403), optional bearer auth (401), body
+limit (413), caps on sessions and open streams (503), session ids bound to the principal that
+created them (another principal gets 404: session ids are never credentials).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from .. import codec
+from ..mcp.versions import HANDSHAKE_VERSIONS, MODERN_VERSIONS
+from ..transports.asgi import (
+    BodyTooLarge,
+    Disconnected,
+    HTTPRefusal,
+    HTTPSecurity,
+    Receive,
+    Scope,
+    Send,
+    current_principal,
+    error_body,
+    header,
+    read_body,
+    respond,
+)
+from .events import SSE_HEADERS, EventStore, MemoryEventStore, sse_event, sse_priming
+from .modern import HeaderProblem, check_modern_headers
+from .session import Connection, Session, Stream, current_session
+
+__all__ = ["StreamableHTTPApp", "ServeSession", "ModernHandler"]
+
+log = logging.getLogger("sturdyrpc.http")
+
+#: Runs the MCP server over one session's transport until the transport closes.
+ServeSession = Callable[[Any], Awaitable[None]]
+#: Serves one 2026-07-28 message: ``(body, emit)`` -> reply bytes (None for a notification).
+#: ``emit(bytes)`` sends a notification related to the request before the reply
+#: (:meth:`sturdyrpc.mcp.MCPServer.handle_stateless` has this shape).
+ModernHandler = Callable[[bytes, Callable[[bytes], Awaitable[None]]], Awaitable[bytes | None]]
+
+_STATELESS_INIT_ID = "sturdyrpc-stateless-init"
+
+
+def _media_types(accept: bytes | None) -> set[bytes]:
+    if accept is None:
+        return {b"*/*"}
+    return {p.split(b";", 1)[0].strip().lower() for p in accept.split(b",")}
+
+
+class StreamableHTTPApp:
+    """The MCP endpoint. ``serve_session(transport)`` runs the MCP server on one session's pipe;
+    ``modern`` (optional) serves 2026-07-28 requests statelessly.
+
+    Options: ``json_response`` (answer requests with ``application/json`` instead of an SSE
+    stream), ``stateless`` (no sessions in the handshake era), ``event_store`` (resumability;
+    in-memory by default, None disables it), ``retry_ms`` (the SSE ``retry`` hint),
+    ``max_sessions``, ``max_streams_per_session``, ``session_idle_timeout`` (seconds).
+    """
+
+    def __init__(
+        self,
+        serve_session: ServeSession,
+        *,
+        modern: ModernHandler | None = None,
+        path: str | None = "/mcp",
+        security: HTTPSecurity | None = None,
+        json_response: bool = False,
+        stateless: bool = False,
+        event_store: EventStore | None | bool = True,
+        retry_ms: int | None = 1000,
+        max_sessions: int = 1000,
+        max_streams_per_session: int = 64,
+        session_idle_timeout: float = 3600.0,
+        max_depth: int = 256,
+        handshake_versions: tuple[str, ...] = HANDSHAKE_VERSIONS,
+        modern_versions: tuple[str, ...] = MODERN_VERSIONS,
+    ) -> None:
+        self.serve_session = serve_session
+        self.modern = modern
+        self.path = path
+        self.security = security or HTTPSecurity()
+        self.json_response = json_response
+        self.stateless = stateless
+        self.store: EventStore | None = MemoryEventStore() if event_store is True else (event_store or None)
+        self.retry_ms = retry_ms
+        self.max_sessions = max_sessions
+        self.max_streams_per_session = max_streams_per_session
+        self.session_idle_timeout = session_idle_timeout
+        self.max_depth = max_depth
+        self.handshake_versions = handshake_versions
+        self.modern_versions = modern_versions if modern is not None else ()
+        self.sessions: dict[str, Session] = {}
+        self._bg: set[asyncio.Task[Any]] = set()
+
+    # ------------------------------------------------------------------ entry
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if kind != "http":
+            return
+        try:
+            principal = await self.security.check(scope)
+            if self.path is not None and scope.get("path", "").rstrip("/") != self.path.rstrip("/"):
+                raise HTTPRefusal(404, -32600, "Not found")
+            method = scope["method"]
+            token = current_principal.set(principal)
+            try:
+                if method == "POST":
+                    await self._post(scope, receive, send, principal)
+                elif method == "GET":
+                    await self._get(scope, receive, send, principal)
+                elif method == "DELETE":
+                    await self._delete(scope, send, principal)
+                else:
+                    allow = b"POST" if self.stateless else b"GET, POST, DELETE"
+                    raise HTTPRefusal(405, -32600, "Method not allowed", [(b"allow", allow)])
+            finally:
+                current_principal.reset(token)
+        except HTTPRefusal as r:
+            await respond(send, r.status, error_body(r.code, r.message, with_null_id=False), extra=r.headers)
+        except Disconnected:
+            return
+
+    # -------------------------------------------------------------- versions
+
+    def _header_version(self, scope: Scope) -> str | None:
+        raw = header(scope, b"mcp-protocol-version")
+        if raw is None:
+            return None
+        v = raw.decode("latin-1").strip()
+        if v in self.handshake_versions or v in self.modern_versions:
+            return v
+        if self.modern is not None and v > self.handshake_versions[-1]:
+            supported = list(self.handshake_versions) + list(self.modern_versions)
+            raise _Problem(HeaderProblem(400, -32022, "Unsupported protocol version", {"supported": supported, "requested": v}))
+        raise HTTPRefusal(400, -32600, "Bad Request: unsupported MCP-Protocol-Version")
+
+    # ------------------------------------------------------------------ POST
+
+    async def _post(self, scope: Scope, receive: Receive, send: Send, principal: Any) -> None:
+        ctype = header(scope, b"content-type")
+        if ctype is None or ctype.split(b";", 1)[0].strip().lower() != b"application/json":
+            raise HTTPRefusal(415, -32600, "Unsupported Media Type: Content-Type must be application/json")
+        accept = _media_types(header(scope, b"accept"))
+        any_ok = b"*/*" in accept
+        sse_ok = any_ok or b"text/event-stream" in accept or b"text/*" in accept
+        json_ok = any_ok or b"application/json" in accept or b"application/*" in accept
+        if not (sse_ok or json_ok):
+            raise HTTPRefusal(406, -32600, "Not Acceptable: accept application/json and text/event-stream")
+        try:
+            body = await read_body(scope, receive, self.security.max_body_bytes)
+        except BodyTooLarge:
+            raise HTTPRefusal(413, -32600, "Request body too large") from None
+        try:
+            version = self._header_version(scope)
+        except _Problem as p:
+            await _send_problem(send, p.problem, None)
+            return
+        try:
+            obj = codec.decode_bounded(body, self.max_depth)
+        except codec.DecodeFailure:
+            await respond(send, 400, error_body(-32700, "Parse error", with_null_id=False))
+            return
+        if version is not None and version in self.modern_versions:
+            await self._post_modern(scope, receive, send, body, obj, version, sse_ok)
+            return
+        items = obj if type(obj) is list else [obj]
+        if not items:
+            raise HTTPRefusal(400, -32600, "Invalid Request: empty batch")
+        requests: list[dict[str, Any]] = []
+        for m in items:
+            kind = _kind(m)
+            if kind is None:
+                raise HTTPRefusal(400, -32600, "Invalid Request: not a JSON-RPC message")
+            if kind == "request":
+                requests.append(m)
+        is_init = any(r.get("method") == "initialize" for r in requests)
+        if is_init and type(obj) is list:
+            raise HTTPRefusal(400, -32600, "Invalid Request: initialize must not be part of a batch")
+        if self.stateless:
+            session = await self._stateless_session(version, principal, skip_init=is_init)
+        elif is_init:
+            if header(scope, b"mcp-session-id") is not None:
+                raise HTTPRefusal(400, -32600, "Bad Request: initialize must not carry Mcp-Session-Id")
+            session = self._new_session(principal)
+        else:
+            session = self._find_session(scope, principal)
+        if type(obj) is list and session.version not in (None, "2025-03-26"):
+            raise HTTPRefusal(400, -32600, "Invalid Request: batches are not supported in this protocol version")
+        session.last_active = time.monotonic()
+        extra = [] if session.id is None else [(b"mcp-session-id", session.id.encode("ascii"))]
+        try:
+            if not requests:
+                for m in items:
+                    await session.pipe.feed(body if len(items) == 1 else codec.encode(m))
+                await respond(send, 202, b"", extra=extra)
+                return
+            if any(session.in_flight(r["id"]) for r in requests):
+                raise HTTPRefusal(409, -32600, "Conflict: a request with this id is already in flight")
+            if len(session.streams) >= self.max_streams_per_session:
+                raise HTTPRefusal(503, -32600, "Too many open streams", [(b"retry-after", b"1")])
+            use_sse = sse_ok and (not self.json_response or not json_ok)
+            stream = session.open_stream([r["id"] for r in requests], [r.get("params") for r in requests])
+            if use_sse:
+                await self._answer_sse(session, stream, items, body, receive, send, extra, prime=not is_init)
+            else:
+                await self._answer_json(session, stream, items, body, type(obj) is list, receive, send, extra)
+        finally:
+            if self.stateless:
+                await session.end()
+
+    async def _feed(self, session: Session, items: list[Any], body: bytes) -> None:
+        if len(items) == 1:
+            await session.pipe.feed(body)
+        else:
+            for m in items:
+                await session.pipe.feed(codec.encode(m))
+
+    async def _answer_sse(self, session: Session, stream: Stream, items: list[Any], body: bytes, receive: Receive,
+                          send: Send, extra: list[tuple[bytes, bytes]], *, prime: bool) -> None:
+        conn = Connection()
+        stream.attach(conn)
+        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS + extra})
+        if prime and self._primes(session):
+            eid = await self.store.store(session.id, stream.id, None) if self.store is not None and session.id else None
+            if eid is not None:
+                await send({"type": "http.response.body", "body": sse_priming(eid, self.retry_ms), "more_body": True})
+        await self._feed(session, items, body)
+        await self._pump(conn, receive, send)
+        stream.detach(conn)
+
+    async def _answer_json(self, session: Session, stream: Stream, items: list[Any], body: bytes, batch: bool,
+                           receive: Receive, send: Send, extra: list[tuple[bytes, bytes]]) -> None:
+        waiter: asyncio.Future[list[bytes]] = asyncio.get_running_loop().create_future()
+        stream.json_waiter = waiter
+        await self._feed(session, items, body)
+        gone = asyncio.ensure_future(_wait_disconnect(receive))
+        try:
+            await asyncio.wait((waiter, gone), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+        if not waiter.done():
+            waiter.cancel()  # the client left; the requests keep running (2025: a disconnect is no cancel)
+            return
+        replies = waiter.result()
+        out = b"[" + b",".join(replies) + b"]" if batch else replies[0]
+        await respond(send, 200, out, extra=extra)
+
+    def _primes(self, session: Session) -> bool:
+        # The priming event is from 2025-11-25 (SEP-1699); older clients may not expect empty data.
+        return session.version is not None and session.version >= "2025-11-25" and self.store is not None
+
+    async def _pump(self, conn: Connection, receive: Receive, send: Send) -> bool:
+        """Write ``conn``'s chunks until it ends (True) or the client disconnects (False)."""
+        gone = asyncio.ensure_future(_wait_disconnect(receive))
+        try:
+            while True:
+                get = asyncio.ensure_future(conn.queue.get())
+                await asyncio.wait((get, gone), return_when=asyncio.FIRST_COMPLETED)
+                if not get.done():
+                    get.cancel()
+                    conn.closed = True
+                    return False
+                chunk = get.result()
+                if chunk is None:
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+                    return True
+                try:
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                except OSError:
+                    conn.closed = True
+                    return False
+        finally:
+            gone.cancel()
+
+    # --------------------------------------------------------------- sessions
+
+    def _new_session(self, principal: Any) -> Session:
+        self._expire_idle()
+        if len(self.sessions) >= self.max_sessions:
+            raise HTTPRefusal(503, -32600, "Too many sessions", [(b"retry-after", b"5")])
+        sid = secrets.token_urlsafe(32)  # 256 random bits, visible ASCII (A-Z a-z 0-9 - _)
+        session = Session(sid, principal, self.store)
+        self.sessions[sid] = session
+        session.on_end = self._forget
+        self._start(session)
+        return session
+
+    async def _forget(self, session: Session) -> None:
+        if session.id is not None and self.sessions.get(session.id) is session:
+            del self.sessions[session.id]
+
+    def _start(self, session: Session) -> None:
+        async def run() -> None:
+            current_session.set(session)
+            try:
+                await self.serve_session(session.pipe)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("MCP session %s failed", "(stateless)" if session.id is None else session.id[:8])
+            finally:
+                await session.end()
+
+        task = asyncio.get_running_loop().create_task(run())
+        session.task = task
+        self._bg.add(task)
+        task.add_done_callback(self._bg.discard)
+
+    def _find_session(self, scope: Scope, principal: Any) -> Session:
+        raw = header(scope, b"mcp-session-id")
+        if raw is None:
+            raise HTTPRefusal(400, -32600, "Bad Request: Mcp-Session-Id header is required")
+        session = self.sessions.get(raw.decode("latin-1"))
+        # Another principal's session looks exactly like an unknown one: ids are not credentials.
+        if session is None or session.ended or session.principal != principal:
+            raise HTTPRefusal(404, -32600, "Session not found")
+        return session
+
+    def _expire_idle(self) -> None:
+        now = time.monotonic()
+        for s in list(self.sessions.values()):
+            if now - s.last_active > self.session_idle_timeout and not any(st.conn for st in s.streams.values()):
+                t = asyncio.get_running_loop().create_task(s.end())
+                self._bg.add(t)
+                t.add_done_callback(self._bg.discard)
+
+    async def _stateless_session(self, version: str | None, principal: Any, *, skip_init: bool) -> Session:
+        """A throw-away session for one POST: initialized behind the scenes unless the POST is the
+        initialize itself, so that no state has to survive between requests (any worker answers)."""
+        session = Session(None, principal, None)
+        self._start(session)
+        if not skip_init:
+            v = version or "2025-03-26"
+            session.version = v
+            init_stream = session.open_stream([_STATELESS_INIT_ID], [None])
+            waiter: asyncio.Future[list[bytes]] = asyncio.get_running_loop().create_future()
+            init_stream.json_waiter = waiter
+            await session.pipe.feed(codec.encode({
+                "jsonrpc": "2.0", "id": _STATELESS_INIT_ID, "method": "initialize",
+                "params": {"protocolVersion": v, "capabilities": {}, "clientInfo": {"name": "stateless-http", "version": "0"}},
+            }))
+            await asyncio.wait_for(waiter, 30)
+            session.version = v
+            await session.pipe.feed(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+        return session
+
+    # ------------------------------------------------------------------- GET
+
+    async def _get(self, scope: Scope, receive: Receive, send: Send, principal: Any) -> None:
+        if self.stateless:
+            raise HTTPRefusal(405, -32600, "Method not allowed", [(b"allow", b"POST")])
+        try:
+            version = self._header_version(scope)
+        except _Problem:
+            raise HTTPRefusal(405, -32600, "Method not allowed", [(b"allow", b"POST")]) from None
+        if version is not None and version in self.modern_versions:
+            raise HTTPRefusal(405, -32600, "Method not allowed", [(b"allow", b"POST")])
+        accept = _media_types(header(scope, b"accept"))
+        if not (b"text/event-stream" in accept or b"*/*" in accept or b"text/*" in accept):
+            raise HTTPRefusal(406, -32600, "Not Acceptable: the GET stream is text/event-stream")
+        session = self._find_session(scope, principal)
+        session.last_active = time.monotonic()
+        extra = [(b"mcp-session-id", session.id.encode("ascii"))] if session.id else []
+        last = header(scope, b"last-event-id")
+        if last is not None and self.store is not None and session.id is not None:
+            await self._resume(session, last.decode("latin-1"), receive, send, extra)
+            return
+        st = session.standalone
+        if st is not None and not st.finished and st.conn is not None and not st.conn.closed:
+            raise HTTPRefusal(409, -32600, "Conflict: only one standalone SSE stream per session")
+        if len(session.streams) >= self.max_streams_per_session:
+            raise HTTPRefusal(503, -32600, "Too many open streams", [(b"retry-after", b"1")])
+        st = session.open_standalone()
+        conn = Connection()
+        st.attach(conn)
+        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS + extra})
+        if self._primes(session) and self.store is not None and session.id is not None:
+            eid = await self.store.store(session.id, st.id, None)
+            await send({"type": "http.response.body", "body": sse_priming(eid, self.retry_ms), "more_body": True})
+        for data in session.take_held():
+            await st.emit(data)
+        await self._pump(conn, receive, send)
+        st.detach(conn)
+
+    async def _resume(self, session: Session, last_event_id: str, receive: Receive, send: Send,
+                      extra: list[tuple[bytes, bytes]]) -> None:
+        assert self.store is not None and session.id is not None
+        found = await self.store.replay_after(session.id, last_event_id)
+        if found is None:
+            raise HTTPRefusal(400, -32600, "Bad Request: unknown Last-Event-ID")
+        stream_id, events = found
+        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS + extra})
+        st = session.streams.get(stream_id)
+        conn = Connection()
+        if st is not None and not st.finished:
+            st.attach(conn)  # events from now on go to this connection; older ones are replayed below
+        for eid, data in events:
+            await send({"type": "http.response.body", "body": sse_event(data, eid), "more_body": True})
+        if st is None or st.finished:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            return
+        await self._pump(conn, receive, send)
+        st.detach(conn)
+
+    # ---------------------------------------------------------------- DELETE
+
+    async def _delete(self, scope: Scope, send: Send, principal: Any) -> None:
+        if self.stateless:
+            raise HTTPRefusal(405, -32600, "Method not allowed", [(b"allow", b"POST")])
+        session = self._find_session(scope, principal)
+        await session.end()
+        await respond(send, 200)
+
+    # ---------------------------------------------------------------- modern
+
+    async def _post_modern(self, scope: Scope, receive: Receive, send: Send, body: bytes, obj: Any, version: str,
+                           sse_ok: bool) -> None:
+        assert self.modern is not None
+        if type(obj) is not dict:
+            raise HTTPRefusal(400, -32600, "Invalid Request: the body must be a single JSON-RPC message")
+        kind = _kind(obj)
+        if kind is None or kind == "response":
+            raise HTTPRefusal(400, -32600, "Invalid Request: the body must be a request or a notification")
+        id_ = obj.get("id")
+        hdrs = {k.lower(): bytes(v) for k, v in scope["headers"]}
+        try:
+            check_modern_headers(obj, version, list(self.modern_versions), hdrs)
+        except HeaderProblem as p:
+            await _send_problem(send, p, id_)
+            return
+        if kind == "notification":
+            await self.modern(body, _drop)
+            await respond(send, 202)
+            return
+        started = False
+
+        async def emit(data: bytes) -> None:
+            nonlocal started
+            if not sse_ok:
+                return  # a JSON-only client gets the reply alone
+            if not started:
+                started = True
+                await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+            await send({"type": "http.response.body", "body": sse_event(data), "more_body": True})
+
+        task = asyncio.ensure_future(self.modern(body, emit))
+        gone = asyncio.ensure_future(_wait_disconnect(receive))
+        try:
+            await asyncio.wait((task, gone), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+        if not task.done():
+            task.cancel()  # 2026-07-28: closing the response stream IS the cancellation
+            return
+        reply = task.result()
+        if started:
+            if reply is not None:
+                await send({"type": "http.response.body", "body": sse_event(reply), "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            return
+        if reply is None:
+            await respond(send, 202)
+            return
+        await respond(send, _status_for(reply), reply)
+
+    # ------------------------------------------------------------- lifecycle
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            msg = await receive()
+            if msg["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif msg["type"] == "lifespan.shutdown":
+                await self.aclose()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def aclose(self) -> None:
+        """End every session (server shutdown)."""
+        for s in list(self.sessions.values()):
+            await s.end()
+        for t in list(self._bg):
+            t.cancel()
+
+
+class _Problem(Exception):
+    def __init__(self, problem: HeaderProblem) -> None:
+        super().__init__(problem.message)
+        self.problem = problem
+
+
+async def _send_problem(send: Send, p: HeaderProblem, id_: Any) -> None:
+    await respond(send, p.status, codec.encode(p.error(id_)))
+
+
+async def _drop(data: bytes) -> None:
+    return None
+
+
+def _status_for(reply: bytes) -> int:
+    """HTTP status of a 2026-07-28 JSON reply: 404 for an unknown method, 400 for the modern protocol errors."""
+    if b'"error"' not in reply:
+        return 200
+    try:
+        obj = codec.decode(reply)
+    except Exception:
+        return 200
+    err = obj.get("error") if type(obj) is dict else None
+    code = err.get("code") if type(err) is dict else None
+    if code == -32601:
+        return 404
+    if code in (-32020, -32021, -32022):
+        return 400
+    return 200
+
+
+def _kind(m: Any) -> str | None:
+    if type(m) is not dict or m.get("jsonrpc") != "2.0":
+        return None
+    if "method" in m:
+        if type(m["method"]) is not str:
+            return None
+        if "id" in m:
+            i = m["id"]
+            return "request" if type(i) in (str, int) else None
+        return "notification"
+    if "id" in m and ("result" in m or "error" in m):
+        return "response"
+    return None
+
+
+async def _wait_disconnect(receive: Receive) -> None:
+    while True:
+        msg = await receive()
+        if msg["type"] == "http.disconnect":
+            return
+

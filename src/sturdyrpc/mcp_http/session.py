@@ -1,0 +1,319 @@
+"""One Streamable HTTP session (2025-03-26 .. 2025-11-25): the message pipe the MCP server runs
+on, and the routing of everything it sends onto the right HTTP stream.
+
+The server side sees a plain :class:`~sturdyrpc.peer.MessageTransport` (:class:`SessionPipe`):
+POSTed messages come out of :meth:`SessionPipe.receive`, and what the server sends goes
+through :meth:`Session.route`:
+
+- a response goes to the stream of the POST that carried its request (then that stream ends
+  once all its requests are answered);
+- a request or notification the server sends while handling a client request goes to that
+  request's stream, before its response. Which request it belongs to is read from
+  :data:`sturdyrpc.runner.current_call` when the message is queued (see :func:`note_outgoing`),
+  else from the progress token it carries, else it is the only request in flight;
+- anything unrelated goes to the standalone GET stream (held, bounded, until one is open).
+
+Streams are logical: every event is recorded in the :class:`~.events.EventStore` under the
+stream's id, and a dropped connection can be resumed by a GET with ``Last-Event-ID`` that
+attaches a new HTTP response to the same stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from .. import codec
+from ..dispatch import Call
+from ..runner import current_call
+from .events import EventStore, new_stream_id, sse_event
+
+__all__ = ["Session", "SessionPipe", "Stream", "Connection", "current_session", "close_current_stream", "note_outgoing"]
+
+log = logging.getLogger("sturdyrpc.http")
+
+Key = tuple[type, Any]
+
+#: The session whose server task is running (set around the MCP server's run; handler tasks inherit it).
+current_session: contextvars.ContextVar[Session | None] = contextvars.ContextVar("sturdyrpc_http_session", default=None)
+
+
+def key_of(id_: Any) -> Key:
+    # 1 and True and 1.0 are equal dict keys; ids must stay apart by type.
+    return (type(id_), id_)
+
+
+class Connection:
+    """One HTTP response currently attached to a stream: a queue of SSE chunks (None ends it)."""
+
+    __slots__ = ("queue", "closed")
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self.closed = False
+
+    def put(self, chunk: bytes) -> None:
+        if not self.closed:
+            self.queue.put_nowait(chunk)
+
+    def end(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.queue.put_nowait(None)
+
+
+class Stream:
+    """A logical SSE stream of a session: the POST stream of some requests, or the standalone GET stream."""
+
+    __slots__ = ("id", "session", "pending", "conn", "finished", "standalone", "json_waiter", "json_replies")
+
+    def __init__(self, session: Session, *, standalone: bool = False) -> None:
+        self.id = new_stream_id()
+        self.session = session
+        self.pending: set[Key] = set()
+        self.conn: Connection | None = None
+        self.finished = False
+        self.standalone = standalone
+        #: JSON mode: the responses collected so far, handed over when ``pending`` empties.
+        self.json_waiter: asyncio.Future[list[bytes]] | None = None
+        self.json_replies: list[bytes] = []
+
+    async def emit(self, data: bytes) -> None:
+        store = self.session.store
+        if store is not None and self.session.id is not None:
+            eid: str | None = await store.store(self.session.id, self.id, data)
+        else:
+            eid = None
+        conn = self.conn
+        if conn is not None:
+            conn.put(sse_event(data, eid))
+
+    def attach(self, conn: Connection) -> None:
+        old = self.conn
+        self.conn = conn
+        if old is not None and old is not conn:
+            old.end()  # a resumed stream replaces the old connection; never two at once
+
+    def detach(self, conn: Connection) -> None:
+        if self.conn is conn:
+            self.conn = None
+
+    def finish(self) -> None:
+        self.finished = True
+        if self.conn is not None:
+            self.conn.end()
+        self.session.streams.pop(self.id, None)
+
+
+class SessionPipe:
+    """The :class:`~sturdyrpc.peer.MessageTransport` the MCP server runs on for one session."""
+
+    def __init__(self, session: Session, max_queued: int = 1024) -> None:
+        self.session = session
+        self._inbox: asyncio.Queue[bytes | None] = asyncio.Queue(max_queued)
+        self._closed = False
+        #: Messages queued by a handler, tagged with the request they belong to (see note_outgoing).
+        self.tags: dict[int, Key] = {}
+
+    async def feed(self, data: bytes) -> None:
+        if not self._closed:
+            await self._inbox.put(data)
+
+    async def receive(self) -> bytes | None:
+        if self._closed and self._inbox.empty():
+            return None
+        return await self._inbox.get()
+
+    async def send(self, data: bytes) -> None:
+        if self._closed:
+            raise ConnectionError("session ended")
+        await self.session.route(data, self.tags.pop(id(data), None))
+
+    async def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            try:
+                self._inbox.put_nowait(None)
+            except asyncio.QueueFull:
+                pass
+
+
+def note_outgoing(transport: Any, data: bytes) -> None:
+    """Tag ``data`` (about to be queued for sending) with the request whose handler sends it.
+
+    Peers that write from a separate task lose the handler's context by the time
+    ``transport.send`` runs; calling this when the message is queued keeps it.
+    """
+    tags = getattr(transport, "tags", None)
+    if tags is None:
+        return
+    call: Call | None = current_call.get()
+    if call is not None and not call.is_notification:
+        tags[id(data)] = key_of(call.request_id)
+
+
+class Session:
+    """A client's session: its pipe, its streams, and the task running the MCP server on it."""
+
+    def __init__(self, session_id: str | None, principal: Any, store: EventStore | None, *, hold_unrouted: int = 100) -> None:
+        self.id = session_id
+        self.principal = principal
+        self.store = store
+        self.version: str | None = None
+        self.pipe = SessionPipe(self)
+        self.task: asyncio.Task[None] | None = None
+        self.streams: dict[str, Stream] = {}
+        self.by_request: dict[Key, Stream] = {}
+        self.progress: dict[Key, Key] = {}  # progress token -> request
+        self.standalone: Stream | None = None
+        self._held: deque[bytes] = deque(maxlen=hold_unrouted)
+        self.last_active = time.monotonic()
+        self.ended = False
+        self.on_end: Callable[[Session], Awaitable[None]] | None = None
+
+    # -------------------------------------------------------------- requests in
+
+    def open_stream(self, request_ids: list[Any], params_of: list[Any]) -> Stream:
+        """A stream for a POST carrying these requests (their ids must not be in flight)."""
+        st = Stream(self)
+        for id_, params in zip(request_ids, params_of, strict=True):
+            k = key_of(id_)
+            st.pending.add(k)
+            self.by_request[k] = st
+            token = _progress_token(params)
+            if token is not None:
+                self.progress[key_of(token)] = k
+        self.streams[st.id] = st
+        return st
+
+    def in_flight(self, id_: Any) -> bool:
+        return key_of(id_) in self.by_request
+
+    def open_standalone(self) -> Stream:
+        st = self.standalone
+        if st is None or st.finished:
+            st = self.standalone = Stream(self, standalone=True)
+            self.streams[st.id] = st
+        return st
+
+    def take_held(self) -> list[bytes]:
+        out = list(self._held)
+        self._held.clear()
+        return out
+
+    # ------------------------------------------------------------- messages out
+
+    async def route(self, data: bytes, tag: Key | None) -> None:
+        """Put one outgoing message on the stream it belongs to."""
+        try:
+            obj = codec.decode(data)
+        except Exception:
+            obj = None
+        if type(obj) is dict and "method" not in obj and ("result" in obj or "error" in obj):
+            await self._route_response(obj, data)
+            return
+        target = self._related_stream(obj, tag)
+        if target is not None:
+            await target.emit(data)
+            return
+        st = self.standalone
+        if st is not None and not st.finished:
+            await st.emit(data)
+        else:
+            self._held.append(data)  # delivered when a GET stream opens; bounded
+
+    async def _route_response(self, obj: dict[str, Any], data: bytes) -> None:
+        id_ = obj.get("id")
+        k = key_of(id_)
+        st = self.by_request.pop(k, None)
+        if self.version is None and type(obj.get("result")) is dict:
+            v = obj["result"].get("protocolVersion")
+            if type(v) is str:
+                self.version = v
+        for tok in [t for t, r in self.progress.items() if r == k]:
+            del self.progress[tok]
+        if st is None:
+            log.debug("response for %r has no open stream; dropped", id_)
+            return
+        st.pending.discard(k)
+        if st.json_waiter is not None:
+            # JSON mode: responses are collected and sent as the POST's body once all are in.
+            st.json_replies.append(data)
+            if not st.pending:
+                if not st.json_waiter.done():
+                    st.json_waiter.set_result(st.json_replies)
+                st.finish()
+            return
+        await st.emit(data)
+        if not st.pending:
+            st.finish()
+
+    def _related_stream(self, obj: Any, tag: Key | None) -> Stream | None:
+        k = tag
+        if k is None and type(obj) is dict:
+            params = obj.get("params")
+            if obj.get("method") == "notifications/progress" and type(params) is dict and "progressToken" in params:
+                k = self.progress.get(key_of(params["progressToken"]))
+        if k is None:
+            open_posts = [s for s in self.streams.values() if not s.standalone and s.json_waiter is None]
+            if len(self.by_request) == 1 and len(open_posts) == 1:
+                return open_posts[0]  # only one request in flight: the message can only be about it
+            return None
+        st = self.by_request.get(k)
+        if st is None or st.finished or st.json_waiter is not None:
+            return None
+        return st
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def close_request_stream(self, id_: Any) -> bool:
+        """End the HTTP response carrying request ``id_`` without ending the logical stream (the
+        client resumes with ``Last-Event-ID``). Used for SSE polling (SEP-1699)."""
+        st = self.by_request.get(key_of(id_))
+        if st is None or st.conn is None:
+            return False
+        conn = st.conn
+        st.conn = None
+        conn.end()
+        return True
+
+    async def end(self) -> None:
+        """End the session: close every stream, stop the server, forget stored events."""
+        if self.ended:
+            return
+        self.ended = True
+        for st in list(self.streams.values()):
+            if st.json_waiter is not None and not st.json_waiter.done():
+                st.json_waiter.cancel()
+            st.finish()
+        await self.pipe.close()
+        if self.store is not None and self.id is not None:
+            await self.store.drop_session(self.id)
+        if self.on_end is not None:
+            await self.on_end(self)
+
+
+def _progress_token(params: Any) -> Any:
+    if type(params) is dict:
+        meta = params.get("_meta")
+        if type(meta) is dict:
+            tok = meta.get("progressToken")
+            if type(tok) in (str, int):
+                return tok
+    return None
+
+
+def close_current_stream() -> bool:
+    """From inside a handler: close the SSE response carrying the current request, keeping the
+    request running; the client reconnects (GET + ``Last-Event-ID``) after the ``retry`` delay
+    and receives the rest. Returns False where there is no such stream (stdio, JSON responses)."""
+    session = current_session.get()
+    call = current_call.get()
+    if session is None or call is None or call.is_notification:
+        return False
+    return session.close_request_stream(call.request_id)

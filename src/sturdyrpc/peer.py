@@ -1,0 +1,1019 @@
+"""A JSON-RPC peer: both ends send requests and notifications over one connection.
+
+:class:`Peer` sits on a :class:`MessageTransport` (whole messages in and out; framing lives
+below it). Incoming requests and notifications run through a :class:`~sturdyrpc.runner.Runner`
+on the peer's dispatcher; outgoing calls are matched to their replies by exact id.
+
+Guarantees:
+
+- every :meth:`Peer.request` settles exactly once: a result, the remote's typed
+  :class:`~sturdyrpc.errors.RPCError`, :class:`RequestTimeout`, ``CancelledError`` (the caller
+  cancelled) or :class:`ConnectionClosed`. Nothing waits forever once the transport ends;
+- outgoing ids are unique for the life of the connection, never reused; replies match by
+  type and value (``"7"`` is not ``7``, ``1`` is not ``True``);
+- replies that match nothing (unknown, duplicate, late, malformed) are counted in
+  :attr:`Peer.stats` and logged; they never resolve another call;
+- a cancelled incoming request is never answered; progress is never sent after the reply;
+- the reader never awaits a handler, so a handler may call back to the other side.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from . import codec
+from .dispatch import Call, Context, Dispatcher
+from .errors import InternalError, RPCError, ServerError
+from .framing import BadHeader, FrameTooLarge
+from .messages import ErrorResponse, Id, InvalidMessage, Message, Response
+from .profile import NO_CANCEL, JSONRPCProfile, Profile
+from .runner import Runner
+
+__all__ = [
+    "Peer",
+    "PeerContext",
+    "PendingCall",
+    "MessageTransport",
+    "RequestTimeout",
+    "ConnectionClosed",
+    "InvalidReply",
+    "ProgressCallback",
+]
+
+log = logging.getLogger("sturdyrpc.peer")
+
+ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None] | None]
+
+
+class RequestTimeout(Exception):
+    """An outgoing request got no reply in time; the cancel notification has been sent."""
+
+    def __init__(self, method: str, id: Id, timeout: float) -> None:
+        super().__init__(f"request {id!r} ({method}) timed out after {timeout:g} s")
+        self.method = method
+        self.id = id
+        self.timeout = timeout
+
+
+class ConnectionClosed(Exception):
+    """The connection ended (or was closed) before the request was answered."""
+
+
+class InvalidReply(InternalError):
+    """The reply to this request was malformed (e.g. both ``result`` and ``error``).
+
+    Raised to the caller instead of letting it wait for a timeout; ``data`` holds the reason.
+    Caller cancellation is plain ``asyncio.CancelledError`` (re-raised after the cancel
+    notification is sent); there is no separate exception for it.
+    """
+
+    default_message = "Invalid reply"
+
+
+class MessageTransport(Protocol):
+    """Whole messages in and out. Framing (lines, Content-Length) lives below this."""
+
+    async def send(self, data: bytes) -> None:
+        """Send one whole message. Raises ``ConnectionError``/``OSError`` once the connection is gone."""
+
+    async def receive(self) -> bytes | FrameTooLarge | BadHeader | None:
+        """The next message (or framing event); ``None`` when the other side closed."""
+
+    async def close(self) -> None:
+        """Close the connection (idempotent)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PendingCall:
+    """A snapshot of one outgoing request waiting for its reply."""
+
+    id: Id
+    method: str
+    age: float
+    progress: float | None
+    total: float | None
+
+
+_DEFAULT: Any = object()
+
+
+def _key(id_: Any) -> tuple[type, Any]:
+    # 1, 1.0 and True are equal as dict keys; ids are kept apart by type.
+    return (type(id_), id_)
+
+
+class _Out:
+    """Bookkeeping of one outgoing request."""
+
+    __slots__ = (
+        "id",
+        "method",
+        "future",
+        "started",
+        "timeout",
+        "deadline",
+        "hard_deadline",
+        "timer",
+        "on_progress",
+        "reset_on_progress",
+        "progress",
+        "total",
+        "progress_task",
+    )
+
+    def __init__(self, id_: Id, method: str, future: asyncio.Future[Any], started: float) -> None:
+        self.id = id_
+        self.method = method
+        self.future = future
+        self.started = started
+        self.timeout: float | None = None
+        self.deadline: float | None = None
+        self.hard_deadline: float | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        self.on_progress: ProgressCallback | None = None
+        self.reset_on_progress = False
+        self.progress: float | None = None
+        self.total: float | None = None
+        self.progress_task: asyncio.Task[None] | None = None
+
+
+class PeerContext(Context):
+    """The context a handler gets on a peer (annotate a parameter ``ctx: PeerContext``).
+
+    Subclasses (``context_class=``) are built as ``cls(id, method, params, is_notification, peer)``.
+    """
+
+    __slots__ = ("peer", "_task", "_last_progress")
+
+    def __init__(self, id: Id, method: str, params: Any, is_notification: bool, peer: Peer) -> None:
+        super().__init__(id, method, params, is_notification)
+        self.peer = peer
+        # The task that runs the handler: once it is done the reply has gone, and progress stops.
+        self._task = asyncio.current_task()
+        self._last_progress: float | None = None
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether the request was cancelled (by the other side or by closing)."""
+        t = self._task
+        return t is not None and (t.cancelled() or t.cancelling() > 0)
+
+    @property
+    def progress_token(self) -> str | int | None:
+        """The caller's progress token, or None when it asked for no progress."""
+        if self.is_notification:
+            return None
+        return self.peer.profile.read_progress_token(self.params)
+
+    async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        """Send a progress notification to the caller.
+
+        A no-op when the caller gave no token, after the reply has been sent, or once
+        cancelled. ``progress`` must increase with every call (``ValueError`` otherwise).
+        """
+        token = self.progress_token
+        if token is None:
+            return
+        if self._last_progress is not None and not progress > self._last_progress:
+            raise ValueError(f"progress must increase (was {self._last_progress}, got {progress})")
+        self._last_progress = progress
+        t = self._task
+        if t is not None and (t.done() or t.cancelling() > 0):
+            log.debug("progress for %r after its reply or cancellation: not sent", self.id)
+            return
+        method, params = self.peer.profile.progress_notification(token, progress, total, message)
+        await self.peer.notify(method, params)
+
+    async def request(self, method: str, params: Any = None, **kw: Any) -> Any:
+        """Call ``method`` on the other side (see :meth:`Peer.request`)."""
+        return await self.peer.request(method, params, **kw)
+
+    async def notify(self, method: str, params: Any = None) -> None:
+        """Send a notification to the other side."""
+        await self.peer.notify(method, params)
+
+
+class Peer:
+    """One end of a two-way JSON-RPC connection.
+
+    ``dispatcher`` serves incoming requests (None: every request is answered -32601).
+    ``profile`` (default :class:`~sturdyrpc.profile.JSONRPCProfile`) may be replaced at any
+    time through the attribute; it is read for every message.
+    ``default_timeout`` applies to :meth:`request` when no timeout is given (None: no timeout);
+    ``max_timeout`` caps every timeout, including one extended by progress.
+    ``max_outgoing`` caps outgoing requests in flight; more callers wait their turn.
+    Incoming requests beyond the dispatcher's ``Limits.max_in_flight`` (or while the outgoing
+    queue is above its high water) are held, up to ``max_held`` messages, and reading stops
+    beyond that; replies, cancels and progress are read and handled meanwhile, so a handler
+    waiting on a call back to the other side is not deadlocked by the cap.
+    Use as ``async with Peer(...) as peer:`` or call :meth:`start` and :meth:`close`.
+    """
+
+    #: Outgoing queue high water (messages, bytes): above it senders wait and requests from the
+    #: other side are held rather than started.
+    out_high_messages = 512
+    out_high_bytes = 8 * 1024 * 1024
+
+    def __init__(
+        self,
+        transport: MessageTransport,
+        dispatcher: Dispatcher | None = None,
+        *,
+        profile: Profile | None = None,
+        default_timeout: float | None = 60.0,
+        max_timeout: float | None = None,
+        max_outgoing: int = 256,
+        context_class: type[PeerContext] = PeerContext,
+        name: str = "peer",
+        close_deadline: float = 5.0,
+        max_held: int = 1024,
+    ) -> None:
+        if max_outgoing < 1:
+            raise ValueError("max_outgoing must be at least 1")
+        self.transport = transport
+        self.dispatcher = dispatcher if dispatcher is not None else Dispatcher()
+        self.profile: Profile = profile if profile is not None else JSONRPCProfile()
+        self.default_timeout = default_timeout
+        self.max_timeout = max_timeout
+        self.max_outgoing = max_outgoing
+        self.context_class = context_class
+        self.name = name
+        #: Deadline used when the other side closes and running handlers are drained.
+        self.close_deadline = close_deadline
+        self.stats: dict[str, int] = {
+            "requests_sent": 0,
+            "notifications_sent": 0,
+            "replies": 0,
+            "unmatched_replies": 0,
+            "duplicate_replies": 0,
+            "late_replies": 0,
+            "malformed_replies": 0,
+            "timeouts": 0,
+            "caller_cancels": 0,
+            "cancels_received": 0,
+            "cancels_ignored": 0,
+            "progress_received": 0,
+            "progress_ignored": 0,
+            "held_requests": 0,
+            "refused_while_closing": 0,
+        }
+        self._runner = Runner(
+            self.dispatcher,
+            self._enqueue,
+            on_response=self._on_response,
+            on_pressure=self._on_runner_pressure,
+            context_factory=self._make_context,
+            profile=self.profile,
+        )
+        self._pending: dict[tuple[type, Any], _Out] = {}
+        self._next_id = 0
+        self._user_ids: set[tuple[type, Any]] = set()
+        self._abandoned: dict[tuple[type, Any], None] = {}  # recently timed out/cancelled, for stats
+        self._slots = asyncio.Semaphore(max_outgoing)
+        # outgoing queue
+        self._outq: deque[bytes] = deque()
+        self._out_bytes = 0
+        self._writer_wake: asyncio.Future[None] | None = None
+        self._writing = False
+        self._flush_waiters: list[asyncio.Future[None]] = []
+        self._below_water: asyncio.Event | None = None
+        # incoming pressure and held frames
+        self._runner_pressure = False
+        self._write_pressure = False
+        self._held: deque[tuple[bytes | FrameTooLarge | BadHeader, tuple[type, Any] | None]] = deque()
+        self._max_held = max(1, max_held)
+        self._resume_reading: asyncio.Event | None = None
+        self._release_scheduled = False
+        # cached byte patterns of the current profile's cancel and progress methods
+        self._pat_profile: Profile | None = None
+        self._pat_cancel: bytes | None = None
+        self._pat_progress: bytes | None = None
+        # lifecycle
+        self._started = False
+        self._closing = False
+        self._close_reason = "connection closed"
+        self._closed = asyncio.Event()
+        self._reader: asyncio.Task[None] | None = None
+        self._writer: asyncio.Task[None] | None = None
+        self._close_task: asyncio.Task[None] | None = None
+        self._bg: set[asyncio.Task[Any]] = set()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Start reading and writing. Idempotent."""
+        if self._started:
+            return
+        self._started = True
+        loop = asyncio.get_running_loop()
+        self._resume_reading = asyncio.Event()
+        self._resume_reading.set()
+        self._below_water = asyncio.Event()
+        self._below_water.set()
+        self._writer = loop.create_task(self._write_loop(), name=f"{self.name}-writer")
+        self._reader = loop.create_task(self._read_loop(), name=f"{self.name}-reader")
+
+    async def __aenter__(self) -> Peer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def closed(self) -> asyncio.Event:
+        """Set once the peer is fully closed (transport closed, everything settled)."""
+        return self._closed
+
+    @property
+    def is_closing(self) -> bool:
+        """True from the start of closing (by either side): new requests fail at once."""
+        return self._closing
+
+    async def wait_closed(self) -> None:
+        """Wait until the peer is closed (by :meth:`close`, the other side, or a broken transport)."""
+        await self._closed.wait()
+
+    async def close(self, deadline: float = 5.0) -> None:
+        """Close politely: stop taking new requests, let running handlers finish and outgoing
+        calls settle, flush replies, all within ``deadline`` seconds; then fail what remains
+        with :class:`ConnectionClosed`, cancel what still runs, and close the transport."""
+        if not self._started:
+            self._started = True
+            self._closing = True
+            await self._close_transport()
+            self._closed.set()
+            return
+        if self._close_task is None:
+            self._close_task = asyncio.get_running_loop().create_task(self._shutdown(deadline, eof=False))
+        await asyncio.shield(self._close_task)
+
+    def abort(self, reason: str = "connection aborted") -> None:
+        """Close at once without draining: every pending call fails with ``ConnectionClosed(reason)``."""
+        self._close_reason = reason
+        self._closing = True
+        self._fail_pending(reason)
+        self._runner.cancel_all()
+        if self._close_task is None and self._started:
+            self._close_task = asyncio.get_running_loop().create_task(self._shutdown(0.0, eof=True))
+
+    async def _shutdown(self, deadline: float, eof: bool) -> None:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + max(deadline, 0.0)
+        self._closing = True
+        if eof:
+            # No reply can arrive any more: fail what waits for one now, not at the deadline.
+            self._fail_pending(self._close_reason)
+        self._refuse_held()
+        try:
+            remaining = end - loop.time()
+            if remaining > 0:
+                await self._runner.drain(remaining)
+            while self._pending and loop.time() < end and not (self._reader is None or self._reader.done()):
+                await asyncio.sleep(min(0.01, max(end - loop.time(), 0)))
+            self._fail_pending(self._close_reason)
+            self._runner.cancel_all()
+            await self._flush(max(end - loop.time(), 0.05))
+        finally:
+            self._fail_pending(self._close_reason)
+            self._runner.cancel_all()
+            self._runner.close()
+            for t in (self._reader, self._writer):
+                if t is not None and t is not asyncio.current_task():
+                    t.cancel()
+            for t in list(self._bg):
+                t.cancel()
+            await self._close_transport()
+            self._wake_all_waiters()
+            self._closed.set()
+
+    async def _close_transport(self) -> None:
+        try:
+            await asyncio.wait_for(self.transport.close(), 2.0)
+        except Exception as exc:  # closing must not fail the closer
+            log.debug("%s: transport close failed: %r", self.name, exc)
+
+    def _wake_all_waiters(self) -> None:
+        if self._below_water is not None:
+            self._below_water.set()
+        if self._resume_reading is not None:
+            self._resume_reading.set()
+        for w in self._flush_waiters:
+            if not w.done():
+                w.set_result(None)
+        self._flush_waiters.clear()
+
+    def _fail_pending(self, reason: str) -> None:
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, {}
+        for rec in pending.values():
+            if rec.timer is not None:
+                rec.timer.cancel()
+            if not rec.future.done():
+                rec.future.set_exception(ConnectionClosed(reason))
+
+    def _connection_lost(self, reason: str, eof: bool = True) -> None:
+        if self._close_task is not None:
+            self._fail_pending(self._close_reason if self._closing else reason)
+            return
+        self._close_reason = reason
+        self._closing = True
+        self._fail_pending(reason)
+        if not eof:
+            self._runner.cancel_all()  # nothing can be sent: replies are pointless
+        self._close_task = asyncio.get_running_loop().create_task(self._shutdown(self.close_deadline if eof else 0.0, eof=True))
+
+    # ------------------------------------------------------------------ outgoing
+
+    def _new_id(self) -> int:
+        n = self._next_id + 1
+        if self._user_ids:
+            while (int, n) in self._user_ids:
+                n += 1
+        self._next_id = n
+        return n
+
+    def _check_open(self) -> None:
+        if self._closing or not self._started:
+            raise ConnectionClosed(self._close_reason if self._closing else "peer not started")
+
+    async def request(
+        self,
+        method: str,
+        params: Any = None,
+        *,
+        timeout: float | None = _DEFAULT,
+        id: str | int | None = None,
+        on_progress: ProgressCallback | None = None,
+        reset_timeout_on_progress: bool = False,
+        max_timeout: float | None = _DEFAULT,
+    ) -> Any:
+        """Send a request and return its result.
+
+        Raises the remote's typed :class:`~sturdyrpc.errors.RPCError`, :class:`RequestTimeout`
+        (after sending the profile's cancel notification), :class:`ConnectionClosed`, or
+        re-raises ``CancelledError`` when the awaiting task is cancelled (cancel notification
+        sent). ``id`` picks the id (str or int, never used before on this connection).
+        ``on_progress(progress, total, message)`` receives progress; with
+        ``reset_timeout_on_progress`` each progress restarts the timeout, never beyond
+        ``max_timeout`` (default: the peer's) from the start of the call.
+        """
+        self._check_open()
+        if timeout is _DEFAULT:
+            timeout = self.default_timeout
+        if max_timeout is _DEFAULT:
+            max_timeout = self.max_timeout
+        if timeout is not None and max_timeout is not None and timeout > max_timeout:
+            timeout = max_timeout
+        elif timeout is None:
+            timeout = max_timeout
+        key = self._take_id(id)
+        id_: str | int = key[1]
+        if on_progress is not None:
+            params = self.profile.put_progress_token(params, id_)  # the token is the request id
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            msg["params"] = params
+        msg["id"] = id_
+        data = codec.encode(msg)  # raises TypeError/ValueError before anything is sent
+
+        slots = self._slots
+        if slots.locked() or self._below_water is None or not self._below_water.is_set():
+            await self._wait_send_room(slots)
+        else:
+            await slots.acquire()  # does not suspend: a slot is free
+        try:
+            self._check_open()
+            loop = asyncio.get_running_loop()
+            fut: asyncio.Future[Any] = loop.create_future()
+            now = loop.time()
+            rec = _Out(id_, method, fut, now)
+            if timeout is not None:
+                rec.timeout = timeout
+                rec.deadline = now + timeout
+                if reset_timeout_on_progress and max_timeout is not None:
+                    rec.hard_deadline = now + max_timeout
+                rec.timer = loop.call_at(rec.deadline, self._expire, key)
+            if on_progress is not None:
+                rec.on_progress = on_progress
+                rec.reset_on_progress = reset_timeout_on_progress
+            self._pending[key] = rec
+            self.stats["requests_sent"] += 1
+            self._enqueue(data)
+            try:
+                return await fut
+            except asyncio.CancelledError:
+                if fut.done() and not fut.cancelled():
+                    fut.exception()  # settled in the same instant: mark it seen, the cancel wins
+                if self._pending.pop(key, None) is rec:
+                    # Still unanswered: tell the other side to stop, and ignore a late reply.
+                    self.stats["caller_cancels"] += 1
+                    self._abandon(key)
+                    self._send_cancel(id_, "cancelled by the caller")
+                raise
+            finally:
+                if rec.timer is not None:
+                    rec.timer.cancel()
+                if self._pending.get(key) is rec:
+                    del self._pending[key]
+        finally:
+            slots.release()
+
+    async def _wait_send_room(self, slots: asyncio.Semaphore) -> None:
+        await slots.acquire()
+        try:
+            bw = self._below_water
+            while bw is not None and not bw.is_set() and not self._closing:
+                await bw.wait()
+        except BaseException:
+            slots.release()
+            raise
+
+    def _take_id(self, id_: str | int | None) -> tuple[type, Any]:
+        if id_ is None:
+            return (int, self._new_id())
+        if type(id_) is not str and type(id_) is not int:
+            raise TypeError("a request id must be a str or an int")
+        key = _key(id_)
+        if key in self._user_ids or (type(id_) is int and 0 < id_ <= self._next_id) or key in self._pending:
+            raise ValueError(f"request id {id_!r} was already used on this connection")
+        self._user_ids.add(key)
+        return key
+
+    def _abandon(self, key: tuple[type, Any]) -> None:
+        ab = self._abandoned
+        ab[key] = None
+        if len(ab) > 4096:
+            del ab[next(iter(ab))]
+
+    def _send_cancel(self, id_: Id, reason: str) -> None:
+        note = self.profile.cancel_notification(id_, reason)
+        if note is None or self._closing:
+            return
+        method, params = note
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            msg["params"] = params
+        try:
+            self._enqueue(codec.encode(msg))
+        except (TypeError, ValueError):
+            log.exception("%s: cancel notification could not be encoded", self.name)
+
+    def _expire(self, key: tuple[type, Any]) -> None:
+        rec = self._pending.get(key)
+        if rec is None or rec.future.done():
+            return
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        assert rec.deadline is not None
+        if rec.deadline > now + 1e-4:  # progress moved the deadline: wait again
+            rec.timer = loop.call_at(rec.deadline, self._expire, key)
+            return
+        del self._pending[key]
+        self.stats["timeouts"] += 1
+        self._abandon(key)
+        self._send_cancel(rec.id, "timed out")
+        rec.future.set_exception(RequestTimeout(rec.method, rec.id, now - rec.started))
+
+    async def notify(self, method: str, params: Any = None) -> None:
+        """Send a notification (waits while the outgoing queue is above its high water)."""
+        self._check_open()
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            msg["params"] = params
+        data = codec.encode(msg)
+        bw = self._below_water
+        while bw is not None and not bw.is_set() and not self._closing:
+            await bw.wait()
+        self._check_open()
+        self.stats["notifications_sent"] += 1
+        self._enqueue(data)
+
+    async def batch(self, items: list[tuple[str, Any, bool]], *, timeout: float | None = _DEFAULT) -> list[Any]:
+        """Send ``(method, params, is_notification)`` items as one batch.
+
+        Returns one entry per item, in order: the result, the :class:`RPCError` the other side
+        answered, or None for a notification. Only where ``profile.batches_allowed()``.
+        Raises :class:`RequestTimeout` / :class:`ConnectionClosed` like :meth:`request`.
+        """
+        if not self.profile.batches_allowed():
+            raise ValueError(f"profile {self.profile.name} does not allow batches")
+        if not items:
+            raise ValueError("a batch needs at least one item")
+        self._check_open()
+        if timeout is _DEFAULT:
+            timeout = self.default_timeout
+        if self.max_timeout is not None and (timeout is None or timeout > self.max_timeout):
+            timeout = self.max_timeout
+        loop = asyncio.get_running_loop()
+        wire: list[dict[str, Any]] = []
+        keys: list[tuple[type, Any] | None] = []
+        k: tuple[type, Any] | None
+        for method, params, is_note in items:
+            m: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+            if params is not None:
+                m["params"] = params
+            if is_note:
+                keys.append(None)
+            else:
+                k = (int, self._new_id())
+                m["id"] = k[1]
+                keys.append(k)
+            wire.append(m)
+        data = codec.encode(wire)
+        bw = self._below_water
+        while bw is not None and not bw.is_set() and not self._closing:
+            await bw.wait()
+        self._check_open()
+        now = loop.time()
+        recs: list[_Out | None] = []
+        for (method, _p, _n), k in zip(items, keys, strict=True):
+            if k is None:
+                recs.append(None)
+                continue
+            rec = _Out(k[1], method, loop.create_future(), now)
+            if timeout is not None:
+                rec.timeout = timeout
+                rec.deadline = now + timeout
+                rec.timer = loop.call_at(rec.deadline, self._expire, k)
+            self._pending[k] = rec
+            recs.append(rec)
+        self.stats["requests_sent"] += sum(1 for k in keys if k is not None)
+        self._enqueue(data)
+        futs = [r.future for r in recs if r is not None]
+        try:
+            if futs:
+                await asyncio.wait(futs)
+        except asyncio.CancelledError:
+            for k, r in zip(keys, recs, strict=True):
+                if k is not None and r is not None and self._pending.pop(k, None) is r:
+                    self._abandon(k)
+                    self._send_cancel(r.id, "cancelled by the caller")
+            raise
+        finally:
+            for k, r in zip(keys, recs, strict=True):
+                if r is not None and r.timer is not None:
+                    r.timer.cancel()
+                if k is not None and self._pending.get(k) is r:
+                    del self._pending[k]
+        out: list[Any] = []
+        failure: BaseException | None = None
+        for r in recs:
+            if r is None:
+                out.append(None)
+                continue
+            exc = r.future.exception()
+            if isinstance(exc, RPCError):
+                out.append(exc)
+            elif exc is not None:
+                failure = failure or exc
+                out.append(None)
+            else:
+                out.append(r.future.result())
+        if failure is not None:
+            raise failure
+        return out
+
+    def pending(self) -> list[PendingCall]:
+        """Outgoing requests waiting for a reply, oldest first, with their ages in seconds."""
+        now = asyncio.get_running_loop().time()
+        recs = sorted(self._pending.values(), key=lambda r: r.started)
+        return [PendingCall(r.id, r.method, now - r.started, r.progress, r.total) for r in recs]
+
+    # ----------------------------------------------------------- outgoing queue
+
+    def _enqueue(self, data: bytes) -> None:
+        """Queue one message for the writer (sync: the runner calls it from callbacks)."""
+        if self._writer is None or self._writer.done():
+            return  # closed: nothing can be sent any more
+        self._outq.append(data)
+        self._out_bytes += len(data)
+        w = self._writer_wake
+        if w is not None:
+            self._writer_wake = None
+            if not w.done():
+                w.set_result(None)
+        if not self._write_pressure and (len(self._outq) >= self.out_high_messages or self._out_bytes >= self.out_high_bytes):
+            self._write_pressure = True
+            if self._below_water is not None:
+                self._below_water.clear()
+
+    async def _write_loop(self) -> None:
+        q = self._outq
+        send = self.transport.send
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                if not q:
+                    self._writing = False
+                    for f in self._flush_waiters:
+                        if not f.done():
+                            f.set_result(None)
+                    self._flush_waiters.clear()
+                    w: asyncio.Future[None] = loop.create_future()
+                    self._writer_wake = w
+                    await w
+                    continue
+                self._writing = True
+                data = q.popleft()
+                self._out_bytes -= len(data)
+                await send(data)
+                if self._write_pressure and len(q) <= self.out_high_messages // 2 and self._out_bytes <= self.out_high_bytes // 2:
+                    self._write_pressure = False
+                    if self._below_water is not None:
+                        self._below_water.set()
+                    self._schedule_release()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the transport broke: nothing more can be sent
+            log.debug("%s: send failed: %r", self.name, exc)
+            q.clear()
+            self._out_bytes = 0
+            self._connection_lost(f"connection lost while sending: {exc!r}", eof=False)
+        finally:
+            self._writing = False
+            for f in self._flush_waiters:
+                if not f.done():
+                    f.set_result(None)
+            self._flush_waiters.clear()
+
+    async def _flush(self, timeout: float) -> bool:
+        """Wait until the outgoing queue is written (True) or ``timeout`` passes (False)."""
+        if not self._outq and not self._writing:
+            return True
+        if self._writer is None or self._writer.done():
+            return False
+        f: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._flush_waiters.append(f)
+        try:
+            await asyncio.wait_for(f, timeout)
+        except TimeoutError:
+            return False
+        return not self._outq
+
+    async def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until every queued message has been handed to the transport."""
+        return await self._flush(timeout)
+
+    # ------------------------------------------------------------------ incoming
+
+    def _make_context(self, call: Call) -> Context:
+        return self.context_class(call.request_id, call.method, call.params, call.is_notification, self)
+
+    async def _read_loop(self) -> None:
+        receive = self.transport.receive
+        reason = "connection closed by the other side"
+        try:
+            while True:
+                rr = self._resume_reading
+                if rr is not None and not rr.is_set():
+                    await rr.wait()
+                frame = await receive()
+                if frame is None:
+                    break
+                try:
+                    self._handle_frame(frame)
+                except Exception:  # a bug of ours must not stop the peer
+                    log.exception("%s: internal error while handling a message", self.name)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            reason = f"connection lost: {exc!r}"
+            log.debug("%s: receive failed: %r", self.name, exc)
+        self._connection_lost(reason, eof=True)
+
+    def _patterns(self, profile: Profile) -> None:
+        self._pat_profile = profile
+        cm, pm = profile.cancel_method, profile.progress_method
+        self._pat_cancel = codec.encode(cm) if cm else None
+        self._pat_progress = codec.encode(pm) if pm else None
+
+    def _handle_frame(self, frame: bytes | FrameTooLarge | BadHeader) -> None:
+        profile = self.profile
+        if type(frame) is bytes:
+            if profile is not self._pat_profile:
+                self._patterns(profile)
+            # A byte search is far cheaper than a decode; only frames that name the cancel or
+            # progress method (rare) are decoded here before the dispatcher sees them.
+            pc = self._pat_cancel
+            pp = self._pat_progress
+            if (pc is not None and pc in frame) or (pp is not None and pp in frame):
+                if self._intercept(frame, profile):
+                    return
+            if self._closing or self._runner_pressure or self._write_pressure or self._held:
+                self._handle_slow(frame)
+                return
+        elif self._closing:
+            return  # a framing error while closing: nobody waits for its answer
+        elif self._runner_pressure or self._write_pressure or self._held:
+            self._hold(frame, None)
+            return
+        runner = self._runner
+        runner.profile = profile
+        runner.feed(frame)
+
+    def _intercept(self, frame: bytes, profile: Profile) -> bool:
+        try:
+            obj = codec.decode_bounded(frame, self.dispatcher.limits.max_depth)
+        except codec.DecodeFailure:
+            return False
+        if type(obj) is not dict or "id" in obj or obj.get("jsonrpc") != "2.0":
+            return False
+        method = obj.get("method")
+        params = obj.get("params")
+        if method is not None and method == profile.cancel_method:
+            self._on_cancel(profile.read_cancel(params))
+            return True
+        if method is not None and method == profile.progress_method:
+            self._on_progress(profile, params)
+            return True
+        return False
+
+    def _handle_slow(self, frame: bytes) -> None:
+        """Under pressure or while closing: replies are still taken; requests wait or are refused."""
+        try:
+            obj = codec.decode_bounded(frame, self.dispatcher.limits.max_depth)
+        except codec.DecodeFailure:
+            obj = None
+        is_call = type(obj) is dict and "method" in obj
+        if not is_call and obj is not None and type(obj) is not list:
+            runner = self._runner
+            runner.profile = self.profile
+            runner.feed(frame)  # a reply (or an invalid object, answered at once)
+            return
+        key = _key(obj["id"]) if is_call and "id" in obj and type(obj) is dict else None
+        if self._closing:
+            self._refuse(obj, key)
+            return
+        self._hold(frame, key)
+
+    def _hold(self, frame: bytes | FrameTooLarge | BadHeader, key: tuple[type, Any] | None) -> None:
+        self.stats["held_requests"] += 1
+        self._held.append((frame, key))
+        if len(self._held) >= self._max_held and self._resume_reading is not None:
+            self._resume_reading.clear()  # bounded: stop reading until some are started
+
+    def _refuse(self, obj: Any, key: tuple[type, Any] | None) -> None:
+        if key is None:
+            return  # a notification (or batch) while closing: dropped
+        self.stats["refused_while_closing"] += 1
+        err = ServerError("Connection closing", code=-32000)
+        self._enqueue(self.dispatcher.error_reply(err, key[1]))
+
+    def _refuse_held(self) -> None:
+        held, self._held = self._held, deque()
+        for frame, key in held:
+            if key is not None and type(frame) is bytes:
+                self._refuse(None, key)
+
+    def _on_runner_pressure(self, on: bool) -> None:
+        self._runner_pressure = on
+        if not on:
+            self._schedule_release()
+
+    def _schedule_release(self) -> None:
+        if self._held and not self._release_scheduled:
+            self._release_scheduled = True
+            asyncio.get_running_loop().call_soon(self._release)
+
+    def _release(self) -> None:
+        """Start held requests, oldest first, while there is room."""
+        self._release_scheduled = False
+        runner = self._runner
+        while self._held and not (self._runner_pressure or self._write_pressure or self._closing):
+            frame, _key_ = self._held.popleft()
+            runner.profile = self.profile
+            try:
+                runner.feed(frame)
+            except Exception:
+                log.exception("%s: internal error while handling a message", self.name)
+        if len(self._held) < self._max_held and self._resume_reading is not None:
+            self._resume_reading.set()
+
+    def _on_cancel(self, id_: Any) -> None:
+        self.stats["cancels_received"] += 1
+        if id_ is NO_CANCEL:
+            self.stats["cancels_ignored"] += 1
+            return
+        if self._runner.cancel(id_):
+            return
+        key = _key(id_)
+        for i, (_f, k) in enumerate(self._held):
+            if k == key and k is not None and k[0] is key[0]:
+                del self._held[i]  # not started yet: it never runs and is never answered
+                return
+        self.stats["cancels_ignored"] += 1  # unknown or finished: ignored, as the protocols say
+
+    def _on_progress(self, profile: Profile, params: Any) -> None:
+        self.stats["progress_received"] += 1
+        p = profile.read_progress(params)
+        if p is None:
+            self.stats["progress_ignored"] += 1
+            return
+        token, progress, total, message = p
+        rec = self._pending.get(_key(token))
+        if rec is None or rec.on_progress is None or rec.future.done():
+            self.stats["progress_ignored"] += 1
+            return
+        if rec.progress is not None and not progress > rec.progress:
+            self.stats["progress_ignored"] += 1  # progress must increase; a stale one is dropped
+            return
+        rec.progress = progress
+        rec.total = total
+        if rec.reset_on_progress and rec.timeout is not None:
+            nd = asyncio.get_running_loop().time() + rec.timeout
+            if rec.hard_deadline is not None and nd > rec.hard_deadline:
+                nd = rec.hard_deadline
+            rec.deadline = nd  # the timer re-arms itself when it fires early
+        try:
+            res = rec.on_progress(progress, total, message)
+        except Exception:
+            log.exception("%s: progress callback failed", self.name)
+            return
+        if inspect.isawaitable(res):
+            # Never awaited by the reader; chained so callbacks run in arrival order.
+            prev = rec.progress_task
+            task = asyncio.get_running_loop().create_task(_after(prev, res))
+            rec.progress_task = task
+            self._bg.add(task)
+            task.add_done_callback(self._bg.discard)
+
+    def _on_response(self, msg: Message | InvalidMessage) -> None:
+        t = type(msg)
+        if t is Response or t is ErrorResponse:
+            id_ = msg.id  # type: ignore[union-attr]
+            key = (type(id_), id_)
+            rec = self._pending.pop(key, None)
+            if rec is None:
+                self._stray(key, "reply")
+                return
+            if rec.timer is not None:
+                rec.timer.cancel()
+            self.stats["replies"] += 1
+            fut = rec.future
+            if not fut.done():
+                if t is Response:
+                    fut.set_result(msg.result)  # type: ignore[union-attr]
+                else:
+                    fut.set_exception(msg.error)  # type: ignore[union-attr]
+            return
+        assert isinstance(msg, InvalidMessage)
+        self.stats["malformed_replies"] += 1
+        id_ = msg.id
+        key = (type(id_), id_)
+        rec = self._pending.pop(key, None) if id_ is not None else None
+        if rec is None:
+            log.warning("%s: malformed reply ignored: %s", self.name, msg.reason)
+            return
+        # The id names a call we made: fail it now rather than let it wait for a timeout.
+        log.warning("%s: malformed reply to %r: %s", self.name, id_, msg.reason)
+        if rec.timer is not None:
+            rec.timer.cancel()
+        if not rec.future.done():
+            rec.future.set_exception(InvalidReply("Invalid reply", {"reason": msg.reason}))
+
+    def _stray(self, key: tuple[type, Any], what: str) -> None:
+        id_ = key[1]
+        if key in self._abandoned:
+            self.stats["late_replies"] += 1
+            log.debug("%s: late %s to %r (timed out or cancelled) ignored", self.name, what, id_)
+        elif (key[0] is int and 0 < id_ <= self._next_id) or key in self._user_ids:
+            self.stats["duplicate_replies"] += 1
+            log.warning("%s: duplicate %s to %r ignored", self.name, what, id_)
+        else:
+            self.stats["unmatched_replies"] += 1
+            log.warning("%s: %s to unknown id %r ignored", self.name, what, id_)
+
+    # ------------------------------------------------------------------ introspection
+
+    @property
+    def incoming_in_flight(self) -> int:
+        """Incoming requests (and notifications) whose handlers are running."""
+        return self._runner.in_flight
+
+    def running_ids(self) -> list[Id]:
+        """Ids of incoming requests being handled now."""
+        return self._runner.running_ids()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed.is_set() else "closing" if self._closing else "open"
+        return f"<Peer {self.name} {state} pending={len(self._pending)} running={self._runner.in_flight}>"
+
+
+async def _after(prev: asyncio.Task[None] | None, aw: Awaitable[None]) -> None:
+    if prev is not None and not prev.done():
+        try:
+            await asyncio.shield(prev)
+        except BaseException:
+            pass
+    try:
+        await aw
+    except Exception:
+        log.exception("progress callback failed")

@@ -1,0 +1,247 @@
+"""Small ASGI building blocks shared by the HTTP transports (plain JSON-RPC and MCP Streamable HTTP).
+
+No framework: the apps here are bare ASGI callables, so any ASGI server (uvicorn, hypercorn,
+daphne) or framework (Starlette ``Mount``, FastAPI ``app.mount``) can run them.
+
+Security checks every request goes through, in this order (:meth:`HTTPSecurity.check`):
+
+1. ``Host`` against an allow-list (DNS rebinding: a browser tricked into resolving
+   ``evil.example`` to 127.0.0.1 still sends ``Host: evil.example``). Localhost names by default.
+2. ``Origin``, when present, against an allow-list (403). Localhost origins by default;
+   requests without ``Origin`` (non-browser clients) pass.
+3. Bearer-token authentication when an :class:`BearerAuth` is configured (401 with
+   ``WWW-Authenticate``). Tokens are read from the ``Authorization`` header only, never
+   from the query string.
+
+Error bodies are fixed JSON-RPC error objects: nothing from an exception or from the
+request is echoed back.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from .. import codec
+
+__all__ = [
+    "Scope",
+    "Receive",
+    "Send",
+    "ASGIApp",
+    "BearerAuth",
+    "HTTPSecurity",
+    "HTTPRefusal",
+    "LOCAL_HOSTS",
+    "current_principal",
+    "header",
+    "read_body",
+    "respond",
+    "error_body",
+]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+#: Host names a local server answers to by default.
+LOCAL_HOSTS: frozenset[str] = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
+
+#: The authenticated principal of the HTTP request being served (None without auth). Set by
+#: the transports before a handler runs so that handlers can make their own decisions.
+current_principal: contextvars.ContextVar[Any] = contextvars.ContextVar("sturdyrpc_principal", default=None)
+
+
+def header(scope: Scope, name: bytes) -> bytes | None:
+    """The first value of header ``name`` (lower-case bytes), or None."""
+    for k, v in scope["headers"]:
+        if k == name:
+            return bytes(v)
+    return None
+
+
+def error_body(code: int, message: str, *, with_null_id: bool = True) -> bytes:
+    """A JSON-RPC error response as bytes, built only from constants chosen by the caller."""
+    obj: dict[str, Any] = {"jsonrpc": "2.0", "error": {"code": code, "message": message}}
+    if with_null_id:
+        obj["id"] = None
+    return codec.encode(obj)
+
+
+async def respond(send: Send, status: int, body: bytes = b"", content_type: bytes | None = b"application/json",
+                  extra: Iterable[tuple[bytes, bytes]] = ()) -> None:
+    """Send a whole response in one go."""
+    headers: list[tuple[bytes, bytes]] = []
+    if body and content_type is not None:
+        headers.append((b"content-type", content_type))
+    headers.append((b"content-length", str(len(body)).encode()))
+    headers.extend(extra)
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class BodyTooLarge(Exception):
+    """The request body passed the configured limit."""
+
+
+class Disconnected(Exception):
+    """The client went away before the body was complete."""
+
+
+async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
+    """The whole request body, refusing (:class:`BodyTooLarge`) beyond ``limit`` bytes.
+
+    A declared ``Content-Length`` over the limit is refused before reading anything.
+    """
+    declared = header(scope, b"content-length")
+    if declared is not None:
+        try:
+            if int(declared) > limit:
+                raise BodyTooLarge
+        except ValueError:
+            pass  # the server already rejects malformed framing; keep counting below
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        msg = await receive()
+        if msg["type"] == "http.disconnect":
+            raise Disconnected
+        chunk = msg.get("body", b"")
+        if chunk:
+            size += len(chunk)
+            if size > limit:
+                raise BodyTooLarge
+            chunks.append(chunk)
+        if not msg.get("more_body", False):
+            break
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+Verifier = Callable[[str], Any]
+
+
+@dataclass
+class BearerAuth:
+    """Bearer-token authentication hook.
+
+    ``verify(token)`` (sync or async) returns the principal the token stands for, or None when
+    the token is invalid. ``realm`` and ``resource_metadata`` (the OAuth protected-resource
+    metadata URL, RFC 9728) go into the ``WWW-Authenticate`` challenge of a 401.
+    """
+
+    verify: Verifier
+    realm: str = "sturdyrpc"
+    resource_metadata: str | None = None
+
+    def challenge(self, error: str | None) -> bytes:
+        parts = [f'Bearer realm="{self.realm}"']
+        if error is not None:
+            parts.append(f'error="{error}"')
+        if self.resource_metadata is not None:
+            parts.append(f'resource_metadata="{self.resource_metadata}"')
+        return ", ".join(parts).encode("latin-1")
+
+    async def principal(self, token: str) -> Any:
+        result = self.verify(token)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+
+class HTTPRefusal(Exception):
+    """An HTTP-level refusal: status, fixed JSON-RPC error code and message, extra headers."""
+
+    def __init__(self, status: int, code: int, message: str, headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = list(headers)
+
+
+def _host_name(value: str) -> str:
+    """``example.com:8000`` -> ``example.com``; ``[::1]:80`` -> ``[::1]``."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        end = value.find("]")
+        return value[: end + 1] if end != -1 else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+@dataclass
+class HTTPSecurity:
+    """What every HTTP request must pass before anything else happens.
+
+    - ``allowed_hosts``: host names (any port) the ``Host`` header may carry; None switches the
+      check off (behind a reverse proxy that already validates it). Default: localhost names.
+    - ``allowed_origins``: exact origins (``https://app.example.com``) browsers may call from,
+      in addition to localhost origins when ``allow_localhost_origins`` is true. ``"*"`` allows
+      any origin (only sensible behind authentication).
+    - ``max_body_bytes``: larger bodies are answered 413 without being read.
+    - ``auth``: a :class:`BearerAuth`, or None for no authentication.
+    """
+
+    allowed_hosts: Iterable[str] | None = LOCAL_HOSTS
+    allowed_origins: Iterable[str] = ()
+    allow_localhost_origins: bool = True
+    max_body_bytes: int = 4 * 1024 * 1024
+    auth: BearerAuth | None = None
+    _hosts: frozenset[str] | None = field(init=False, repr=False)
+    _origins: frozenset[str] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._hosts = None if self.allowed_hosts is None else frozenset(_host_name(h) for h in self.allowed_hosts)
+        self._origins = frozenset(o.rstrip("/").lower() for o in self.allowed_origins)
+
+    def origin_allowed(self, origin: str) -> bool:
+        o = origin.strip().rstrip("/").lower()
+        if "*" in self._origins or o in self._origins:
+            return True
+        if self.allow_localhost_origins:
+            try:
+                parts = urlsplit(o)
+                host = parts.hostname
+            except ValueError:
+                return False
+            if parts.scheme in ("http", "https") and host is not None:
+                name = f"[{host}]" if ":" in host else host
+                return name in LOCAL_HOSTS
+        return False
+
+    async def check(self, scope: Scope) -> Any:
+        """Raise :class:`HTTPRefusal` unless the request may proceed; return the principal (or None)."""
+        if self._hosts is not None:
+            host = header(scope, b"host")
+            if host is None or _host_name(host.decode("latin-1")) not in self._hosts:
+                raise HTTPRefusal(403, -32600, "Forbidden: host not allowed")
+        origin = header(scope, b"origin")
+        if origin is not None and not self.origin_allowed(origin.decode("latin-1")):
+            raise HTTPRefusal(403, -32600, "Forbidden: origin not allowed")
+        auth = self.auth
+        if auth is None:
+            return None
+        raw = header(scope, b"authorization")
+        if raw is None:
+            raise HTTPRefusal(401, -32600, "Unauthorized", [(b"www-authenticate", auth.challenge(None))])
+        scheme, _, token = raw.decode("latin-1").partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            raise HTTPRefusal(401, -32600, "Unauthorized", [(b"www-authenticate", auth.challenge("invalid_request"))])
+        try:
+            principal = await auth.principal(token)
+        except Exception:  # a verifier bug must not become a 500 that leaks a traceback
+            principal = None
+        if principal is None:
+            raise HTTPRefusal(401, -32600, "Unauthorized", [(b"www-authenticate", auth.challenge("invalid_token"))])
+        return principal
+
+
+async def refuse(send: Send, refusal: HTTPRefusal, *, with_null_id: bool = True) -> None:
+    """Answer an :class:`HTTPRefusal` with its status and a fixed JSON-RPC error body."""
+    await respond(send, refusal.status, error_body(refusal.code, refusal.message, with_null_id=with_null_id), extra=refusal.headers)

@@ -1,0 +1,88 @@
+"""Helpers for the HTTP tests: free ports and HTTP server subprocesses on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CACHE = os.environ.get("STURDYRPC_CACHE") or os.path.join(ROOT, ".cache")
+IN_CI = bool(os.environ.get("CI"))
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, proc: subprocess.Popen[bytes] | None = None, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode} before listening")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"nothing listening on 127.0.0.1:{port}")
+
+
+@contextmanager
+def server_process(cmd: list[str], port: int, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    """Start ``cmd`` (which must listen on ``port``), yield it, then stop it (SIGTERM, then SIGKILL)."""
+    full_env = dict(os.environ)
+    full_env["PYTHONUNBUFFERED"] = "1"
+    if env:
+        full_env.update(env)
+    log = tempfile.TemporaryFile()
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=full_env,
+                            start_new_session=True)
+    try:
+        try:
+            wait_port(port, proc)
+        except Exception:
+            log.seek(0)
+            sys.stderr.write(log.read().decode(errors="replace")[-4000:])
+            raise
+        yield proc
+    finally:
+        stop(proc)
+        log.close()
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+def demo_http_cmd(port: int, *, mcp: bool = False) -> list[str]:
+    cmd = [sys.executable, "-m", "sturdyrpc", "demo", "--http", f"127.0.0.1:{port}"]
+    if mcp:
+        cmd.insert(4, "--mcp")
+    return cmd
+
+
+def missing_peer(reason: str) -> None:
+    """A third-party peer is not installed: a failure in CI, a skip elsewhere."""
+    if IN_CI:
+        pytest.fail(f"required peer missing in CI: {reason}")
+    pytest.skip(reason)

@@ -1,0 +1,222 @@
+"""``sturdyrpc check`` proven on a zoo of broken servers, a correct reference, our demo, and real libraries.
+
+Each zoo server (tests/check_zoo/) carries one classic bug; the checker must flag exactly the
+checks for that bug and pass the rest of the areas it runs. To keep the module fast, each zoo
+server runs only the areas where its bug lives (plus one unrelated area, to show that the rest
+passes); the reference server runs everything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from sturdyrpc.check import Config, Report, Status, all_checks, run_checks
+
+HERE = Path(__file__).parent
+ZOO = HERE / "check_zoo"
+THIRD = HERE / "check_thirdparty"
+ROOT = HERE.parent
+PY = sys.executable
+DEMO = [PY, "-m", "sturdyrpc", "demo"]
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def not_passed(report: Report) -> dict[str, str]:
+    """``{check id: status}`` for every check that did not pass (skips excluded)."""
+    return {o.spec.id: o.status.value for o in report.outcomes if o.status not in (Status.PASS, Status.SKIP)}
+
+
+def describe(report: Report) -> str:
+    lines = []
+    for o in report.outcomes:
+        if o.status not in (Status.PASS, Status.SKIP):
+            lines.append(f"{o.spec.id} {o.status.value}: {o.detail}\n   sent={o.sent[:2]}\n   recv={o.received[:2]}\n   stderr={o.stderr_tail[-300:]!r}")
+    return "\n".join(lines)
+
+
+def zoo_config(script: str, **kw: object) -> Config:
+    opts: dict[str, object] = {"echo_method": "echo", "slow": "sleep", "leak_probe": "fail", "mcp": False}
+    opts.update(kw)
+    return Config([PY, str(ZOO / script)], **opts)  # type: ignore[arg-type]
+
+
+# (script, areas to run, {check id: expected status}) -- exactly these, everything else in the areas passes.
+ZOO_CASES = [
+    ("answers_notifications.py", ["messages", "batches"], {
+        "messages.notification-silent": "fail", "messages.notification-no-params": "fail",
+        "messages.echo-notification": "fail", "batches.notifications-only": "fail",
+        "batches.mixed": "fail", "batches.echo": "fail",
+    }),
+    ("string_id_as_int.py", ["ids", "errors"], {"ids.numeric-string": "fail"}),
+    ("big_id_float.py", ["ids", "messages"], {"ids.beyond-2-53": "fail", "ids.beyond-2-64": "fail"}),
+    ("silent_on_batches.py", ["batches", "ids"], {
+        "batches.empty": "fail", "batches.invalid-one": "fail", "batches.invalid-three": "fail",
+        "batches.mixed": "fail", "batches.single": "warn", "batches.echo": "fail",
+    }),
+    ("dies_on_invalid_utf8.py", ["framing", "robustness"], {"framing.invalid-utf8": "fail", "robustness.many-invalid": "fail"}),
+    ("leaks_traceback.py", ["errors", "ids"], {"errors.no-leak-parse": "fail", "errors.no-leak-probe": "fail"}),
+    ("banner_on_stdout.py", ["framing", "ids"], {"framing.stdout-only-jsonrpc": "fail"}),
+    ("eof_drops_inflight.py", ["lifecycle", "ids"], {"lifecycle.eof-inflight": "fail"}),
+    ("unknown_method_32000.py", ["errors", "ids", "batches"], {"errors.method-not-found": "fail", "errors.method-not-found-params": "fail"}),
+    ("empty_batch_array.py", ["batches", "messages"], {"batches.empty": "fail"}),
+    ("id_null_as_notification.py", ["ids", "messages"], {"ids.null": "fail"}),
+    ("falsy_id.py", ["ids", "errors"], {"ids.zero": "fail", "ids.empty-string": "fail"}),
+    ("one_error_per_batch.py", ["batches", "errors"], {"batches.invalid-one": "fail", "batches.invalid-three": "fail", "batches.mixed": "fail"}),
+    ("crashes_on_deep_nesting.py", ["robustness", "errors"], {"robustness.deep-nesting": "fail"}),
+    ("accepts_nan.py", ["framing", "messages"], {"framing.nonfinite-literal": "fail"}),
+    ("answers_responses.py", ["messages", "ids"], {"messages.response-not-answered": "warn"}),
+    ("one_at_a_time.py", ["concurrency", "ids"], {"concurrency.out-of-order": "warn", "concurrency.batch-parallel": "warn"}),
+]
+
+
+@pytest.mark.parametrize(("script", "areas", "expected"), ZOO_CASES, ids=[c[0].removesuffix(".py") for c in ZOO_CASES])
+def test_zoo_server_flagged_for_exactly_its_bug(script: str, areas: list[str], expected: dict[str, str]) -> None:
+    report = run_checks(zoo_config(script), areas=areas)
+    assert not_passed(report) == expected, describe(report)
+    ran = {o.spec.id for o in report.outcomes if o.status is not Status.SKIP}
+    assert set(expected) <= ran
+    assert len(ran) > len(expected), "the other checks of these areas must run (and pass)"
+
+
+def test_every_zoo_server_is_covered() -> None:
+    scripts = {p.name for p in ZOO.glob("*.py")} - {"reference.py"}
+    covered = {c[0] for c in ZOO_CASES} | {"mcp_reference.py", "mcp_answers_cancelled.py"}
+    assert scripts <= covered, scripts - covered
+
+
+def test_reference_server_passes_everything() -> None:
+    report = run_checks(zoo_config("reference.py", mcp=None))
+    assert not_passed(report) == {}, describe(report)
+    skipped = {o.spec.id for o in report.outcomes if o.status is Status.SKIP}
+    assert all(s.startswith("mcp.") for s in skipped), skipped
+    assert not report.mcp
+    assert report.passed >= 50
+
+
+def test_failure_details_are_complete() -> None:
+    """A failing check names the rule, the hint, what was sent and what came back, and keeps stderr."""
+    report = run_checks(zoo_config("dies_on_invalid_utf8.py"), only=["framing.invalid-utf8"])
+    (o,) = report.outcomes
+    assert o.status is Status.FAIL
+    assert o.spec.rule and o.spec.hint and o.sent
+    assert "\\xff" in o.sent[0]
+    assert "UnicodeDecodeError" in o.stderr_tail
+    assert "stopped answering" in o.detail and "exited with code" in o.detail
+
+
+def test_check_ids_are_unique_and_described() -> None:
+    checks = all_checks()
+    ids = [c.spec.id for c in checks]
+    assert len(ids) == len(set(ids))
+    for c in checks:
+        assert re.fullmatch(r"[a-z]+\.[a-z0-9-]+", c.spec.id), c.spec.id
+        assert c.spec.id.split(".")[0] == c.spec.area
+        assert c.spec.title and c.spec.rule and c.spec.hint
+
+
+# -- the command line --------------------------------------------------------------------------
+
+
+def sturdyrpc(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.run([PY, "-m", "sturdyrpc", *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+
+
+def test_cli_demo_passes_with_reports(tmp_path: Path) -> None:
+    jpath, xpath = tmp_path / "r.json", tmp_path / "r.xml"
+    proc = sturdyrpc("check", "--json", str(jpath), "--junit", str(xpath), "--", *DEMO)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    last = proc.stdout.rstrip().splitlines()[-1]
+    assert re.fullmatch(r"\d+ passed, 0 failed", last), last
+    assert "\x1b[" not in proc.stdout  # no colour when stdout is not a terminal
+    assert proc.stderr == ""  # no progress line when stderr is not a terminal
+
+    data = json.loads(jpath.read_text())
+    assert data["summary"]["failed"] == 0 and data["summary"]["passed"] >= 40
+    assert data["command"] == DEMO
+    for c in data["checks"]:
+        assert {"id", "area", "level", "status", "rule", "hint", "sent", "received"} <= set(c)
+    assert f"{data['summary']['passed']} passed, 0 failed" == last
+
+    root = ET.parse(xpath).getroot()
+    assert root.tag == "testsuites" and root.get("failures") == "0" and root.get("errors") == "0"
+    cases = root.findall("./testsuite/testcase")
+    assert len(cases) == len(data["checks"])
+    assert {s.get("name") for s in root.findall("testsuite")} >= {"sturdyrpc.check.framing", "sturdyrpc.check.ids"}
+
+
+def test_cli_exit_codes_and_reports_of_failures(tmp_path: Path) -> None:
+    xpath, jpath = tmp_path / "f.xml", tmp_path / "f.json"
+    bad = sturdyrpc("check", "--no-mcp", "--area", "ids", "--junit", str(xpath), "--json", str(jpath), "--", PY, str(ZOO / "string_id_as_int.py"))
+    assert bad.returncode == 1
+    assert re.fullmatch(r"\d+ passed, 1 failed", bad.stdout.rstrip().splitlines()[-1])
+    assert "ids.numeric-string" in bad.stdout and "fix:" in bad.stdout and "received:" in bad.stdout
+    failures = ET.parse(xpath).getroot().findall(".//failure")
+    assert [f.get("type") for f in failures] == ["MUST"]
+    assert json.loads(jpath.read_text())["summary"]["failed"] == 1
+
+    # A SHOULD-level warning: exit 0, unless --strict.
+    args = ["check", "--no-mcp", "--only", "messages.response-not-answered", "--", PY, str(ZOO / "answers_responses.py")]
+    warn = sturdyrpc(*args)
+    assert warn.returncode == 0, warn.stdout
+    assert warn.stdout.rstrip().splitlines()[-1] == "0 passed, 0 failed, 1 warnings"
+    assert sturdyrpc(*args[:1], "--strict", *args[1:]).returncode == 1
+
+
+def test_cli_usage_errors() -> None:
+    no_cmd = sturdyrpc("check")
+    assert no_cmd.returncode == 2 and "--" in no_cmd.stderr
+    url = sturdyrpc("check", "--url", "http://127.0.0.1:9/mcp")
+    assert url.returncode == 2 and "not available yet" in url.stderr
+    missing = sturdyrpc("check", "--", "/nonexistent/server-binary")
+    assert missing.returncode == 2 and "cannot start" in missing.stderr
+
+
+def test_a_server_that_never_answers_cannot_hang_the_checker() -> None:
+    """`cat > /dev/null` reads everything and answers nothing: every check must end on its timeout."""
+    report = run_checks(Config(["sh", "-c", "cat > /dev/null"], timeout=0.5, mcp=False), areas=["ids", "lifecycle"])
+    assert report.failed >= 8
+    assert report.duration < 60
+
+
+# -- real libraries (docs/CHECK_FINDINGS.md) ---------------------------------------------------
+
+FINDINGS = ROOT / "docs" / "CHECK_FINDINGS.md"
+
+THIRD_PARTY = {
+    "jsonrpcserver": ([PY, str(THIRD / "jsonrpcserver_server.py")], {"echo_method": "echo", "slow": "sleep", "leak_probe": "fail", "mcp": False}),
+    "json-rpc": ([PY, str(THIRD / "jsonrpc_server.py")], {"echo_method": "echo", "slow": "sleep", "leak_probe": "fail", "mcp": False}),
+    "mcp": ([PY, str(THIRD / "mcp_sdk_server.py")], {"slow": "sleep", "leak_probe": "fail", "call_tools": {"*"}}),
+}
+
+
+def documented_findings() -> dict[str, tuple[str, dict[str, str]]]:
+    """``{distribution: (version, {check id: status})}`` parsed from the table in docs/CHECK_FINDINGS.md."""
+    out: dict[str, tuple[str, dict[str, str]]] = {}
+    for line in FINDINGS.read_text().splitlines():
+        m = re.match(r"\|\s*`([\w.-]+)`\s+([\w.]+)\s*\|\s*`(\S+)`\s*\|\s*(FAIL|WARN)\s*\|", line)
+        if m:
+            dist, version, check_id, status = m.groups()
+            out.setdefault(dist, (version, {}))[1][check_id] = status.lower()
+    return out
+
+
+@pytest.mark.parametrize("dist", sorted(THIRD_PARTY))
+def test_thirdparty_findings_still_hold(dist: str) -> None:
+    documented = documented_findings()
+    assert dist in documented, f"{dist} has no rows in {FINDINGS}"
+    version, expected = documented[dist]
+    assert metadata.version(dist) == version, f"{FINDINGS} documents {dist} {version}; installed is {metadata.version(dist)}: re-run and update"
+    cmd, opts = THIRD_PARTY[dist]
+    report = run_checks(Config(cmd, **opts))  # type: ignore[arg-type]
+    assert not_passed(report) == expected, describe(report)

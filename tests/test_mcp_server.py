@@ -1,0 +1,332 @@
+"""MCPServer in-process: tools, resources, prompts, logging, progress, cancellation, stateless mode."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+import msgspec
+import pytest
+from _mcp_support import Wire, modern_meta
+
+from sturdyrpc.mcp import MCPContext, MCPServer, ToolError
+from sturdyrpc.mcp.demo import make_mcp_demo
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def test_tools_list_and_schemas() -> None:
+    async def main() -> None:
+        async with Wire(make_mcp_demo()) as w:
+            await w.initialize("2025-11-25")
+            r = await w.call("tools/list", id=2)
+            tools = {t["name"]: t for t in r["result"]["tools"]}
+            add = tools["add"]
+            assert add["description"] == "Add two integers."
+            assert add["inputSchema"]["properties"] == {"a": {"type": "integer"}, "b": {"type": "integer"}}
+            assert add["inputSchema"]["required"] == ["a", "b"] and add["inputSchema"]["additionalProperties"] is False
+            assert add["outputSchema"] == {"type": "object", "properties": {"result": {"type": "integer"}}, "required": ["result"]}
+            assert "ctx" not in tools["slow"]["inputSchema"]["properties"]
+            j = tools["json_schema_2020_12_tool"]["inputSchema"]
+            assert j["$schema"].endswith("2020-12/schema") and "$defs" in j and j["additionalProperties"] is False
+            w.validate("2025-11-25")
+
+    run(main())
+
+
+def test_tool_calls_and_errors(caplog: pytest.LogCaptureFixture) -> None:
+    async def main() -> None:
+        async with Wire(make_mcp_demo()) as w:
+            await w.initialize("2025-11-25")
+            r = await w.call("tools/call", {"name": "add", "arguments": {"a": 1, "b": 2}}, id=2)
+            assert r["result"] == {"content": [{"type": "text", "text": "3"}], "structuredContent": {"result": 3}, "isError": False}
+            r = await w.call("tools/call", {"name": "echo", "arguments": {"text": "x"}}, id=3)
+            assert r["result"]["content"][0]["text"] == "x"
+            with caplog.at_level(logging.ERROR, logger="sturdyrpc.mcp"):
+                r = await w.call("tools/call", {"name": "fail", "arguments": {}}, id=4)
+            res = r["result"]
+            assert res["isError"] is True
+            text = json.dumps(res)
+            for secret in ("SECRET-TOKEN-42", "/etc/shadow", "RuntimeError", "Traceback", ".py"):
+                assert secret not in text
+            incident = res["content"][0]["text"].split("incident ")[1].rstrip(").")
+            assert any(incident in rec.getMessage() and rec.exc_info for rec in caplog.records)
+            r = await w.call("tools/call", {"name": "test_error_handling"}, id=5)
+            assert r["result"]["isError"] and r["result"]["content"][0]["text"] == "This tool intentionally returns an error for testing"
+            r = await w.call("tools/call", {"name": "nope", "arguments": {}}, id=6)
+            assert r["error"]["code"] == -32602
+            # SEP-1303: bad arguments are a tool error with the reason, and the tool does not run
+            r = await w.call("tools/call", {"name": "add", "arguments": {"a": 1}}, id=7)
+            assert r["result"]["isError"] and "'b'" in r["result"]["content"][0]["text"]
+            r = await w.call("tools/call", {"name": "add", "arguments": {"a": 1, "b": 2, "c": 3}}, id=8)
+            assert r["result"]["isError"]
+            r = await w.call("tools/call", {"name": "add", "arguments": [1, 2]}, id=9)
+            assert r["error"]["code"] == -32602
+            w.validate("2025-11-25")
+
+    run(main())
+
+
+@pytest.mark.parametrize("version", ["2024-11-05", "2025-03-26", "2025-06-18"])
+def test_older_versions(version: str) -> None:
+    async def main() -> None:
+        async with Wire(make_mcp_demo()) as w:
+            r = await w.initialize(version)
+            assert r["result"]["protocolVersion"] == version
+            r = await w.call("tools/call", {"name": "add", "arguments": {"a": "x", "b": 2}}, id=2)
+            assert r["error"]["code"] == -32602  # before 2025-11-25: a protocol error
+            r = await w.call("tools/call", {"name": "add", "arguments": {"a": 1, "b": 2}}, id=3)
+            assert ("structuredContent" in r["result"]) == (version == "2025-06-18")
+            r = await w.call("tools/list", id=4)
+            assert all(("outputSchema" in t) <= (version == "2025-06-18") for t in r["result"]["tools"])
+            r = await w.call("resources/read", {"uri": "test://missing"}, id=5)
+            assert r["error"]["code"] == -32002
+            w.validate(version)
+
+    run(main())
+
+
+def test_progress_only_when_asked_and_increasing() -> None:
+    async def main() -> None:
+        async with Wire(make_mcp_demo()) as w:
+            await w.initialize()
+            await w.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "slow", "arguments": {"seconds": 0.05, "steps": 3}}})
+            r = await w.recv()
+            assert r["id"] == 2 and "result" in r  # no token: no progress
+            await w.send(
+                {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "slow", "arguments": {"seconds": 0.05, "steps": 3}, "_meta": {"progressToken": "tok"}}}
+            )
+            got = [await w.recv() for _ in range(4)]
+            progress = [m["params"] for m in got[:3]]
+            assert [p["progress"] for p in progress] == [1, 2, 3] and all(p["progressToken"] == "tok" for p in progress)
+            assert got[3]["id"] == 3
+            await w.nothing(0.1)
+            w.validate("2025-11-25")
+
+    run(main())
+
+
+def test_cancellation_no_reply_and_initialize_not_cancellable() -> None:
+    async def main() -> None:
+        async with Wire(make_mcp_demo()) as w:
+            await w.send({"jsonrpc": "2.0", "id": "i", "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}})
+            await w.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "i"}})
+            r = await w.recv()
+            assert r["id"] == "i" and "result" in r
+            await w.send({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "slow", "arguments": {"seconds": 10}}})
+            await asyncio.sleep(0.1)
+            await w.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5, "reason": "user"}})
+            await w.nothing(0.3)
+            r = await w.call("ping", id=6)
+            assert r["result"] == {}
+            await w.nothing(0.2)
+
+    run(main())
+
+
+def test_logging_set_level_and_messages() -> None:
+    async def main() -> None:
+        async with Wire(make_mcp_demo()) as w:
+            await w.initialize()
+            r = await w.call("logging/setLevel", {"level": "verbose"}, id=2)
+            assert r["error"]["code"] == -32602
+            await w.send({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "test_tool_with_logging"}})
+            r = await w.recv()
+            assert r["id"] == 3  # no level set: no log messages
+            assert (await w.call("logging/setLevel", {"level": "info"}, id=4))["result"] == {}
+            await w.send({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "test_tool_with_logging"}})
+            msgs = [await w.recv() for _ in range(4)]
+            assert [m["params"]["data"] for m in msgs[:3]] == ["Tool execution started", "Tool processing data", "Tool execution completed"]
+            assert all(m["method"] == "notifications/message" and m["params"]["level"] == "info" for m in msgs[:3])
+            assert (await w.call("logging/setLevel", {"level": "error"}, id=6))["result"] == {}
+            await w.send({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "test_tool_with_logging"}})
+            assert (await w.recv())["id"] == 7
+            w.validate("2025-11-25")
+
+    run(main())
+
+
+def test_resources_prompts_completion_subscriptions() -> None:
+    async def main() -> None:
+        server = make_mcp_demo()
+        async with Wire(server) as w:
+            await w.initialize()
+            r = await w.call("resources/list", id=2)
+            res = {x["uri"]: x for x in r["result"]["resources"]}
+            assert all(x["description"] for x in res.values()) and "test://static-text" in res
+            r = await w.call("resources/templates/list", id=3)
+            assert r["result"]["resourceTemplates"][0]["uriTemplate"] == "test://template/{id}/data"
+            r = await w.call("resources/read", {"uri": "test://static-binary"}, id=4)
+            assert r["result"]["contents"][0]["mimeType"] == "image/png" and "blob" in r["result"]["contents"][0]
+            r = await w.call("resources/read", {"uri": "test://template/7/data"}, id=5)
+            assert json.loads(r["result"]["contents"][0]["text"])["id"] == "7"
+            r = await w.call("prompts/get", {"name": "test_prompt_with_arguments", "arguments": {"arg1": "a"}}, id=6)
+            assert r["error"]["code"] == -32602
+            r = await w.call("prompts/get", {"name": "nope"}, id=7)
+            assert r["error"]["code"] == -32602
+            r = await w.call("prompts/get", {"name": "test_prompt_with_image"}, id=8)
+            assert r["result"]["messages"][0]["content"]["type"] == "image"
+            r = await w.call("prompts/list", id=9)
+            assert {p["name"] for p in r["result"]["prompts"]} >= {"test_simple_prompt", "test_prompt_with_arguments"}
+            r = await w.call("completion/complete", {"ref": {"type": "ref/prompt", "name": "test_prompt_with_arguments"}, "argument": {"name": "arg1", "value": "par"}}, id=10)
+            assert r["result"]["completion"]["values"] == ["paris", "park", "party"]
+            r = await w.call("tools/list", {"cursor": "bogus"}, id=11)
+            assert r["error"]["code"] == -32602
+            assert (await w.call("resources/subscribe", {"uri": "test://watched-resource"}, id=12))["result"] == {}
+            await server.resource_updated("test://watched-resource")
+            m = await w.recv()
+            assert m == {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "test://watched-resource"}}
+            assert (await w.call("resources/unsubscribe", {"uri": "test://watched-resource"}, id=13))["result"] == {}
+            await server.resource_updated("test://watched-resource")
+
+            @server.tool()
+            async def late(x: int) -> int:
+                return x
+
+            m = await w.recv()
+            assert m["method"] == "notifications/tools/list_changed"
+            w.validate("2025-11-25")
+
+    run(main())
+
+
+def test_server_to_client_requests_over_the_peer() -> None:
+    async def main() -> None:
+        async with Wire(make_mcp_demo()) as w:
+            await w.initialize("2025-11-25", {"sampling": {}})
+            await w.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "test_sampling", "arguments": {"prompt": "hi"}}})
+            req = await w.recv()
+            assert req["method"] == "sampling/createMessage" and req["params"]["maxTokens"] == 100
+            await w.send({"jsonrpc": "2.0", "id": req["id"], "result": {"role": "assistant", "content": {"type": "text", "text": "yo"}, "model": "m"}})
+            r = await w.recv()
+            assert r["result"]["content"][0]["text"] == "LLM response: yo"
+            # elicitation was not declared: an error result, nothing asked
+            r = await w.call("tools/call", {"name": "test_elicitation", "arguments": {"message": "m"}}, id=3)
+            assert r["result"]["isError"]
+            w.validate("2025-11-25")
+
+    run(main())
+
+
+def test_user_tool_features() -> None:
+    server = MCPServer("t", "1")
+
+    @server.tool()
+    def blocking_sum(xs: list[int]) -> int:
+        return sum(xs)
+
+    @server.tool()
+    async def oops(ctx: MCPContext) -> str:
+        raise ToolError("shown as is")
+
+    @server.tool()
+    async def bad_progress(ctx: MCPContext) -> str:
+        await ctx.report_progress(2)
+        try:
+            await ctx.report_progress(1)
+        except ValueError:
+            return "refused"
+        return "sent"
+
+    async def main() -> None:
+        async with Wire(server) as w:
+            await w.initialize()
+            r = await w.call("tools/call", {"name": "blocking_sum", "arguments": {"xs": [1, 2, 3]}}, id=2)
+            assert r["result"]["structuredContent"] == {"result": 6}
+            r = await w.call("tools/call", {"name": "blocking_sum", "arguments": {"xs": [1, "2"]}}, id=3)
+            assert r["result"]["isError"]
+            r = await w.call("tools/call", {"name": "oops"}, id=4)
+            assert r["result"]["content"][0]["text"] == "shown as is"
+            r = await w.call("tools/call", {"name": "bad_progress", "_meta": {"progressToken": 1}}, id=5)
+            assert r["result"]["content"][0]["text"] == "refused"
+
+    run(main())
+
+
+# ----------------------------------------------------------------------------- stateless 2026-07-28
+
+
+def test_stateless_entry() -> None:
+    server = make_mcp_demo()
+
+    async def main() -> None:
+        related: list[Any] = []
+
+        async def send_related(b: bytes) -> None:
+            related.append(msgspec.json.decode(b))
+
+        async def call(msg: Any) -> Any:
+            out = await server.handle_stateless(msgspec.json.encode(msg), send_related)
+            return msgspec.json.decode(out) if out is not None else None
+
+        r = await call({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": modern_meta()}})
+        assert r["result"]["supportedVersions"][0] == "2026-07-28" and r["result"]["resultType"] == "complete"
+        assert r["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "sturdyrpc-demo"
+        r = await call({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "slow", "arguments": {"seconds": 0.03, "steps": 2}, "_meta": modern_meta(progressToken="p")}})
+        assert r["result"]["resultType"] == "complete"
+        assert [m["params"]["progress"] for m in related] == [1, 2]
+        related.clear()
+        r = await call({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "test_tool_with_logging", "_meta": modern_meta()}})
+        assert related == []  # no logLevel in _meta: no notifications/message
+        r = await call({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "test_tool_with_logging", "_meta": modern_meta(**{"io.modelcontextprotocol/logLevel": "info"})}})
+        assert len(related) == 3
+        r = await call({"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {}})
+        assert r["error"]["code"] == -32602
+        r = await call({"jsonrpc": "2.0", "id": 6, "method": "tools/list", "params": {"_meta": modern_meta("2099-01-01")}})
+        assert r["error"]["code"] == -32022 and r["error"]["data"]["requested"] == "2099-01-01"
+        r = await call({"jsonrpc": "2.0", "id": 7, "method": "resources/read", "params": {"uri": "test://x", "_meta": modern_meta()}})
+        assert r["error"]["code"] == -32602  # not -32002 in 2026-07-28
+        r = await call({"jsonrpc": "2.0", "id": 8, "method": "ping", "params": {"_meta": modern_meta()}})
+        assert r["error"]["code"] == -32601
+        assert await call({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}) is None
+        out = await server.handle_stateless(b"[1]", send_related)
+        assert out is not None and msgspec.json.decode(out)["error"]["code"] == -32600 and b'"id"' not in out
+        out = await server.handle_stateless(b"{", send_related)
+        assert out is not None and msgspec.json.decode(out)["error"]["code"] == -32700 and b'"id"' not in out
+        # cancelling the task: nothing returned, nothing more sent
+        related.clear()
+        t = asyncio.ensure_future(call({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "slow", "arguments": {"seconds": 5, "steps": 50}, "_meta": modern_meta(progressToken=1)}}))
+        await asyncio.sleep(0.25)
+        t.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await t
+        n = len(related)
+        await asyncio.sleep(0.2)
+        assert len(related) == n
+
+    run(main())
+
+
+def test_stateless_multi_round_trip() -> None:
+    server = make_mcp_demo()
+
+    async def main() -> None:
+        async def send_related(b: bytes) -> None:
+            pass
+
+        async def call(msg: Any) -> Any:
+            out = await server.handle_stateless(msgspec.json.encode(msg), send_related)
+            return msgspec.json.decode(out)
+
+        caps = {"elicitation": {}}
+        params = {"name": "test_elicitation", "arguments": {"message": "who?"}}
+        r = await call({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {**params, "_meta": modern_meta(caps=caps)}})
+        res = r["result"]
+        assert res["resultType"] == "input_required"
+        (key, ask), = res["inputRequests"].items()
+        assert ask["method"] == "elicitation/create" and ask["params"]["message"] == "who?"
+        answer = {key: {"action": "accept", "content": {"username": "u", "email": "e"}}}
+        r = await call({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {**params, "inputResponses": answer, "requestState": res["requestState"], "_meta": modern_meta(caps=caps)}})
+        assert r["result"]["resultType"] == "complete" and "action=accept" in r["result"]["content"][0]["text"]
+        r = await call({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {**params, "inputResponses": answer, "requestState": "forged", "_meta": modern_meta(caps=caps)}})
+        assert r["error"]["code"] == -32602
+        r = await call({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {**params, "_meta": modern_meta()}})
+        assert r["error"]["code"] == -32021 and r["error"]["data"]["requiredCapabilities"] == {"elicitation": {}}
+
+    run(main())

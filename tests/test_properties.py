@@ -1,0 +1,166 @@
+"""Property-based: whatever arrives, the dispatcher never raises and only writes valid JSON-RPC 2.0."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sturdyrpc.demo import make_demo
+
+RPC = make_demo()  # shared: handlers are pure except record, which is harmless here
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+_ERROR_KEYS = {"code", "message", "data"}
+
+
+def check_response(resp: Any, ids_in: list[Any]) -> None:
+    assert type(resp) is dict, resp
+    assert resp.get("jsonrpc") == "2.0"
+    assert "id" in resp
+    assert set(resp) in ({"jsonrpc", "result", "id"}, {"jsonrpc", "error", "id"}), resp
+    if "error" in resp:
+        err = resp["error"]
+        assert type(err) is dict and set(err) <= _ERROR_KEYS
+        assert type(err["code"]) is int and type(err["message"]) is str
+    id_ = resp["id"]
+    if id_ is not None:
+        # Same value AND same type as an id of the input.
+        assert any(type(i) is type(id_) and i == id_ for i in ids_in), (id_, ids_in)
+
+
+def collect_ids(value: Any) -> list[Any]:
+    """Every value held under an "id" key at the top level or in a top-level array."""
+    items = value if type(value) is list else [value]
+    return [v["id"] for v in items if type(v) is dict and "id" in v]
+
+
+def check_output(data: bytes, out: bytes | None, ids_in: list[Any]) -> None:
+    if out is None:
+        return
+    assert type(out) is bytes
+    assert b"\n" not in out
+    value = msgspec.json.decode(out)  # valid JSON, strictly
+    if type(value) is list:
+        assert value, "never an empty array"
+        for resp in value:
+            check_response(resp, ids_in)
+    else:
+        check_response(value, ids_in)
+
+
+def run(data: bytes) -> None:
+    try:
+        decoded = msgspec.json.decode(data)
+    except (msgspec.DecodeError, RecursionError):
+        decoded = None
+    out = RPC.handle_sync(data)
+    check_output(data, out, collect_ids(decoded))
+
+
+json_leaf = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=8),
+)
+json_value = st.recursive(
+    json_leaf,
+    lambda kids: st.one_of(st.lists(kids, max_size=4), st.dictionaries(st.text(max_size=6), kids, max_size=4)),
+    max_leaves=12,
+)
+ids = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=6),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
+)
+methods = st.one_of(
+    st.sampled_from(["echo", "subtract", "sum", "update", "notify_hello", "get_data", "fail", "recorded", "nope", "rpc.x"]),
+    st.text(max_size=6),
+    json_leaf,
+)
+params = st.one_of(
+    st.lists(json_value, max_size=3),
+    st.dictionaries(st.sampled_from(["value", "minuend", "subtrahend", "x", "seconds"]), json_value, max_size=3),
+    json_leaf,
+)
+
+
+@st.composite
+def request_like(draw: st.DrawFn) -> dict[str, Any]:
+    msg: dict[str, Any] = {}
+    if draw(st.integers(0, 9)):
+        msg["jsonrpc"] = draw(st.sampled_from(["2.0", "2.0", "2.0", "1.0", 2.0, None]))
+    if draw(st.integers(0, 9)):
+        msg["method"] = draw(methods)
+    if draw(st.booleans()):
+        msg["params"] = draw(params)
+    if draw(st.integers(0, 3)):
+        msg["id"] = draw(ids)
+    if not draw(st.integers(0, 9)):
+        msg[draw(st.sampled_from(["result", "error"]))] = draw(json_value)
+    if not draw(st.integers(0, 9)):
+        msg[draw(st.text(max_size=4))] = draw(json_leaf)
+    return msg
+
+
+@SETTINGS
+@given(st.binary(max_size=200))
+def test_arbitrary_bytes(data: bytes) -> None:
+    run(data)
+
+
+@SETTINGS
+@given(st.binary(max_size=60).map(lambda b: b'{"jsonrpc":"2.0","method":"echo","params":[' + b + b'],"id":1}'))
+def test_arbitrary_bytes_inside_a_request(data: bytes) -> None:
+    run(data)
+
+
+@SETTINGS
+@given(json_value)
+def test_arbitrary_json_values(value: Any) -> None:
+    run(msgspec.json.encode(value))
+
+
+@SETTINGS
+@given(request_like())
+def test_request_like_objects(msg: dict[str, Any]) -> None:
+    run(msgspec.json.encode(msg))
+
+
+@SETTINGS
+@given(st.lists(st.one_of(request_like(), json_value), max_size=6))
+def test_request_like_batches(batch: list[Any]) -> None:
+    data = msgspec.json.encode(batch)
+    out = RPC.handle_sync(data)
+    check_output(data, out, collect_ids(batch))
+    if out is not None and batch:
+        # One answer per element that is not a notification or a response.
+        assert type(msgspec.json.decode(out)) is list
+
+
+@SETTINGS
+@given(request_like())
+def test_well_formed_requests_get_exactly_one_answer_with_their_id(msg: dict[str, Any]) -> None:
+    msg["jsonrpc"] = "2.0"
+    msg["method"] = msg.get("method") if type(msg.get("method")) is str else "echo"
+    msg.pop("result", None)
+    msg.pop("error", None)
+    if "params" in msg and type(msg["params"]) not in (list, dict):
+        del msg["params"]
+    msg["id"] = msg.get("id") if type(msg.get("id")) in (str, int) else 5
+    out = RPC.handle_sync(msgspec.json.encode(msg))
+    assert out is not None
+    resp = msgspec.json.decode(out)
+    assert type(resp) is dict
+    assert resp["id"] == msg["id"] and type(resp["id"]) is type(msg["id"])
+    if "error" in resp and resp["error"]["code"] == -32603:
+        for needle in ("SECRET", "RuntimeError", "Traceback"):
+            assert needle not in out.decode()
