@@ -353,3 +353,21 @@ def test_async_handler_via_handle_sync() -> None:
         return 2 * x
 
     assert rpc.handle_sync(b'{"jsonrpc":"2.0","method":"double","params":[21],"id":1}') == b'{"jsonrpc":"2.0","result":42,"id":1}'
+
+
+def test_sys_exit_in_handler_is_internal_error_not_an_exit() -> None:
+    import sys
+
+    rpc = Dispatcher()
+
+    @rpc.method(blocking=False)
+    def leave() -> None:
+        sys.exit("SECRET-TOKEN-42 /etc/shadow")
+
+    @rpc.method
+    async def aleave() -> None:
+        sys.exit(3)
+
+    for m in (b"leave", b"aleave"):
+        out = decode(rpc.handle_sync(b'{"jsonrpc":"2.0","method":"' + m + b'","id":1}'))
+        assert out["error"]["code"] == -32603 and "SECRET" not in str(out)

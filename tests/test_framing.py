@@ -169,3 +169,16 @@ def test_oversize_body_in_small_chunks() -> None:
 
 def test_encode_content_length_counts_bytes_not_chars() -> None:
     assert encode_content_length('"é"'.encode()) == b'Content-Length: 4\r\n\r\n"\xc3\xa9"'
+
+
+def test_junk_without_header_end_reported_once_and_bounded() -> None:
+    f = ContentLengthFramer(1000, max_header=1024)
+    out: list[object] = []
+    for _ in range(20):
+        out.extend(f.feed(b"j" * 4096))
+        assert f.buffered <= 1024
+    out.extend(f.feed(b"\r\n\r\n" + encode_content_length(b"[1]")))
+    assert [type(e) for e in out] == [BadHeader, bytes]
+    assert out[-1] == b"[1]"
+    # A later bad header is reported again.
+    assert [type(e) for e in f.feed(b"Content-Length: q\r\n\r\n")] == [BadHeader]

@@ -372,3 +372,30 @@ def test_two_workers_stateless() -> None:
                     assert "mcp-session-id" not in r.headers
                     pids.add(r.json()["result"]["content"][0]["text"])
         assert len(pids) == 2, pids
+
+
+def test_related_messages_routed_by_request_with_several_in_flight(url: str) -> None:
+    """With several requests in flight, each request's notifications go on its own stream only."""
+
+    async def go() -> None:
+        async with httpx.AsyncClient(timeout=10) as c:
+            r = await c.post(url, json=init_body(), headers={"accept": ACCEPT})
+            sid = r.headers["mcp-session-id"]
+            h = {"accept": ACCEPT, "mcp-session-id": sid, "mcp-protocol-version": V}
+            await c.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=h)
+            await c.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "logging/setLevel", "params": {"level": "debug"}}, headers=h)
+            calls = [call(10, "test_tool_with_logging"), call(11, "slow", {"seconds": 0.3, "steps": 3}, progress="p11"),
+                     call(12, "test_tool_with_logging"), call(13, "slow", {"seconds": 0.2}, progress=13)]
+            replies = await asyncio.gather(*(c.post(url, json=b, headers=h) for b in calls))
+            for b, r in zip(calls, replies, strict=True):
+                msgs = [m for _, m in sse_messages(r.text)]
+                assert msgs[-1]["id"] == b["id"]
+                methods = [m.get("method") for m in msgs[:-1]]
+                if b["params"]["name"] == "test_tool_with_logging":
+                    assert methods == ["notifications/message"] * 3, (b["id"], msgs)
+                elif b["id"] == 11:
+                    assert methods == ["notifications/progress"] * 3 and all(m["params"]["progressToken"] == "p11" for m in msgs[:-1])
+                else:
+                    assert methods == []
+
+    asyncio.run(go())

@@ -330,3 +330,33 @@ def test_stateless_multi_round_trip() -> None:
         assert r["error"]["code"] == -32021 and r["error"]["data"]["requiredCapabilities"] == {"elicitation": {}}
 
     run(main())
+
+
+def test_inline_tool_fast_path_keeps_the_rules() -> None:
+    """echo/add run inline (no task); the rules still apply to them."""
+
+    async def main() -> None:
+        server = make_mcp_demo()
+        assert server.tools["echo"].inline and not server.tools["slow"].inline
+        async with Wire(server) as w:
+            r = await w.call("tools/call", {"name": "echo", "arguments": {"text": "x"}}, id=1)
+            assert r["error"]["code"] == -32600  # before initialize
+            await w.initialize()
+            await w.send({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "slow", "arguments": {"seconds": 0.3}}})
+            await asyncio.sleep(0.05)
+            r = await w.call("tools/call", {"name": "echo", "arguments": {"text": "dup"}}, id=7)
+            assert r["error"]["code"] == -32600  # id 7 is still in flight
+            r = await w.recv()
+            assert r["id"] == 7 and r["result"]["content"][0]["text"] == "slept 0.3 seconds"
+            r = await w.call("tools/call", {"name": "echo", "arguments": {"text": 5}}, id=8)
+            assert r["result"]["isError"]
+            r = await w.call("tools/call", {"name": "echo", "arguments": {"text": "ok"}}, id=None)
+            assert r["error"]["code"] == -32600 and "id" not in r
+        async with Wire(server) as w:
+            await w.call("server/discover", {"_meta": modern_meta()}, id=1)
+            r = await w.call("tools/call", {"name": "echo", "arguments": {"text": "x"}}, id=2)
+            assert r["error"]["code"] == -32602  # no _meta envelope
+            r = await w.call("tools/call", {"name": "echo", "arguments": {"text": "x"}, "_meta": modern_meta()}, id=3)
+            assert r["result"]["resultType"] == "complete" and r["result"]["content"][0]["text"] == "x"
+
+    run(main())

@@ -269,3 +269,19 @@ def test_binder_directly() -> None:
         b.bind({"a": 1, "c": "yes"})
     with pytest.raises(InvalidParams, match="'a'"):
         b.bind(None)
+
+
+def test_unannotated_handlers_still_checked_by_name_and_arity() -> None:
+    rpc = Dispatcher()
+    ran: list[Any] = []
+
+    @rpc.method(blocking=False)
+    def raw(a, /, b, *, c=0):  # type: ignore[no-untyped-def]
+        ran.append((a, b, c))
+        return [a, b, c]
+
+    for params, needle in (({"a": 1, "b": 2}, "'a'"), ({"b": 2}, "'a'"), ([1], "'b'"), ([1, 2, 3], "too many"), ({"b": 1, "d": 2}, "'d'")):
+        out = call(rpc, "raw", params)
+        assert out["error"]["code"] == -32602 and needle in out["error"]["message"], (params, out)
+    assert ran == []
+    assert call(rpc, "raw", [1, 2])["result"] == [1, 2, 0]

@@ -397,7 +397,7 @@ async def test_incoming_backpressure_is_bounded() -> None:
         peak = max(peak, p.incoming_in_flight)
         assert len(p._held) <= 3
         m = await raw.recv(5)
-        got.append(m["result"])
+        got.append(m.get("result", m))
     await sender
     assert sorted(got) == list(range(40))
     assert peak <= 3
@@ -602,3 +602,72 @@ async def test_no_leaks_after_many_calls() -> None:
     gc.collect()
     leftovers = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
     assert leftovers == []
+
+
+@aio
+async def test_send_cancel_false_and_default_hard_max() -> None:
+    p, raw = await peer_and_raw(default_timeout=0.05)
+    with pytest.raises(RequestTimeout):
+        await p.request("initialize", send_cancel=False)
+    assert (await raw.recv())["method"] == "initialize"
+    await raw.nothing()  # no cancel for this one
+    # reset on progress with no maximum configured: capped at 10x the timeout
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    t = asyncio.create_task(p.request("m", {}, timeout=0.03, on_progress=lambda *a: None, reset_timeout_on_progress=True))
+    msg = await raw.recv()
+    i = 0
+    while not t.done():
+        i += 1
+        await raw.send({"jsonrpc": "2.0", "method": "$/progress", "params": {"token": msg["id"], "value": {"progress": i}}})
+        await asyncio.sleep(0.01)
+    with pytest.raises(RequestTimeout):
+        await t
+    assert 0.25 <= loop.time() - start < 0.6
+    await p.close(0.1)
+
+
+@aio
+async def test_close_from_a_handler() -> None:
+    rpc = Dispatcher()
+
+    @rpc.method
+    async def shutdown(ctx: PeerContext) -> str:
+        await ctx.peer.close(5.0)
+        return "bye"
+
+    p, raw = await peer_and_raw(rpc)
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    await raw.send({"jsonrpc": "2.0", "method": "shutdown", "id": 1})
+    assert await raw.recv() == {"jsonrpc": "2.0", "result": "bye", "id": 1}
+    assert await raw.recv() is None
+    await p.wait_closed()
+    assert loop.time() - start < 1.0
+
+
+@aio
+async def test_half_close_serves_what_was_received() -> None:
+    # The other side sends more requests than may run at once, then closes its sending side
+    # (a client closing a server's stdin): everything received is still answered.
+    rpc = make_rpc(Limits(max_in_flight=2))
+    a, b = memory_pair()
+    p = Peer(a, rpc, default_timeout=None)
+    await p.start()
+    raw = Raw(b)
+    for i in range(6):
+        await raw.send({"jsonrpc": "2.0", "method": "sleep", "params": {"seconds": 0.02, "value": i}, "id": i})
+    pending_call = asyncio.create_task(p.request("never_answered"))
+    b.close_write()
+    got = []
+    while True:
+        m = await raw.recv()
+        if m is None:
+            break
+        if "method" in m:
+            continue  # our peer's own request
+        got.append(m.get("result", m))
+    assert sorted(got, key=str) == list(range(6)), got
+    with pytest.raises(ConnectionClosed):
+        await pending_call
+    await p.wait_closed()

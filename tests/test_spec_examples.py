@@ -13,8 +13,8 @@ from typing import Any
 
 import msgspec
 import pytest
-
 from conftest import DEMO_CMD, ServerProcess
+
 from sturdyrpc.demo import make_demo
 
 NO_RESPONSE = None

@@ -72,11 +72,20 @@ def decode(data: bytes | bytearray | memoryview, max_depth: int = 256) -> Any:
 def decode_bounded(data: bytes, max_depth: int) -> Any:
     """Like :func:`decode`, and refuses nesting deeper than ``max_depth``.
 
-    Counting bracket bytes runs in C and bounds the depth from above, so the walk
-    over the decoded value only happens for messages that hold many brackets.
+    Valid JSON of ``n`` bytes nests at most ``n // 2`` deep, so short messages need no
+    check at all; for longer ones counting bracket bytes runs in C and bounds the depth
+    from above, so the walk over the decoded value only happens for messages that hold
+    many brackets.
     """
-    value = decode(data, max_depth)
-    if data.count(b"[") + data.count(b"{") > max_depth and depth_exceeds(value, max_depth):
+    try:
+        value = _raw_decode(data)  # not via decode(): one call less on the hot path
+    except RecursionError:
+        raise DecodeFailure(f"nesting deeper than {max_depth} levels", too_deep=True) from None
+    except msgspec.MsgspecError as exc:
+        raise DecodeFailure(str(exc)) from None
+    except (ValueError, TypeError):
+        raise DecodeFailure("JSON is malformed") from None
+    if len(data) > 2 * max_depth and data.count(b"[") + data.count(b"{") > max_depth and depth_exceeds(value, max_depth):
         raise DecodeFailure(f"nesting deeper than {max_depth} levels", too_deep=True)
     return value
 

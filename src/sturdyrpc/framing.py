@@ -77,20 +77,22 @@ class LineFramer:
         buf = self._buf
         if not buf:
             # Fast path: whole lines in one read need no copy into the buffer.
-            start = 0
-            while True:
-                nl = data.find(b"\n", start)
-                if nl < 0:
-                    break
-                self._emit(data[start:nl], out)
-                start = nl + 1
-            rest = len(data) - start
+            lines = data.split(b"\n")
+            last = lines.pop()  # the unfinished line (empty when data ends with a newline)
+            max_frame = self.max_frame
+            for line in lines:
+                # A JSON object or array without CR passes as it is; anything else: _emit.
+                if line and (line[0] == 123 or line[0] == 91) and line[-1] != 13 and len(line) <= max_frame:
+                    out.append(line)
+                else:
+                    self._emit(line, out)
+            rest = len(last)
             if rest:
-                if rest > self.max_frame:
-                    out.append(FrameTooLarge(self.max_frame))
+                if rest > max_frame:
+                    out.append(FrameTooLarge(max_frame))
                     self._discarding = True
                 else:
-                    buf += data[start:] if start else data
+                    buf += last
                     self._scan = len(buf)
             return out
         buf += data
@@ -131,7 +133,7 @@ def encode_line(payload: bytes) -> bytes:
 class ContentLengthFramer:
     """LSP framing: ``Content-Length: N\\r\\n`` (other headers allowed), a blank line, N bytes."""
 
-    __slots__ = ("max_frame", "max_header", "_buf", "_need", "_skip")
+    __slots__ = ("max_frame", "max_header", "_buf", "_need", "_skip", "_junk")
 
     def __init__(self, max_frame: int, max_header: int = 8192) -> None:
         self.max_frame = max_frame
@@ -139,6 +141,7 @@ class ContentLengthFramer:
         self._buf = bytearray()
         self._need = -1  # body length once the header is read
         self._skip = 0  # bytes of an over-long body still to discard
+        self._junk = False  # inside bytes already reported as a bad header: report them once
 
     @property
     def buffered(self) -> int:
@@ -159,13 +162,17 @@ class ContentLengthFramer:
                 end = buf.find(b"\r\n\r\n")
                 if end < 0:
                     if len(buf) > self.max_header:
-                        out.append(BadHeader("header block too long"))
+                        if not self._junk:
+                            out.append(BadHeader("header block too long"))
+                            self._junk = True
                         self._resync(buf, len(buf) - 3)
                     return out
                 header = bytes(buf[:end])
                 length = self._parse_header(header)
+                junk, self._junk = self._junk, False
                 if isinstance(length, str):
-                    out.append(BadHeader(length))
+                    if not junk:
+                        out.append(BadHeader(length))
                     self._resync(buf, end + 4)
                     continue
                 del buf[: end + 4]

@@ -188,6 +188,10 @@ class Binder:
         "has_var_keyword",
         "no_checks",
         "context_name",
+        "simple_names",
+        "list_min",
+        "list_max",
+        "_req_prefix",
     )
 
     def __init__(self) -> None:
@@ -202,10 +206,52 @@ class Binder:
         self.has_var_keyword = False
         self.no_checks = True
         self.context_name: str | None = None
+        # Shortcuts worked out by finish() (until then: none), read by the dispatcher's hot path.
+        #: Not None: an object holding exactly these names binds as it is (no checks to run).
+        self.simple_names: frozenset[str] | None = None
+        #: An array of list_min..list_max elements binds as it is (no checks to run).
+        self.list_min = 1
+        self.list_max = 0
+        self._req_prefix = -1
+
+    def finish(self) -> Binder:
+        """Work out the shortcuts :meth:`bind` takes; call once the fields are filled in."""
+        self.n_positional = len(self.positional)
+        # Named params that need no checks and can only be known names: bind is a subset test.
+        simple = self.no_checks and not self.has_var_keyword and not self.positional_only
+        self.simple_names = frozenset(self.by_name) if simple else None
+        # Required positionals are a prefix of the positionals (Python's own rule): then
+        # "which one is missing" follows from the count given.
+        k = 0
+        while k < self.n_positional and self.positional[k][0] in self.required:
+            k += 1
+        n_req_pos = sum(1 for name, _ in self.positional if name in self.required)
+        self._req_prefix = k if k == n_req_pos else -1
+        if self.no_checks and self._req_prefix >= 0 and len(self.required) == k:
+            self.list_min = k
+            self.list_max = self.n_positional if not self.has_var_positional else 1 << 62
+        else:
+            self.list_min, self.list_max = 1, 0
+        return self
 
     def bind(self, params: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        """Check ``params`` (list, dict or None) and return the call arguments."""
-        if type(params) is list:
+        """Check ``params`` (list, dict or None) and return the call arguments.
+
+        ``kwargs`` is always a new dict (callers may add to it).
+        """
+        t = type(params)
+        if t is dict:
+            names = self.simple_names
+            if names is not None and names.issuperset(params):
+                if len(params) != len(names):
+                    for name in self.required:
+                        if name not in params:
+                            raise _missing(name)
+                return (), params.copy()
+            return (), self._bind_dict(params)
+        if t is list:
+            if self.list_min <= len(params) <= self.list_max:
+                return tuple(params), {}
             return self._bind_list(params), {}
         if params is None:
             if self.required:
@@ -220,7 +266,13 @@ class Binder:
                 f"Invalid params: too many positional parameters (at most {self.n_positional}, got {n})",
                 {"expected_at_most": self.n_positional, "got": n},
             )
-        if self.required:
+        k = self._req_prefix
+        if k >= 0:
+            if n < k:
+                raise _missing(self.positional[n][0])
+            if len(self.required) > k:  # required keyword-only params cannot come from an array
+                raise _missing(self.required[k])
+        elif self.required:
             given = {name for name, _ in self.positional[:n]}
             for name in self.required:
                 if name not in given:
@@ -312,6 +364,5 @@ def compile_binder(fn: Callable[..., Any], context_type: type | None = None) -> 
         elif p.kind is p.VAR_KEYWORD:
             b.has_var_keyword = True
             b.var_keyword = check
-    b.n_positional = len(b.positional)
     # Keyword-only params cannot be filled from an array.
-    return b
+    return b.finish()

@@ -20,6 +20,7 @@ Guarantees:
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import logging
 from collections import deque
@@ -102,6 +103,12 @@ class PendingCall:
 
 _DEFAULT: Any = object()
 
+# Which peer's handler the current task is running (set when its context is made). Calls made
+# by a handler on behalf of the other side skip the outgoing cap: they are already bounded by
+# the incoming cap, and waiting for a slot held by our own calls (which wait for the other
+# side's handlers, which wait for theirs...) could deadlock both ends.
+_HANDLER_OF: contextvars.ContextVar[Peer | None] = contextvars.ContextVar("sturdyrpc_handler_of", default=None)
+
 
 def _key(id_: Any) -> tuple[type, Any]:
     # 1, 1.0 and True are equal as dict keys; ids are kept apart by type.
@@ -125,6 +132,7 @@ class _Out:
         "progress",
         "total",
         "progress_task",
+        "send_cancel",
     )
 
     def __init__(self, id_: Id, method: str, future: asyncio.Future[Any], started: float) -> None:
@@ -141,6 +149,7 @@ class _Out:
         self.progress: float | None = None
         self.total: float | None = None
         self.progress_task: asyncio.Task[None] | None = None
+        self.send_cancel = True
 
 
 class PeerContext(Context):
@@ -286,6 +295,7 @@ class Peer:
         # incoming pressure and held frames
         self._runner_pressure = False
         self._write_pressure = False
+        self._parked = 0  # handlers waiting on a call back to the other side
         self._held: deque[tuple[bytes | FrameTooLarge | BadHeader, tuple[type, Any] | None]] = deque()
         self._max_held = max(1, max_held)
         self._resume_reading: asyncio.Event | None = None
@@ -297,6 +307,7 @@ class Peer:
         # lifecycle
         self._started = False
         self._closing = False
+        self._refusing = False  # closing by our choice: requests still held are refused
         self._close_reason = "connection closed"
         self._closed = asyncio.Event()
         self._reader: asyncio.Task[None] | None = None
@@ -343,7 +354,10 @@ class Peer:
     async def close(self, deadline: float = 5.0) -> None:
         """Close politely: stop taking new requests, let running handlers finish and outgoing
         calls settle, flush replies, all within ``deadline`` seconds; then fail what remains
-        with :class:`ConnectionClosed`, cancel what still runs, and close the transport."""
+        with :class:`ConnectionClosed`, cancel what still runs, and close the transport.
+
+        Called from one of this peer's handlers, it starts closing and returns at once (the
+        handler's reply is still sent)."""
         if not self._started:
             self._started = True
             self._closing = True
@@ -352,6 +366,8 @@ class Peer:
             return
         if self._close_task is None:
             self._close_task = asyncio.get_running_loop().create_task(self._shutdown(deadline, eof=False))
+        if asyncio.current_task() in self._runner._tasks:
+            return  # called by one of our handlers: closing waits for it, so it must not wait for closing
         await asyncio.shield(self._close_task)
 
     def abort(self, reason: str = "connection aborted") -> None:
@@ -369,15 +385,27 @@ class Peer:
         self._closing = True
         if eof:
             # No reply can arrive any more: fail what waits for one now, not at the deadline.
+            # Requests held back before the end are still served (the other side may be reading).
             self._fail_pending(self._close_reason)
-        self._refuse_held()
+            self._schedule_release()
+        else:
+            self._refusing = True
+            self._refuse_held()
         try:
-            remaining = end - loop.time()
-            if remaining > 0:
-                await self._runner.drain(remaining)
+            while True:
+                remaining = end - loop.time()
+                if remaining <= 0 or not await self._runner.drain(remaining):
+                    break
+                if self._runner.in_flight:
+                    continue  # held requests were started meanwhile
+                if not self._held or self._refusing:
+                    break
+                self._release()  # requests held back before the end: start them now
             while self._pending and loop.time() < end and not (self._reader is None or self._reader.done()):
                 await asyncio.sleep(min(0.01, max(end - loop.time(), 0)))
             self._fail_pending(self._close_reason)
+            self._refusing = True
+            self._refuse_held()
             self._runner.cancel_all()
             await self._flush(max(end - loop.time(), 0.05))
         finally:
@@ -454,6 +482,7 @@ class Peer:
         on_progress: ProgressCallback | None = None,
         reset_timeout_on_progress: bool = False,
         max_timeout: float | None = _DEFAULT,
+        send_cancel: bool = True,
     ) -> Any:
         """Send a request and return its result.
 
@@ -463,7 +492,9 @@ class Peer:
         sent). ``id`` picks the id (str or int, never used before on this connection).
         ``on_progress(progress, total, message)`` receives progress; with
         ``reset_timeout_on_progress`` each progress restarts the timeout, never beyond
-        ``max_timeout`` (default: the peer's) from the start of the call.
+        ``max_timeout`` (default: the peer's; if neither is set, 10x the timeout) from the
+        start of the call. ``send_cancel=False`` sends no cancel notification on timeout or
+        cancellation (MCP: ``initialize`` must not be cancelled).
         """
         self._check_open()
         if timeout is _DEFAULT:
@@ -485,7 +516,12 @@ class Peer:
         data = codec.encode(msg)  # raises TypeError/ValueError before anything is sent
 
         slots = self._slots
-        if slots.locked() or self._below_water is None or not self._below_water.is_set():
+        nested = _HANDLER_OF.get() is self
+        if nested:
+            bw = self._below_water
+            while bw is not None and not bw.is_set() and not self._closing:
+                await bw.wait()
+        elif slots.locked() or self._below_water is None or not self._below_water.is_set():
             await self._wait_send_room(slots)
         else:
             await slots.acquire()  # does not suspend: a slot is free
@@ -498,15 +534,20 @@ class Peer:
             if timeout is not None:
                 rec.timeout = timeout
                 rec.deadline = now + timeout
-                if reset_timeout_on_progress and max_timeout is not None:
-                    rec.hard_deadline = now + max_timeout
+                if reset_timeout_on_progress:
+                    rec.hard_deadline = now + (max_timeout if max_timeout is not None else 10 * timeout)
                 rec.timer = loop.call_at(rec.deadline, self._expire, key)
             if on_progress is not None:
                 rec.on_progress = on_progress
                 rec.reset_on_progress = reset_timeout_on_progress
+            rec.send_cancel = send_cancel
             self._pending[key] = rec
             self.stats["requests_sent"] += 1
             self._enqueue(data)
+            if nested:
+                self._parked += 1
+                if self._held:
+                    self._schedule_release()
             try:
                 return await fut
             except asyncio.CancelledError:
@@ -516,15 +557,19 @@ class Peer:
                     # Still unanswered: tell the other side to stop, and ignore a late reply.
                     self.stats["caller_cancels"] += 1
                     self._abandon(key)
-                    self._send_cancel(id_, "cancelled by the caller")
+                    if send_cancel:
+                        self._send_cancel(id_, "cancelled by the caller")
                 raise
             finally:
+                if nested:
+                    self._parked -= 1
                 if rec.timer is not None:
                     rec.timer.cancel()
                 if self._pending.get(key) is rec:
                     del self._pending[key]
         finally:
-            slots.release()
+            if not nested:
+                slots.release()
 
     async def _wait_send_room(self, slots: asyncio.Semaphore) -> None:
         await slots.acquire()
@@ -579,7 +624,8 @@ class Peer:
         del self._pending[key]
         self.stats["timeouts"] += 1
         self._abandon(key)
-        self._send_cancel(rec.id, "timed out")
+        if rec.send_cancel:
+            self._send_cancel(rec.id, "timed out")
         rec.future.set_exception(RequestTimeout(rec.method, rec.id, now - rec.started))
 
     async def notify(self, method: str, params: Any = None) -> None:
@@ -765,11 +811,13 @@ class Peer:
     # ------------------------------------------------------------------ incoming
 
     def _make_context(self, call: Call) -> Context:
+        _HANDLER_OF.set(self)  # runs inside the handler's task: marks calls it makes as nested
         return self.context_class(call.request_id, call.method, call.params, call.is_notification, self)
 
     async def _read_loop(self) -> None:
         receive = self.transport.receive
         reason = "connection closed by the other side"
+        burst = 0
         try:
             while True:
                 rr = self._resume_reading
@@ -778,6 +826,12 @@ class Peer:
                 frame = await receive()
                 if frame is None:
                     break
+                burst += 1
+                if burst >= 32:
+                    # A transport with many frames ready never suspends: let the writer (and
+                    # the handlers) run, or replies pile up and push us into backpressure.
+                    burst = 0
+                    await asyncio.sleep(0)
                 try:
                     self._handle_frame(frame)
                 except Exception:  # a bug of ours must not stop the peer
@@ -857,6 +911,8 @@ class Peer:
     def _hold(self, frame: bytes | FrameTooLarge | BadHeader, key: tuple[type, Any] | None) -> None:
         self.stats["held_requests"] += 1
         self._held.append((frame, key))
+        if not self._full():
+            self._schedule_release()
         if len(self._held) >= self._max_held and self._resume_reading is not None:
             self._resume_reading.clear()  # bounded: stop reading until some are started
 
@@ -873,6 +929,17 @@ class Peer:
             if key is not None and type(frame) is bytes:
                 self._refuse(None, key)
 
+    def _full(self) -> bool:
+        """Whether a new incoming request must wait. Handlers parked on a call back to the
+        other side do not count: otherwise two busy peers calling each other could each hold
+        the very requests the other is waiting for."""
+        if self._write_pressure:
+            return True
+        if not self._runner_pressure:
+            return False
+        runner = self._runner
+        return runner.in_flight - self._parked >= runner.max_in_flight
+
     def _on_runner_pressure(self, on: bool) -> None:
         self._runner_pressure = on
         if not on:
@@ -887,7 +954,7 @@ class Peer:
         """Start held requests, oldest first, while there is room."""
         self._release_scheduled = False
         runner = self._runner
-        while self._held and not (self._runner_pressure or self._write_pressure or self._closing):
+        while self._held and not (self._full() or self._refusing):
             frame, _key_ = self._held.popleft()
             runner.profile = self.profile
             try:

@@ -102,7 +102,11 @@ class Runner:
                 )
             self.send(err)
             return
-        todo = self.dispatcher.receive(frame, self.on_response, self.profile)
+        if self.profile is None:
+            # Requests for inline handlers run right there: their reply comes back as bytes.
+            todo = self.dispatcher.receive_and_run(frame, self.on_response)
+        else:
+            todo = self.dispatcher.receive(frame, self.on_response, self.profile)
         if todo is None:
             return
         t = type(todo)
@@ -180,7 +184,7 @@ class Runner:
             value = await self._invoke(call)
         except asyncio.CancelledError:
             return  # cancelled requests are not answered
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # sys.exit() in a handler (argparse...) must not stop the server
             reply = self.dispatcher.failure(call, exc)
         else:
             reply = self.dispatcher.result(call, value)
@@ -194,7 +198,7 @@ class Runner:
             value = await self._invoke(call)
         except asyncio.CancelledError:
             raise
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             self.dispatcher.failure(call, exc)
         else:
             self.dispatcher.result(call, value)

@@ -42,13 +42,13 @@ def make_mcp_demo() -> MCPServer:
 
     # ------------------------------------------------------------------ the four demo tools
 
-    @server.tool(annotations={"readOnlyHint": True})
-    async def echo(text: str) -> str:
+    @server.tool(annotations={"readOnlyHint": True}, blocking=False)
+    def echo(text: str) -> str:
         """Return the text unchanged."""
         return text
 
-    @server.tool(annotations={"readOnlyHint": True})
-    async def add(a: int, b: int) -> int:
+    @server.tool(annotations={"readOnlyHint": True}, blocking=False)
+    def add(a: int, b: int) -> int:
         """Add two integers."""
         return a + b
 

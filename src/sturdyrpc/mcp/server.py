@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextvars
 import hashlib
 import hmac
 import inspect
@@ -47,11 +48,13 @@ from typing import Any, TypeVar
 import msgspec
 
 from .. import codec
-from ..dispatch import Call, Context, Dispatcher
+from ..dispatch import BatchJob, Call, Context, Dispatcher, MethodEntry
 from ..errors import InvalidParams, InvalidRequest, RPCError
 from ..limits import DEFAULT_LIMITS, Limits
+from ..messages import InvalidMessage, Message
 from ..params import Binder, compile_binder
 from ..peer import MessageTransport, Peer, PeerContext
+from ..profile import Profile
 from .profile import MCPProfile, MissingRequiredClientCapability
 from .schema import DIALECT, input_schema, output_schema, wraps_output
 from .versions import (
@@ -241,6 +244,8 @@ class Tool(_Callable):
     ) -> None:
         super().__init__(fn, blocking)
         self.name = name
+        #: Runs on the event loop without a task of its own (sync, ``blocking=False``, no context).
+        self.inline = not self.is_async and not self.blocking and self.ctx_name is None
         self.description = description if description is not None else inspect.getdoc(fn)
         self.title = title
         self.annotations = annotations
@@ -428,6 +433,79 @@ class Session:
             await peer.notify(method, params)
         except Exception as exc:
             log.debug("notification %s not sent: %r", method, exc)
+
+
+#: The session whose messages are being handled (set for a peer's reader task and everything
+#: it starts, and around each stateless request).
+_SESSION: contextvars.ContextVar[Session | None] = contextvars.ContextVar("sturdyrpc_mcp_session", default=None)
+
+
+class _SessionPeer(Peer):
+    """A peer that makes its MCP session known to everything its reader task runs."""
+
+    mcp_session: Session
+
+    async def start(self) -> None:
+        token = _SESSION.set(self.mcp_session)
+        try:
+            await super().start()  # the reader and writer tasks copy the context here
+        finally:
+            _SESSION.reset(token)
+
+
+class _MCPDispatcher(Dispatcher):
+    """Routes ``tools/call`` per tool: tools that can run inline (sync, ``blocking=False``,
+    no context) take the sync entry, which the runner runs without a task; the others take
+    the async entry."""
+
+    def __init__(self, server: MCPServer, limits: Limits, logger: logging.Logger) -> None:
+        super().__init__(limits, logger=logger)
+        self.server = server
+        self.inline_call: MethodEntry | None = None
+        self.async_call: MethodEntry | None = None
+
+    def receive(
+        self, data: bytes, on_response: Callable[[Message | InvalidMessage], None] | None = None, profile: Profile | None = None
+    ) -> Any:
+        if type(profile) is MCPProfile and profile.era is not None and len(data) <= self.limits.max_message_bytes:
+            call = self._fast_tool_call(data, profile)
+            if call is not None:
+                return call
+        todo = super().receive(data, on_response, profile)
+        if type(todo) is Call:
+            self._route(todo)
+        elif isinstance(todo, BatchJob):
+            for c in todo.calls:
+                self._route(c)
+        return todo
+
+    def _fast_tool_call(self, data: bytes, profile: MCPProfile) -> Call | None:
+        """The hot path: a well-formed ``tools/call`` of an inline tool on a negotiated session
+        becomes a Call at once. Anything else (every error included) returns None and takes
+        the general path, which answers it."""
+        try:
+            obj = codec.decode_bounded(data, self.limits.max_depth)
+        except codec.DecodeFailure:
+            return None
+        if type(obj) is not dict or obj.get("method") != "tools/call" or obj.get("jsonrpc") != "2.0":
+            return None
+        id_ = obj.get("id")
+        params = obj.get("params")
+        if not (type(id_) is int or type(id_) is str) or type(params) is not dict or self.inline_call is None:
+            return None
+        name = params.get("name")
+        tool = self.server.tools.get(name) if type(name) is str else None
+        if tool is None or not tool.inline or profile.check_request("tools/call", params, id_, False) is not None:
+            return None
+        return Call(id_, "tools/call", self.inline_call, (), params, params)
+
+    def _route(self, call: Call) -> None:
+        if call.entry is self.inline_call and self.async_call is not None:
+            p = call.params
+            name = p.get("name") if type(p) is dict else None
+            tool = self.server.tools.get(name) if isinstance(name, str) else None
+            if tool is not None and not tool.inline:
+                call.entry = self.async_call
 
 
 class _StatelessContext(Context):
@@ -631,7 +709,7 @@ class MCPServer:
         self.on_roots_changed: Callable[[Session], Awaitable[None] | None] | None = None
         self._sessions: weakref.WeakKeyDictionary[Peer, Session] = weakref.WeakKeyDictionary()
         self._state_key = secrets.token_bytes(32)
-        self.dispatcher = Dispatcher(limits, logger=log)
+        self.dispatcher: Dispatcher = _MCPDispatcher(self, limits, log)
         self._register_protocol()
 
     # ------------------------------------------------------------------ decorators
@@ -744,8 +822,10 @@ class MCPServer:
         Start it with ``async with peer:`` and wait with ``await peer.wait_closed()``.
         """
         profile = MCPProfile(supported=self.supported_versions)
-        peer = Peer(transport, self.dispatcher, profile=profile, default_timeout=default_timeout, name=name)
-        self._sessions[peer] = Session(self, profile, peer)
+        peer = _SessionPeer(transport, self.dispatcher, profile=profile, default_timeout=default_timeout, name=name)
+        session = Session(self, profile, peer)
+        peer.mcp_session = session
+        self._sessions[peer] = session
         return peer
 
     async def serve(self, transport: MessageTransport, *, name: str = "mcp-server") -> None:
@@ -772,6 +852,7 @@ class MCPServer:
         call = todo
         session = Session(self, profile)
         ctx = _StatelessContext(call, session, send_related)
+        token = _SESSION.set(session)
         try:
             value = call.invoke(ctx)
             if inspect.isawaitable(value):
@@ -782,17 +863,23 @@ class MCPServer:
             return self.dispatcher.failure(call, exc)
         finally:
             ctx.done = True
+            _SESSION.reset(token)
         return self.dispatcher.result(call, value)
 
     # ------------------------------------------------------------------ protocol handlers
 
     def _register_protocol(self) -> None:
-        add = self.dispatcher.add_method
+        d = self.dispatcher
+
+        def add(fn: Callable[..., Any], name: str) -> MethodEntry:
+            # Handlers that never wait are sync and non-blocking: the runner runs them inline.
+            return d.add_method(fn, name, blocking=False)
+
         add(self._initialize, "initialize")
         add(self._ping, "ping")
         add(self._discover, "server/discover")
         add(self._tools_list, "tools/list")
-        add(self._tools_call, "tools/call")
+        inline = add(self._tools_call_inline, "tools/call")
         add(self._resources_list, "resources/list")
         add(self._templates_list, "resources/templates/list")
         add(self._resources_read, "resources/read")
@@ -805,8 +892,28 @@ class MCPServer:
         add(self._on_initialized, "notifications/initialized")
         add(self._on_cancelled, "notifications/cancelled")
         add(self._on_roots_changed, "notifications/roots/list_changed")
+        if isinstance(d, _MCPDispatcher):
+            d.inline_call = inline
+            d.async_call = MethodEntry("tools/call", self._tools_call, None)
+
+    def _current(self) -> Session:
+        s = _SESSION.get()
+        if s is None:
+            raise InvalidRequest("Invalid Request", {"reason": "no MCP session for this request"})
+        return s
+
+    def _rules_of(self, session: Session, params: dict[str, Any]) -> VersionRules:
+        if session.profile.era == "modern":
+            meta = params.get("_meta")
+            v = meta.get(META_PROTOCOL_VERSION) if type(meta) is dict else None
+            if isinstance(v, str) and v in RULES:
+                return RULES[v]
+        return session.rules
 
     def _session(self, ctx: Context) -> Session:
+        s = _SESSION.get()
+        if s is not None:
+            return s
         if isinstance(ctx, _StatelessContext):
             return ctx.session
         if isinstance(ctx, PeerContext):
@@ -864,8 +971,8 @@ class MCPServer:
         if "cursor" in params and params["cursor"] is not None:
             raise InvalidParams("Invalid params: unknown cursor", {"param": "cursor"})
 
-    async def _initialize(self, ctx: Context, **params: Any) -> dict[str, Any]:
-        session = self._session(ctx)
+    def _initialize(self, **params: Any) -> dict[str, Any]:
+        session = self._current()
         rules = session.rules
         result: dict[str, Any] = {
             "protocolVersion": rules.version,
@@ -876,12 +983,12 @@ class MCPServer:
             result["instructions"] = self.instructions
         return result
 
-    async def _ping(self, ctx: Context, **params: Any) -> dict[str, Any]:
+    def _ping(self, **params: Any) -> dict[str, Any]:
         return {}
 
-    async def _discover(self, ctx: Context, **params: Any) -> dict[str, Any]:
-        session = self._session(ctx)
-        rules = self._request_rules(session, ctx)
+    def _discover(self, **params: Any) -> dict[str, Any]:
+        session = self._current()
+        rules = self._rules_of(session, params)
         result: dict[str, Any] = {
             "supportedVersions": list(reversed(self.supported_versions)),
             "capabilities": self.capabilities(rules),
@@ -890,15 +997,18 @@ class MCPServer:
             result["instructions"] = self.instructions
         return self._finish(rules, result, True)
 
-    async def _tools_list(self, ctx: Context, **params: Any) -> dict[str, Any]:
-        session = self._session(ctx)
-        rules = self._request_rules(session, ctx)
+    def _tools_list(self, **params: Any) -> dict[str, Any]:
+        session = self._current()
+        rules = self._rules_of(session, params)
         self._no_cursor(params)
         return self._finish(rules, {"tools": [t.describe(rules) for t in self.tools.values()]}, True)
 
-    async def _tools_call(self, ctx: Context, **params: Any) -> dict[str, Any]:
-        session = self._session(ctx)
-        rules = self._request_rules(session, ctx)
+    def _prepare_tool(
+        self, session: Session, params: dict[str, Any]
+    ) -> tuple[VersionRules, Tool, tuple[Any, ...], dict[str, Any]] | dict[str, Any]:
+        """Check a ``tools/call``: (rules, tool, args, kwargs), or the finished result of a
+        validation failure (a tool error from 2025-11-25 on)."""
+        rules = self._rules_of(session, params)
         name = params.get("name")
         if type(name) is not str:
             raise InvalidParams("Invalid params: 'name' must be a string", {"param": "name"})
@@ -910,27 +1020,53 @@ class MCPServer:
             arguments = {}
         if type(arguments) is not dict:
             raise InvalidParams("Invalid params: 'arguments' must be an object", {"param": "arguments"})
-        self._check_state(ctx, params, "tools/call", name)
+        self._check_state(params, "tools/call", name)
         try:
             args, kwargs = tool.binder.bind(arguments)  # checked before the tool runs
         except InvalidParams as exc:
             if rules.validation_as_tool_error:  # SEP-1303 (2025-11-25+): the model sees what to fix
                 return self._finish(rules, {"content": [text_content(exc.message)], "isError": True})
             raise
-        mctx = MCPContext(session, ctx)
-        try:
-            value = await tool.run(args, kwargs, mctx)
-        except ToolError as exc:
+        return rules, tool, args, kwargs
+
+    def _tool_failed(self, rules: VersionRules, name: str, exc: Exception) -> dict[str, Any]:
+        if isinstance(exc, ToolError):
             return self._finish(rules, {"content": [text_content(exc.message)], "isError": True})
-        except _InputRequired as need:
-            return self._input_required(rules, need, "tools/call", name)
+        incident = secrets.token_hex(4)
+        log.error("incident %s: tool %r raised", incident, name, exc_info=exc)
+        text = f"The tool failed with an internal error (incident {incident})."
+        return self._finish(rules, {"content": [text_content(text)], "isError": True})
+
+    def _tools_call_inline(self, **params: Any) -> dict[str, Any]:
+        """``tools/call`` of a tool that runs inline (sync, non-blocking, no context)."""
+        prepared = self._prepare_tool(self._current(), params)
+        if isinstance(prepared, dict):
+            return prepared
+        rules, tool, args, kwargs = prepared
+        try:
+            value = tool.fn(*args, **kwargs)
         except RPCError:
             raise
         except Exception as exc:
-            incident = secrets.token_hex(4)
-            log.error("incident %s: tool %r raised", incident, name, exc_info=exc)
-            text = f"The tool failed with an internal error (incident {incident})."
-            return self._finish(rules, {"content": [text_content(text)], "isError": True})
+            return self._tool_failed(rules, tool.name, exc)
+        return self._finish(rules, tool.result(value, rules))
+
+    async def _tools_call(self, ctx: Context, **params: Any) -> dict[str, Any]:
+        """``tools/call`` of any tool, in a task of its own."""
+        session = self._session(ctx)
+        prepared = self._prepare_tool(session, params)
+        if isinstance(prepared, dict):
+            return prepared
+        rules, tool, args, kwargs = prepared
+        mctx = MCPContext(session, ctx)
+        try:
+            value = await tool.run(args, kwargs, mctx)
+        except _InputRequired as need:
+            return self._input_required(rules, need, "tools/call", tool.name)
+        except RPCError:
+            raise
+        except Exception as exc:
+            return self._tool_failed(rules, tool.name, exc)
         finally:
             mctx._done = True
         return self._finish(rules, tool.result(value, rules))
@@ -943,7 +1079,7 @@ class MCPServer:
         mac = hmac.new(self._state_key, payload.encode(), hashlib.sha256).hexdigest()[:32]
         return base64.urlsafe_b64encode(f"{payload}\n{mac}".encode()).decode().rstrip("=")
 
-    def _check_state(self, ctx: Context, params: dict[str, Any], method: str, name: str) -> None:
+    def _check_state(self, params: dict[str, Any], method: str, name: str) -> None:
         state = params.get("requestState")
         if state is None:
             return
@@ -965,15 +1101,15 @@ class MCPServer:
 
     # -- resources
 
-    async def _resources_list(self, ctx: Context, **params: Any) -> dict[str, Any]:
-        session = self._session(ctx)
-        rules = self._request_rules(session, ctx)
+    def _resources_list(self, **params: Any) -> dict[str, Any]:
+        session = self._current()
+        rules = self._rules_of(session, params)
         self._no_cursor(params)
         return self._finish(rules, {"resources": [r.describe(rules) for r in self.resources.values()]}, True)
 
-    async def _templates_list(self, ctx: Context, **params: Any) -> dict[str, Any]:
-        session = self._session(ctx)
-        rules = self._request_rules(session, ctx)
+    def _templates_list(self, **params: Any) -> dict[str, Any]:
+        session = self._current()
+        rules = self._rules_of(session, params)
         self._no_cursor(params)
         return self._finish(rules, {"resourceTemplates": [r.describe(rules) for r in self.templates.values()]}, True)
 
@@ -997,7 +1133,7 @@ class MCPServer:
         if found is None:
             raise RPCError("Resource not found", {"uri": uri}, code=rules.resource_not_found)
         res, variables = found
-        self._check_state(ctx, params, "resources/read", uri)
+        self._check_state(params, "resources/read", uri)
         mctx = MCPContext(session, ctx)
         try:
             value = await res.call(variables, mctx)
@@ -1011,16 +1147,16 @@ class MCPServer:
             mctx._done = True
         return self._finish(rules, {"contents": res.contents(uri, value)}, True)
 
-    async def _subscribe(self, ctx: Context, **params: Any) -> dict[str, Any]:
-        session = self._session(ctx)
+    def _subscribe(self, **params: Any) -> dict[str, Any]:
+        session = self._current()
         uri = params.get("uri")
         if type(uri) is not str:
             raise InvalidParams("Invalid params: 'uri' must be a string", {"param": "uri"})
         session.subscriptions.add(uri)
         return {}
 
-    async def _unsubscribe(self, ctx: Context, **params: Any) -> dict[str, Any]:
-        session = self._session(ctx)
+    def _unsubscribe(self, **params: Any) -> dict[str, Any]:
+        session = self._current()
         uri = params.get("uri")
         if type(uri) is not str:
             raise InvalidParams("Invalid params: 'uri' must be a string", {"param": "uri"})
@@ -1029,9 +1165,9 @@ class MCPServer:
 
     # -- prompts
 
-    async def _prompts_list(self, ctx: Context, **params: Any) -> dict[str, Any]:
-        session = self._session(ctx)
-        rules = self._request_rules(session, ctx)
+    def _prompts_list(self, **params: Any) -> dict[str, Any]:
+        session = self._current()
+        rules = self._rules_of(session, params)
         self._no_cursor(params)
         return self._finish(rules, {"prompts": [p.describe(rules) for p in self.prompts.values()]}, True)
 
@@ -1047,7 +1183,7 @@ class MCPServer:
         arguments = params.get("arguments") or {}
         if type(arguments) is not dict:
             raise InvalidParams("Invalid params: 'arguments' must be an object", {"param": "arguments"})
-        self._check_state(ctx, params, "prompts/get", name)
+        self._check_state(params, "prompts/get", name)
         mctx = MCPContext(session, ctx)
         try:
             value = await prompt.call(arguments, mctx)
@@ -1080,8 +1216,8 @@ class MCPServer:
             completion = {"values": vals[:100], "total": len(vals), "hasMore": len(vals) > 100}
         return self._finish(rules, {"completion": completion})
 
-    async def _set_level(self, ctx: Context, **params: Any) -> dict[str, Any]:
-        session = self._session(ctx)
+    def _set_level(self, **params: Any) -> dict[str, Any]:
+        session = self._current()
         if not session.rules.set_level:
             raise InvalidRequest("Invalid Request", {"reason": "logging/setLevel does not exist in this version"})
         level = params.get("level")
@@ -1090,10 +1226,10 @@ class MCPServer:
         session.log_level = level
         return {}
 
-    async def _on_initialized(self, ctx: Context, **params: Any) -> None:
+    def _on_initialized(self, **params: Any) -> None:
         return None
 
-    async def _on_cancelled(self, ctx: Context, **params: Any) -> None:
+    def _on_cancelled(self, **params: Any) -> None:
         return None  # the peer acts on cancellations before dispatch; late or unknown ones end here
 
     async def _on_roots_changed(self, ctx: Context, **params: Any) -> None:

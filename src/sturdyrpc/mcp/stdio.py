@@ -9,17 +9,70 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from typing import Any
 
+from ..framing import BadHeader, FrameTooLarge
+from ..peer import MessageTransport
 from ..transports.streams import stdio_transport
 from .server import MCPServer
 
-__all__ = ["serve_mcp_stdio", "run_mcp_stdio"]
+__all__ = ["serve_mcp_stdio", "run_mcp_stdio", "CoalescingTransport"]
+
+
+class CoalescingTransport:
+    """Wraps a line-framed message transport so that messages sent in one event-loop turn
+    leave in one write (one system call for many replies instead of one each).
+
+    ``send`` returns at once while fewer than ``max_pending`` messages wait; a write error
+    is raised by the next ``send`` (and ``close``), so the peer still learns that the
+    connection broke.
+    """
+
+    def __init__(self, inner: Any, max_pending: int = 512) -> None:
+        self.inner: MessageTransport = inner
+        self.max_pending = max_pending
+        self._buf: list[bytes] = []
+        self._task: asyncio.Task[None] | None = None
+        self._error: BaseException | None = None
+
+    async def send(self, data: bytes) -> None:
+        if self._error is not None:
+            raise self._error
+        self._buf.append(data)
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._flush())
+        elif len(self._buf) >= self.max_pending:
+            await asyncio.shield(self._task)
+
+    async def _flush(self) -> None:
+        try:
+            await asyncio.sleep(0)  # let this turn's replies join the batch
+            while self._buf and self._error is None:
+                batch = b"\n".join(self._buf)  # the inner framing adds the final newline
+                self._buf.clear()
+                await self.inner.send(batch)
+        except Exception as exc:
+            self._error = exc
+        finally:
+            self._task = None
+
+    async def receive(self) -> bytes | FrameTooLarge | BadHeader | None:
+        return await self.inner.receive()
+
+    async def close(self) -> None:
+        t = self._task
+        if t is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(t), 5.0)
+            except Exception:
+                pass
+        await self.inner.close()
 
 
 async def serve_mcp_stdio(server: MCPServer, *, stdin_fd: int = 0, stdout_fd: int | None = None, protect_stdout: bool = True) -> None:
     """Serve ``server`` on this process's stdin/stdout until stdin ends."""
     transport = await stdio_transport("line", stdin_fd=stdin_fd, stdout_fd=stdout_fd, protect_stdout=protect_stdout)
-    await server.serve(transport, name="mcp-stdio")
+    await server.serve(CoalescingTransport(transport), name="mcp-stdio")
 
 
 def run_mcp_stdio(server: MCPServer) -> int:

@@ -9,7 +9,6 @@ default; a shared store (Redis, a database) implements the same four async metho
 
 from __future__ import annotations
 
-import secrets
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -65,8 +64,8 @@ class MemoryEventStore:
     ``max_streams`` streams overall (the oldest stream is forgotten first).
 
     Event ids are ``<stream>.<n>`` where ``n`` grows across the whole session (unique per
-    session, as the spec requires) and ``<stream>`` is random, so an id from one stream can
-    never select another stream's events.
+    session, as the spec requires) and ``<stream>`` names the stream, so an id from one stream
+    can never select another stream's events. Stream ids must not contain ``.``.
     """
 
     def __init__(self, max_events_per_stream: int = 1000, max_streams: int = 10000) -> None:
@@ -107,8 +106,3 @@ class MemoryEventStore:
         self._counters.pop(session_id, None)
         for key in [k for k in self._streams if k[0] == session_id]:
             del self._streams[key]
-
-
-def new_stream_id() -> str:
-    """A random stream id (visible ASCII, no dot)."""
-    return secrets.token_urlsafe(9).replace(".", "_")

@@ -65,6 +65,23 @@ def _media_types(accept: bytes | None) -> set[bytes]:
     return {p.split(b";", 1)[0].strip().lower() for p in accept.split(b",")}
 
 
+_ACCEPT_CACHE: dict[bytes | None, tuple[bool, bool]] = {}
+
+
+def _acceptable(accept: bytes | None) -> tuple[bool, bool]:
+    """(SSE acceptable, JSON acceptable) for an ``Accept`` value; clients send the same few values, so cache."""
+    hit = _ACCEPT_CACHE.get(accept)
+    if hit is not None:
+        return hit
+    types = _media_types(accept)
+    any_ok = b"*/*" in types
+    out = (any_ok or b"text/event-stream" in types or b"text/*" in types,
+           any_ok or b"application/json" in types or b"application/*" in types)
+    if len(_ACCEPT_CACHE) < 256:
+        _ACCEPT_CACHE[accept] = out
+    return out
+
+
 class StreamableHTTPApp:
     """The MCP endpoint. ``serve_session(transport)`` runs the MCP server on one session's pipe;
     ``modern`` (optional) serves 2026-07-28 requests statelessly.
@@ -162,10 +179,7 @@ class StreamableHTTPApp:
         ctype = header(scope, b"content-type")
         if ctype is None or ctype.split(b";", 1)[0].strip().lower() != b"application/json":
             raise HTTPRefusal(415, -32600, "Unsupported Media Type: Content-Type must be application/json")
-        accept = _media_types(header(scope, b"accept"))
-        any_ok = b"*/*" in accept
-        sse_ok = any_ok or b"text/event-stream" in accept or b"text/*" in accept
-        json_ok = any_ok or b"application/json" in accept or b"application/*" in accept
+        sse_ok, json_ok = _acceptable(header(scope, b"accept"))
         if not (sse_ok or json_ok):
             raise HTTPRefusal(406, -32600, "Not Acceptable: accept application/json and text/event-stream")
         try:
@@ -241,25 +255,19 @@ class StreamableHTTPApp:
                           send: Send, extra: list[tuple[bytes, bytes]], *, prime: bool) -> None:
         conn = Connection()
         stream.attach(conn)
-        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS + extra})
-        if prime and self._primes(session):
-            eid = await self.store.store(session.id, stream.id, None) if self.store is not None and session.id else None
-            if eid is not None:
-                await send({"type": "http.response.body", "body": sse_priming(eid, self.retry_ms), "more_body": True})
+        head = b""
+        if prime and self._primes(session) and self.store is not None and session.id is not None:
+            eid = await self.store.store(session.id, stream.id, None)
+            head = sse_priming(eid, self.retry_ms)
         await self._feed(session, items, body)
-        await self._pump(conn, receive, send)
+        await self._pump(conn, receive, send, SSE_HEADERS + extra, head)
         stream.detach(conn)
-
     async def _answer_json(self, session: Session, stream: Stream, items: list[Any], body: bytes, batch: bool,
                            receive: Receive, send: Send, extra: list[tuple[bytes, bytes]]) -> None:
         waiter: asyncio.Future[list[bytes]] = asyncio.get_running_loop().create_future()
         stream.json_waiter = waiter
         await self._feed(session, items, body)
-        gone = asyncio.ensure_future(_wait_disconnect(receive))
-        try:
-            await asyncio.wait((waiter, gone), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            gone.cancel()
+        await _until_done_or_gone(waiter, receive)
         if not waiter.done():
             waiter.cancel()  # the client left; the requests keep running (2025: a disconnect is no cancel)
             return
@@ -271,28 +279,47 @@ class StreamableHTTPApp:
         # The priming event is from 2025-11-25 (SEP-1699); older clients may not expect empty data.
         return session.version is not None and session.version >= "2025-11-25" and self.store is not None
 
-    async def _pump(self, conn: Connection, receive: Receive, send: Send) -> bool:
-        """Write ``conn``'s chunks until it ends (True) or the client disconnects (False)."""
-        gone = asyncio.ensure_future(_wait_disconnect(receive))
+    async def _pump(self, conn: Connection, receive: Receive, send: Send, headers: list[tuple[bytes, bytes]],
+                    head: bytes = b"") -> bool:
+        """Write an SSE response from ``conn`` until it ends (True) or the client disconnects (False).
+
+        The status line and headers wait until there is something to send or ``HEADER_DELAY``
+        passes, so a quick reply leaves in one write together with the headers' flush; a
+        disconnect watcher is only started for responses that stay open longer than that.
+        """
+        loop = asyncio.get_running_loop()
+        started = False
+        watcher: asyncio.Task[None] | None = None
+        pending = head
         try:
             while True:
-                get = asyncio.ensure_future(conn.queue.get())
-                await asyncio.wait((get, gone), return_when=asyncio.FIRST_COMPLETED)
-                if not get.done():
-                    get.cancel()
-                    conn.closed = True
+                if not conn.chunks and not conn.ended and not conn.closed:
+                    fut: asyncio.Future[None] = loop.create_future()
+                    conn.waiter = fut
+                    if not started:
+                        _header_timer.add(fut)
+                    await fut
+                if conn.closed:
                     return False
-                chunk = get.result()
-                if chunk is None:
-                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+                chunk = pending + conn.take() if conn.chunks else pending
+                pending = b""
+                if not started:
+                    started = True
+                    await send({"type": "http.response.start", "status": 200, "headers": headers})
+                if conn.ended and not conn.chunks:
+                    conn.closed = True
+                    await send({"type": "http.response.body", "body": chunk, "more_body": False})
                     return True
-                try:
+                if chunk:
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
-                except OSError:
-                    conn.closed = True
-                    return False
+                if watcher is None:
+                    watcher = loop.create_task(_watch_disconnect(receive, conn))
+        except OSError:
+            conn.closed = True
+            return False
         finally:
-            gone.cancel()
+            if watcher is not None:
+                watcher.cancel()
 
     # --------------------------------------------------------------- sessions
 
@@ -395,13 +422,13 @@ class StreamableHTTPApp:
         st = session.open_standalone()
         conn = Connection()
         st.attach(conn)
-        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS + extra})
+        head = b""
         if self._primes(session) and self.store is not None and session.id is not None:
             eid = await self.store.store(session.id, st.id, None)
-            await send({"type": "http.response.body", "body": sse_priming(eid, self.retry_ms), "more_body": True})
+            head = sse_priming(eid, self.retry_ms)
         for data in session.take_held():
             await st.emit(data)
-        await self._pump(conn, receive, send)
+        await self._pump(conn, receive, send, SSE_HEADERS + extra, head)
         st.detach(conn)
 
     async def _resume(self, session: Session, last_event_id: str, receive: Receive, send: Send,
@@ -411,18 +438,16 @@ class StreamableHTTPApp:
         if found is None:
             raise HTTPRefusal(400, -32600, "Bad Request: unknown Last-Event-ID")
         stream_id, events = found
-        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS + extra})
         st = session.streams.get(stream_id)
         conn = Connection()
         if st is not None and not st.finished:
-            st.attach(conn)  # events from now on go to this connection; older ones are replayed below
-        for eid, data in events:
-            await send({"type": "http.response.body", "body": sse_event(data, eid), "more_body": True})
-        if st is None or st.finished:
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-            return
-        await self._pump(conn, receive, send)
-        st.detach(conn)
+            st.attach(conn)  # events from now on go to this connection; older ones are replayed first
+        else:
+            conn.end()
+        replay = b"".join(sse_event(data, eid) for eid, data in events)
+        await self._pump(conn, receive, send, SSE_HEADERS + extra, replay)
+        if st is not None:
+            st.detach(conn)
 
     # ---------------------------------------------------------------- DELETE
 
@@ -466,11 +491,7 @@ class StreamableHTTPApp:
             await send({"type": "http.response.body", "body": sse_event(data), "more_body": True})
 
         task = asyncio.ensure_future(self.modern(body, emit))
-        gone = asyncio.ensure_future(_wait_disconnect(receive))
-        try:
-            await asyncio.wait((task, gone), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            gone.cancel()
+        await _until_done_or_gone(task, receive)
         if not task.done():
             task.cancel()  # 2026-07-28: closing the response stream IS the cancellation
             return
@@ -520,7 +541,7 @@ async def _drop(data: bytes) -> None:
 
 
 def _status_for(reply: bytes) -> int:
-    """HTTP status of a 2026-07-28 JSON reply: 404 for an unknown method, 400 for the modern protocol errors."""
+    """HTTP status of a 2026-07-28 JSON reply: 404 for an unknown method, 400 for a request the client got wrong."""
     if b'"error"' not in reply:
         return 200
     try:
@@ -529,11 +550,11 @@ def _status_for(reply: bytes) -> int:
         return 200
     err = obj.get("error") if type(obj) is dict else None
     code = err.get("code") if type(err) is dict else None
-    if code == -32601:
-        return 404
-    if code in (-32020, -32021, -32022):
-        return 400
-    return 200
+    return _MODERN_STATUS.get(code, 200) if type(code) is int else 200
+
+
+#: 2026-07-28: HTTP status of a JSON error reply (the same table as the official SDKs).
+_MODERN_STATUS = {-32700: 400, -32600: 400, -32602: 400, -32020: 400, -32021: 400, -32022: 400, -32601: 404}
 
 
 def _kind(m: Any) -> str | None:
@@ -549,6 +570,60 @@ def _kind(m: Any) -> str | None:
     if "id" in m and ("result" in m or "error" in m):
         return "response"
     return None
+
+
+#: How long an SSE response may wait for its first event before the headers go out alone
+#: (between one and two ticks of this length).
+HEADER_DELAY = 0.025
+
+
+class _GenerationTimer:
+    """Resolves registered futures after one to two ticks, with ONE timer for all of them.
+
+    A timer per response costs more than the rest of a quick response's bookkeeping; responses
+    only need "the headers go out soon if nothing else does", not a precise deadline.
+    """
+
+    def __init__(self, tick: float) -> None:
+        self.tick = tick
+        self.current: list[asyncio.Future[None]] = []
+        self.previous: list[asyncio.Future[None]] = []
+        self.handle: asyncio.TimerHandle | None = None
+
+    def add(self, fut: asyncio.Future[None]) -> None:
+        self.current.append(fut)
+        if self.handle is None:
+            self.handle = asyncio.get_running_loop().call_later(self.tick, self._fire)
+
+    def _fire(self) -> None:
+        due, self.previous, self.current = self.previous, self.current, []
+        for fut in due:
+            if not fut.done():
+                fut.set_result(None)
+        self.handle = None
+        if self.previous:
+            self.handle = asyncio.get_running_loop().call_later(self.tick, self._fire)
+
+
+_header_timer = _GenerationTimer(HEADER_DELAY)
+
+
+async def _until_done_or_gone(fut: asyncio.Future[Any], receive: Receive) -> None:
+    """Wait for ``fut`` or the client's disconnect, whichever first. Quick answers never pay for
+    a disconnect watcher: it starts only after ``HEADER_DELAY``."""
+    done, _ = await asyncio.wait((fut,), timeout=HEADER_DELAY)
+    if done:
+        return
+    gone = asyncio.ensure_future(_wait_disconnect(receive))
+    try:
+        await asyncio.wait((fut, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+
+
+async def _watch_disconnect(receive: Receive, conn: Connection) -> None:
+    await _wait_disconnect(receive)
+    conn.gone()
 
 
 async def _wait_disconnect(receive: Receive) -> None:

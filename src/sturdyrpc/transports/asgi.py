@@ -59,11 +59,18 @@ current_principal: contextvars.ContextVar[Any] = contextvars.ContextVar("sturdyr
 
 
 def header(scope: Scope, name: bytes) -> bytes | None:
-    """The first value of header ``name`` (lower-case bytes), or None."""
-    for k, v in scope["headers"]:
-        if k == name:
-            return bytes(v)
-    return None
+    """The first value of header ``name`` (lower-case bytes), or None.
+
+    The headers are indexed once per request (kept in the scope) since every request looks up
+    several of them.
+    """
+    index = scope.get("sturdyrpc.headers")
+    if index is None:
+        index = {}
+        for k, v in reversed(scope["headers"]):  # reversed: the first occurrence wins
+            index[bytes(k).lower()] = bytes(v)
+        scope["sturdyrpc.headers"] = index
+    return index.get(name)
 
 
 def error_body(code: int, message: str, *, with_null_id: bool = True) -> bytes:
@@ -194,8 +201,10 @@ class HTTPSecurity:
     auth: BearerAuth | None = None
     _hosts: frozenset[str] | None = field(init=False, repr=False)
     _origins: frozenset[str] = field(init=False, repr=False)
+    _host_ok: dict[bytes, bool] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        self._host_ok = {}
         self._hosts = None if self.allowed_hosts is None else frozenset(_host_name(h) for h in self.allowed_hosts)
         self._origins = frozenset(o.rstrip("/").lower() for o in self.allowed_origins)
 
@@ -218,7 +227,13 @@ class HTTPSecurity:
         """Raise :class:`HTTPRefusal` unless the request may proceed; return the principal (or None)."""
         if self._hosts is not None:
             host = header(scope, b"host")
-            if host is None or _host_name(host.decode("latin-1")) not in self._hosts:
+            ok = self._host_ok.get(host) if host is not None else False
+            if ok is None:
+                assert host is not None
+                ok = _host_name(host.decode("latin-1")) in self._hosts
+                if len(self._host_ok) < 1024:  # a handful of distinct values in practice; bounded anyway
+                    self._host_ok[host] = ok
+            if not ok:
                 raise HTTPRefusal(403, -32600, "Forbidden: host not allowed")
         origin = header(scope, b"origin")
         if origin is not None and not self.origin_allowed(origin.decode("latin-1")):

@@ -118,6 +118,11 @@ class MemoryTransport:
         self._inbox.close()
         self._outbox.close()
 
+    def close_write(self) -> None:
+        """Half-close: the other end reads what was sent, then ``None``; this end still receives
+        (like closing a server's stdin while still reading its stdout)."""
+        self._outbox.close()
+
     @property
     def closed(self) -> bool:
         return self._outbox.closed

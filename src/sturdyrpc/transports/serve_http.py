@@ -53,7 +53,9 @@ def run_uvicorn(app: ASGIApp | str, host: str, port: int, *, allow_remote: bool 
         raise RemoteBindRefused(f"refusing to bind {host!r}: not a loopback address (pass allow_remote)")
     import uvicorn
 
-    options: dict[str, Any] = {"host": host, "port": port, "log_level": log_level, "lifespan": "on", "access_log": False}
+    # proxy_headers off: a direct server must not believe X-Forwarded-For from any client.
+    options: dict[str, Any] = {"host": host, "port": port, "log_level": log_level, "lifespan": "on", "access_log": False,
+                               "proxy_headers": False}
     if workers > 1:
         if not isinstance(app, str):
             raise ValueError("several workers need the app as an import string ('module:factory')")

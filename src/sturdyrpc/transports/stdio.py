@@ -12,11 +12,15 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import os
+import queue
 import signal
+import stat
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any, Literal
 
 from ..dispatch import Dispatcher
@@ -43,6 +47,82 @@ def claim_stdout() -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     return proto
+
+
+def _pollable(fd: int) -> bool:
+    """Whether the event loop can watch ``fd``: pipes, sockets and ttys (not files or /dev/null)."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)
+
+
+class DaemonThreadPool(concurrent.futures.Executor):
+    """A bounded thread pool whose threads are daemons, for sync handlers.
+
+    The stdlib pool joins its threads at interpreter exit, so one handler stuck in
+    ``time.sleep`` or a slow call would hold the process open after SIGTERM. Daemon
+    threads let the process exit promptly; on EOF the server still waits for running
+    requests (see :func:`serve_stdio`).
+    """
+
+    def __init__(self, max_workers: int, name: str = "sturdyrpc") -> None:
+        self._max = max_workers
+        self._name = name
+        self._queue: queue.SimpleQueue[tuple[concurrent.futures.Future[Any], Callable[..., Any], tuple[Any, ...], dict[str, Any]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._threads: list[threading.Thread] = []
+        self._idle = threading.Semaphore(0)
+        self._lock = threading.Lock()
+        self._shutdown = False
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        with self._lock:
+            if self._shutdown:
+                raise RuntimeError("cannot schedule new futures after shutdown")
+            future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+            self._queue.put((future, fn, args, kwargs))
+            if not self._idle.acquire(blocking=False) and len(self._threads) < self._max:
+                t = threading.Thread(target=self._work, name=f"{self._name}-{len(self._threads)}", daemon=True)
+                self._threads.append(t)
+                t.start()
+            return future
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            future, fn, args, kwargs = item
+            del item
+            if future.set_running_or_notify_cancel():
+                try:
+                    result = fn(*args, **kwargs)
+                except BaseException as exc:  # handed to the awaiting task, like the stdlib pool
+                    future.set_exception(exc)
+                else:
+                    future.set_result(result)
+            del future, fn, args, kwargs
+            self._idle.release()
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        with self._lock:
+            self._shutdown = True
+            if cancel_futures:
+                while True:
+                    try:
+                        item = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if item is not None:
+                        item[0].cancel()
+            for _ in self._threads:
+                self._queue.put(None)
+        if wait:
+            for t in self._threads:
+                t.join()
 
 
 class _ReadProtocol(asyncio.Protocol):
@@ -77,6 +157,10 @@ class FdReader:
         loop = asyncio.get_running_loop()
         file = os.fdopen(self.fd, "rb", buffering=0, closefd=False)
         try:
+            if not _pollable(self.fd):
+                # asyncio accepts any character device, but epoll refuses /dev/null and the
+                # like later, inside a callback: the reader would then never see EOF.
+                raise ValueError("not pollable")
             self._transport, _ = await loop.connect_read_pipe(lambda: _ReadProtocol(self.on_data, self.on_eof), file)
         except (ValueError, OSError):
             self._thread = threading.Thread(target=self._read_thread, args=(loop,), daemon=True, name="sturdyrpc-stdin")
@@ -140,9 +224,14 @@ class FdWriter:
         self._transport: asyncio.WriteTransport | None = None
         self._paused = False
         self._drained: asyncio.Event | None = None
+        # Writes made during one turn of the event loop are joined and leave in one system
+        # call at its end (replies to all the requests of one read chunk, typically).
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pending: list[bytes] = []
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        self._loop = loop
         file = os.fdopen(self.fd, "wb", buffering=0, closefd=False)
         try:
             self._transport, _ = await loop.connect_write_pipe(lambda: _WriteProtocol(self), file)
@@ -157,6 +246,37 @@ class FdWriter:
             self._drained.set()
 
     def write(self, data: bytes) -> None:
+        """Queue ``data``; it is written, in order, at the end of this turn of the event loop."""
+        if self.broken:
+            return
+        pending = self._pending
+        if pending:
+            pending.append(data)
+            return
+        if self._loop is not None:
+            pending.append(data)
+            self._loop.call_soon(self._flush_pending)
+            return
+        self._write_now(data)
+
+    def write_line(self, payload: bytes) -> None:
+        """:meth:`write` ``payload`` and a newline (without copying ``payload``)."""
+        pending = self._pending
+        if pending and not self.broken:
+            pending.append(payload)
+            pending.append(b"\n")
+            return
+        self.write(payload + b"\n")
+
+    def _flush_pending(self) -> None:
+        pending = self._pending
+        if not pending:
+            return
+        data = pending[0] if len(pending) == 1 else b"".join(pending)
+        pending.clear()
+        self._write_now(data)
+
+    def _write_now(self, data: bytes) -> None:
         if self.broken:
             return
         if self._transport is not None:
@@ -175,6 +295,7 @@ class FdWriter:
 
     async def flush(self, timeout: float = 10.0) -> None:
         """Wait until everything written has left the process (or the pipe broke)."""
+        self._flush_pending()
         t = self._transport
         if t is None:
             return
@@ -183,6 +304,7 @@ class FdWriter:
             await asyncio.sleep(0.005)
 
     def close(self) -> None:
+        self._flush_pending()
         if self._transport is not None:
             self._transport.close()
 
@@ -220,17 +342,16 @@ async def serve_stdio(
             reader.resume()
 
     writer = FdWriter(stdout_fd, on_pause=lambda p: set_pressure("writer", p))
+    send: Callable[[bytes], None]
     if framing == "line":
-
-        def send(payload: bytes) -> None:
-            writer.write(payload + b"\n")
-
+        send = writer.write_line
     else:
 
         def send(payload: bytes) -> None:
             writer.write(encode_content_length(payload))
 
-    runner = Runner(dispatcher, send, on_pressure=lambda p: set_pressure("runner", p))
+    pool = DaemonThreadPool(limits.max_threads)
+    runner = Runner(dispatcher, send, executor=pool, on_pressure=lambda p: set_pressure("runner", p))
     feed = runner.feed
     framer_feed = framer.feed
 
@@ -255,6 +376,7 @@ async def serve_stdio(
         raise
     finally:
         runner.close()
+        pool.shutdown(wait=False, cancel_futures=True)
         writer.close()
 
 
