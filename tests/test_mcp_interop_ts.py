@@ -13,7 +13,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from _mcp_support import cache_dir, missing_peer, node, read_lines, recorded_cmd, validate_recording
 
 pytestmark = pytest.mark.timeout(90)

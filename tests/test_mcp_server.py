@@ -11,7 +11,7 @@ import msgspec
 import pytest
 from _mcp_support import Wire, modern_meta
 
-from sturdyrpc.mcp import MCPContext, MCPServer, ToolError
+from sturdyrpc.mcp import MCPContext, MCPServer, ToolError, ToolResult
 from sturdyrpc.mcp.demo import make_mcp_demo
 
 pytestmark = pytest.mark.timeout(30)
@@ -358,5 +358,63 @@ def test_inline_tool_fast_path_keeps_the_rules() -> None:
             assert r["error"]["code"] == -32602  # no _meta envelope
             r = await w.call("tools/call", {"name": "echo", "arguments": {"text": "x"}, "_meta": modern_meta()}, id=3)
             assert r["result"]["resultType"] == "complete" and r["result"]["content"][0]["text"] == "x"
+
+    run(main())
+
+
+def test_roots_request_and_roots_changed() -> None:
+    server = MCPServer("t", "1")
+    changed: list[Any] = []
+    server.on_roots_changed = changed.append
+
+    @server.tool()
+    async def roots(ctx: MCPContext) -> ToolResult:
+        r = await ctx.list_roots()
+        return ToolResult([{"type": "text", "text": ",".join(x["uri"] for x in r["roots"])}])
+
+    async def main() -> None:
+        async with Wire(server) as w:
+            await w.initialize("2025-06-18", {"roots": {"listChanged": True}})
+            await w.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "roots"}})
+            req = await w.recv()
+            assert req["method"] == "roots/list"
+            await w.send({"jsonrpc": "2.0", "id": req["id"], "result": {"roots": [{"uri": "file:///a"}, {"uri": "file:///b"}]}})
+            r = await w.recv()
+            assert r["result"]["content"][0]["text"] == "file:///a,file:///b"
+            await w.send({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"})
+            await asyncio.sleep(0.05)
+            assert len(changed) == 1
+            w.validate("2025-06-18")
+        async with Wire(server) as w:
+            await w.call("server/discover", {"_meta": modern_meta()}, id=1)
+            r = await w.call("logging/setLevel", {"level": "info", "_meta": modern_meta()}, id=2)
+            assert r["error"]["code"] == -32601
+
+    run(main())
+
+
+def test_tool_failures_never_leak_or_kill_the_server() -> None:
+    server = MCPServer("t", "1")
+
+    @server.tool(blocking=False)
+    def exits() -> str:
+        raise SystemExit("secret-exit")
+
+    @server.tool(blocking=False)
+    def unencodable() -> str:
+        return object()  # type: ignore[return-value]
+
+    @server.tool()
+    async def nan() -> float:
+        return float("nan")
+
+    async def main() -> None:
+        async with Wire(server) as w:
+            await w.initialize()
+            for i, name in enumerate(["exits", "unencodable", "nan"]):
+                r = await w.call("tools/call", {"name": name}, id=i + 2)
+                assert r["result"]["isError"] is True and "incident" in r["result"]["content"][0]["text"]
+                assert "secret" not in json.dumps(r)
+            assert (await w.call("ping", id=9))["result"] == {}
 
     run(main())

@@ -135,7 +135,7 @@ def test_request_like_objects(msg: dict[str, Any]) -> None:
     run(msgspec.json.encode(msg))
 
 
-@SETTINGS
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.one_of(request_like(), json_value), max_size=6))
 def test_request_like_batches(batch: list[Any]) -> None:
     data = msgspec.json.encode(batch)
@@ -164,3 +164,99 @@ def test_well_formed_requests_get_exactly_one_answer_with_their_id(msg: dict[str
     if "error" in resp and resp["error"]["code"] == -32603:
         for needle in ("SECRET", "RuntimeError", "Traceback"):
             assert needle not in out.decode()
+
+
+# ------------------------------------------------------------------------------------------
+# Differential: whatever shortcuts the hot path takes, handle_sync answers exactly as the
+# general path does (receive() + run_inline(), the documented building blocks).
+
+def _make_signatures_rpc() -> Any:
+    from sturdyrpc import Dispatcher
+
+    rpc = Dispatcher()
+
+    def plain(a, b=2):  # type: ignore[no-untyped-def]
+        return [a, b]
+
+    def posonly(a, /, b):  # type: ignore[no-untyped-def]
+        return [a, b]
+
+    def kwonly(a, *, b):  # type: ignore[no-untyped-def]
+        return [a, b]
+
+    def kwonly_default(a, *, b=0):  # type: ignore[no-untyped-def]
+        return [a, b]
+
+    def star(a, *rest):  # type: ignore[no-untyped-def]
+        return [a, list(rest)]
+
+    def starstar(a, **kw):  # type: ignore[no-untyped-def]
+        return [a, kw]
+
+    def typed(a: int, b: str = "x") -> list[Any]:
+        return [a, b]
+
+    def nothing():  # type: ignore[no-untyped-def]
+        return "nothing"
+
+    def floaty(x):  # type: ignore[no-untyped-def]
+        return x * 1e308 if isinstance(x, (int, float)) and not isinstance(x, bool) else x
+
+    def raises(x=None):  # type: ignore[no-untyped-def]
+        raise KeyError(x)
+
+    for fn in (plain, posonly, kwonly, kwonly_default, star, starstar, typed, nothing, floaty, raises):
+        rpc.add_method(fn, blocking=False)
+    return rpc
+
+
+SIG_RPC = _make_signatures_rpc()
+_SIG_NAMES = ["plain", "posonly", "kwonly", "kwonly_default", "star", "starstar", "typed", "nothing", "floaty", "raises", "missing"]
+
+
+def _reference(rpc: Any, data: bytes) -> bytes | None:
+    from sturdyrpc.dispatch import BatchJob, Call
+
+    todo = rpc.receive(data)
+    if todo is None or type(todo) is bytes:
+        return todo  # type: ignore[no-any-return]
+    if type(todo) is Call:
+        return rpc.run_inline(todo)  # type: ignore[no-any-return]
+    assert isinstance(todo, BatchJob)
+    for c in todo.calls:
+        rpc.run_inline(c)
+    return todo.finish()
+
+
+def _normalise(out: bytes | None) -> Any:
+    if out is None:
+        return None
+    value = msgspec.json.decode(out)
+    items = value if type(value) is list else [value]
+    for v in items:
+        if type(v) is dict and type(v.get("error")) is dict and type(v["error"].get("data")) is dict and "incident" in v["error"]["data"]:
+            v["error"]["data"]["incident"] = "*"
+    return value
+
+
+sig_params = st.one_of(
+    st.lists(st.one_of(st.integers(-3, 3), st.text(max_size=2), st.booleans(), st.none(), st.floats(-2, 2)), max_size=4),
+    st.dictionaries(st.sampled_from(["a", "b", "c", "kw", "x", "rest"]), st.one_of(st.integers(-3, 3), st.text(max_size=2), st.none()), max_size=4),
+)
+
+
+@st.composite
+def sig_requests(draw: st.DrawFn) -> dict[str, Any]:
+    msg: dict[str, Any] = {"jsonrpc": "2.0", "method": draw(st.sampled_from(_SIG_NAMES))}
+    if draw(st.integers(0, 4)):
+        msg["params"] = draw(sig_params)
+    if draw(st.integers(0, 4)):
+        msg["id"] = draw(st.one_of(st.integers(-5, 5), st.text(max_size=3), st.none(), st.floats(-2, 2), st.booleans()))
+    return msg
+
+
+@SETTINGS
+@given(st.one_of(sig_requests(), st.lists(sig_requests(), min_size=1, max_size=4)))
+def test_hot_path_answers_like_the_general_path(msg: Any) -> None:
+    data = msgspec.json.encode(msg)
+    assert _normalise(SIG_RPC.handle_sync(data)) == _normalise(_reference(SIG_RPC, data))

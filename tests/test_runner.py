@@ -69,9 +69,7 @@ def test_slow_async_request_does_not_block_fast_one() -> None:
         return sent
 
     sent = run(main())
-    assert sent.ids() == ["now", "fast", "slow"]  # completion order
-    times = dict(zip(sent.ids(), (t for t, _ in sent.items), strict=True))
-    assert times["fast"] < 0.3
+    assert sent.ids() == ["now", "fast", "slow"]  # completion order, not arrival order
     assert [v["result"] for v in sent.values] == ["now", "fast", "slow"]
 
 
@@ -97,8 +95,8 @@ def test_sync_handlers_run_in_threads_and_do_not_block_the_loop() -> None:
     async def main() -> tuple[Sent, float]:
         sent = Sent()
         r = Runner(rpc, sent)
-        r.feed(req("block", [0.4], 1))
-        r.feed(req("block", [0.4], 2))
+        r.feed(req("block", [0.6], 1))
+        r.feed(req("block", [0.6], 2))
         t0 = time.monotonic()
         await asyncio.sleep(0.05)  # the loop keeps running while threads block
         loop_lag = time.monotonic() - t0
@@ -108,7 +106,7 @@ def test_sync_handlers_run_in_threads_and_do_not_block_the_loop() -> None:
         return sent, loop_lag
 
     sent, loop_lag = run(main())
-    assert loop_lag < 0.3
+    assert loop_lag < 0.5  # blocked by a handler it would be >= 0.6
     assert sent.ids()[0] == 3
     assert sorted(sent.ids()[1:]) == [1, 2]
     (s1, e1), (s2, e2) = spans
@@ -120,7 +118,7 @@ def test_sync_handlers_run_in_threads_and_do_not_block_the_loop() -> None:
 def test_batch_elements_run_concurrently_and_reply_once() -> None:
     async def main() -> tuple[Sent, float]:
         sent = Sent()
-        r = Runner(make_demo(), sent)
+        r = Runner(make_demo(), sent)  # sleep: the demo's async handler
         batch = b"[" + b",".join(req("sleep", {"seconds": 0.3, "value": i}, i) for i in range(3)) + b","
         batch += note("record", [1]) + b"," + req("nope", None, "x") + b"]"
         t0 = time.monotonic()
@@ -132,7 +130,7 @@ def test_batch_elements_run_concurrently_and_reply_once() -> None:
         return sent, time.monotonic() - t0
 
     sent, elapsed = run(main())
-    assert elapsed < 0.8
+    assert elapsed < 0.8  # one after another: >= 0.9
     assert len(sent.items) == 1
     reply = sent.values[0]
     assert isinstance(reply, list) and len(reply) == 4
@@ -143,9 +141,17 @@ def test_batch_elements_run_concurrently_and_reply_once() -> None:
 def test_batch_with_sync_threaded_elements_concurrent() -> None:
     rpc = Dispatcher()
 
+    active = [0, 0]  # running now, most at once
+    lock = threading.Lock()
+
     @rpc.method
     def block(i: int) -> int:
+        with lock:
+            active[0] += 1
+            active[1] = max(active)
         time.sleep(0.3)
+        with lock:
+            active[0] -= 1
         return i
 
     async def main() -> tuple[Sent, float]:
@@ -158,6 +164,7 @@ def test_batch_with_sync_threaded_elements_concurrent() -> None:
         return sent, time.monotonic() - t0
 
     sent, elapsed = run(main())
+    assert active[1] == 3, "batch elements ran one after another"
     assert elapsed < 0.8
     assert len(sent.items) == 1 and sorted(e["result"] for e in sent.values[0]) == [0, 1, 2]
 

@@ -183,7 +183,7 @@ def test_spec_example_over_stdio(server: ServerProcess, name: str, request_text:
     # A marker request that finishes after anything the example could cause: every reply the
     # example produces arrives before the marker's, so "no response" is observable.
     marker = f"marker-{name}"
-    server.send_line(msgspec.json.encode({"jsonrpc": "2.0", "method": "sleep", "params": {"seconds": 0.05, "value": marker}, "id": marker}))
+    server.send_line(msgspec.json.encode({"jsonrpc": "2.0", "method": "sleep", "params": {"seconds": 0.1, "value": marker}, "id": marker}))
     lines: list[bytes] = []
     while True:
         line = server.recv_line(timeout=10)

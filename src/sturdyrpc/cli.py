@@ -8,8 +8,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from .commands import MODULES
 
@@ -21,6 +23,31 @@ def _setup_logging(verbose: int) -> None:
     logging.basicConfig(stream=sys.stderr, level=max(level, logging.DEBUG), format="sturdyrpc: %(levelname)s %(message)s")
 
 
+def _columns() -> int:
+    """The terminal width as ``shutil.get_terminal_size`` finds it (without importing shutil)."""
+    try:
+        return int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        pass
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+    except (AttributeError, ValueError, OSError):
+        return 80
+
+
+class _Formatter(argparse.HelpFormatter):
+    # argparse builds a formatter for every add_argument(), and the default one imports
+    # shutil (with bz2, lzma...) for the width: milliseconds of start-up for nothing.
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None) -> None:
+        super().__init__(prog, indent_increment, max_help_position, _columns() - 2 if width is None else width)
+
+
+class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
+
 def _split_command(argv: list[str]) -> tuple[list[str], list[str]]:
     if "--" in argv:
         i = argv.index("--")
@@ -28,11 +55,13 @@ def _split_command(argv: list[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="sturdyrpc", description="JSON-RPC 2.0 and MCP: servers, clients and a conformance checker.")
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser; ``only`` names the one subcommand to register (start-up: import no other)."""
+    p = _Parser(prog="sturdyrpc", description="JSON-RPC 2.0 and MCP: servers, clients and a conformance checker.")
     p.add_argument("-v", "--verbose", action="count", default=0, help="more log output on stderr")
-    sub = p.add_subparsers(dest="command", required=True)
-    for name in MODULES:
+    # prog given, as argparse would work it out: else it builds a help formatter now (importing shutil).
+    sub = p.add_subparsers(dest="command", required=True, prog="sturdyrpc")
+    for name in MODULES if only is None else [only]:
         try:
             mod = importlib.import_module(f".commands.{name}", __package__)
         except ModuleNotFoundError as exc:
@@ -46,7 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     own, command = _split_command(args_list)
-    parser = build_parser()
+    # Only the subcommand asked for is imported (`sturdyrpc demo` must start fast); --help and
+    # errors without one list them all.
+    first = next((a for a in own if not a.startswith("-")), None)
+    parser = build_parser(first if first in MODULES else None)
     args = parser.parse_args(own)
     args.server_command = command
     _setup_logging(args.verbose)

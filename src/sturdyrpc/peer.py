@@ -126,7 +126,6 @@ class _Out:
         "timeout",
         "deadline",
         "hard_deadline",
-        "timer",
         "on_progress",
         "reset_on_progress",
         "progress",
@@ -143,7 +142,6 @@ class _Out:
         self.timeout: float | None = None
         self.deadline: float | None = None
         self.hard_deadline: float | None = None
-        self.timer: asyncio.TimerHandle | None = None
         self.on_progress: ProgressCallback | None = None
         self.reset_on_progress = False
         self.progress: float | None = None
@@ -313,6 +311,8 @@ class Peer:
         self._reader: asyncio.Task[None] | None = None
         self._writer: asyncio.Task[None] | None = None
         self._close_task: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
         self._bg: set[asyncio.Task[Any]] = set()
 
     # ------------------------------------------------------------------ lifecycle
@@ -417,6 +417,9 @@ class Peer:
                     t.cancel()
             for t in list(self._bg):
                 t.cancel()
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
             await self._close_transport()
             self._wake_all_waiters()
             self._closed.set()
@@ -442,8 +445,6 @@ class Peer:
             return
         pending, self._pending = self._pending, {}
         for rec in pending.values():
-            if rec.timer is not None:
-                rec.timer.cancel()
             if not rec.future.done():
                 rec.future.set_exception(ConnectionClosed(reason))
 
@@ -536,7 +537,7 @@ class Peer:
                 rec.deadline = now + timeout
                 if reset_timeout_on_progress:
                     rec.hard_deadline = now + (max_timeout if max_timeout is not None else 10 * timeout)
-                rec.timer = loop.call_at(rec.deadline, self._expire, key)
+                self._arm(rec.deadline)
             if on_progress is not None:
                 rec.on_progress = on_progress
                 rec.reset_on_progress = reset_timeout_on_progress
@@ -563,8 +564,6 @@ class Peer:
             finally:
                 if nested:
                     self._parked -= 1
-                if rec.timer is not None:
-                    rec.timer.cancel()
                 if self._pending.get(key) is rec:
                     del self._pending[key]
         finally:
@@ -611,16 +610,40 @@ class Peer:
         except (TypeError, ValueError):
             log.exception("%s: cancel notification could not be encoded", self.name)
 
-    def _expire(self, key: tuple[type, Any]) -> None:
-        rec = self._pending.get(key)
-        if rec is None or rec.future.done():
+    # One timer for all calls, set for the earliest deadline: a call that completes costs no
+    # timer operation, and a deadline moved by progress is simply found later on the next scan.
+
+    def _arm(self, deadline: float) -> None:
+        h = self._timer
+        if h is not None:
+            if self._timer_at <= deadline:
+                return
+            h.cancel()
+        self._timer_at = deadline
+        self._timer = asyncio.get_running_loop().call_at(deadline, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        now = asyncio.get_running_loop().time() + 1e-3  # a timer may fire a hair early
+        expired: list[tuple[tuple[type, Any], _Out]] = []
+        nxt: float | None = None
+        for key, rec in self._pending.items():
+            d = rec.deadline
+            if d is None:
+                continue
+            if d <= now:
+                expired.append((key, rec))
+            elif nxt is None or d < nxt:
+                nxt = d
+        for key, rec in expired:
+            self._expire(key, rec)
+        if nxt is not None:
+            self._arm(nxt)
+
+    def _expire(self, key: tuple[type, Any], rec: _Out) -> None:
+        if self._pending.get(key) is not rec or rec.future.done():
             return
-        loop = asyncio.get_running_loop()
-        now = loop.time()
-        assert rec.deadline is not None
-        if rec.deadline > now + 1e-4:  # progress moved the deadline: wait again
-            rec.timer = loop.call_at(rec.deadline, self._expire, key)
-            return
+        now = asyncio.get_running_loop().time()
         del self._pending[key]
         self.stats["timeouts"] += 1
         self._abandon(key)
@@ -688,7 +711,7 @@ class Peer:
             if timeout is not None:
                 rec.timeout = timeout
                 rec.deadline = now + timeout
-                rec.timer = loop.call_at(rec.deadline, self._expire, k)
+                self._arm(rec.deadline)
             self._pending[k] = rec
             recs.append(rec)
         self.stats["requests_sent"] += sum(1 for k in keys if k is not None)
@@ -705,8 +728,6 @@ class Peer:
             raise
         finally:
             for k, r in zip(keys, recs, strict=True):
-                if r is not None and r.timer is not None:
-                    r.timer.cancel()
                 if k is not None and self._pending.get(k) is r:
                     del self._pending[k]
         out: list[Any] = []
@@ -998,7 +1019,7 @@ class Peer:
             nd = asyncio.get_running_loop().time() + rec.timeout
             if rec.hard_deadline is not None and nd > rec.hard_deadline:
                 nd = rec.hard_deadline
-            rec.deadline = nd  # the timer re-arms itself when it fires early
+            rec.deadline = nd  # later than before: the shared timer finds it on a later scan
         try:
             res = rec.on_progress(progress, total, message)
         except Exception:
@@ -1021,8 +1042,6 @@ class Peer:
             if rec is None:
                 self._stray(key, "reply")
                 return
-            if rec.timer is not None:
-                rec.timer.cancel()
             self.stats["replies"] += 1
             fut = rec.future
             if not fut.done():
@@ -1041,8 +1060,6 @@ class Peer:
             return
         # The id names a call we made: fail it now rather than let it wait for a timeout.
         log.warning("%s: malformed reply to %r: %s", self.name, id_, msg.reason)
-        if rec.timer is not None:
-            rec.timer.cancel()
         if not rec.future.done():
             rec.future.set_exception(InvalidReply("Invalid reply", {"reason": msg.reason}))
 

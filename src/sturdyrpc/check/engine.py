@@ -1,8 +1,7 @@
 """Running the checks: processes, grouping, parallelism and time limits.
 
 Checks of one group share a server process and run in order; the process is replaced
-whenever one dies, stops answering, or a check failed on it (a failed check may leave it
-in an unknown state). Groups run in parallel. A watchdog kills the process of a check that
+whenever it dies or stops answering (a reply that never came leaves it in an unknown state). Groups run in parallel. A watchdog kills the process of a check that
 overruns its time budget, which ends every wait of that check at once, so nothing the
 server does can hang the checker.
 """
@@ -90,8 +89,12 @@ class _Run:
                         continue
                     self.collect_frames(session, 0, "startup")
                 outcome = self.run_one(c, session)
-                if outcome.status in (Status.FAIL, Status.WARN, Status.ERROR):
-                    session.spoiled = True  # start the next check from a known state
+                if outcome.status is Status.ERROR:
+                    session.spoiled = True
+                # Otherwise the process is reused: every exchange ends with a sentinel that the
+                # server answered, so it is known to be responsive with nothing outstanding.
+                # A session that timed out, died or could not be written to is marked spoiled
+                # by the session itself and replaced before the next check.
                 self.finished(outcome)
         finally:
             if session is not None:
@@ -172,7 +175,10 @@ def run_checks(
 
     # Long groups first, so that the pool is not left waiting on one at the end.
     groups = sorted(runnable.values(), key=lambda g: -sum(c.budget for c in g))
-    n_workers = workers or max(2, min(8, 2 * (os.cpu_count() or 2)))
+    # Each group keeps a server process busy; a server that is slow to start (over 0.5 s to
+    # its first reply, typically heavy imports) gets one process per core, not two.
+    cpus = os.cpu_count() or 2
+    n_workers = workers or (max(2, min(8, 2 * cpus)) if cfg.startup_seconds < 0.5 else max(2, min(8, cpus)))
     with ThreadPoolExecutor(max_workers=n_workers, thread_name_prefix="check") as pool:
         for fut in [pool.submit(run.run_group, g) for g in groups]:
             fut.result()

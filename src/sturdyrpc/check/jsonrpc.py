@@ -64,6 +64,8 @@ def _needs_slow(cfg: Config) -> str | None:
 
 
 def _needs_leak_probe(cfg: Config) -> str | None:
+    if cfg.is_mcp:
+        return "for MCP servers the probe is a tool (see mcp.tool-fail-no-leak)"
     return None if cfg.leak_probe else "needs --leak-probe METHOD (a method that fails)"
 
 
@@ -104,8 +106,10 @@ def invalid_utf8(s: Session) -> None:
     if not replies:
         raise CheckFailed("no reply to a line of invalid UTF-8")
     reply = replies[0]
-    if type(reply) is dict and reply.get("error", {}).get("code") == NOT_FOUND:
-        raise CheckFailed("invalid UTF-8 was accepted (answered -32601); it should be a parse error -32700", level=SHOULD)
+    if type(reply) is dict and reply.get("id") == "u8":
+        # The bytes were replaced (errors="replace") and the request was handled: the server
+        # survives, but a corrupted method name or argument is acted upon.
+        raise CheckFailed(f"invalid UTF-8 was accepted as text and the request handled ({show(reply, 120)}); it should be -32700", level=SHOULD)
     expect_error(reply, PARSE, NULL, id_may_be_omitted=s.cfg.is_mcp)
 
 

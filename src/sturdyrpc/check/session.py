@@ -28,6 +28,8 @@ CLIENT_INFO = {"name": "sturdyrpc-check", "version": "0.1.0"}
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 MODERN_VERSION = "2026-07-28"
 KNOWN_VERSIONS = (*HANDSHAKE_VERSIONS, MODERN_VERSION)
+#: How long a freshly started server may take to answer its first request.
+STARTUP_TIMEOUT = 30.0
 
 _encode = msgspec.json.encode
 
@@ -64,6 +66,7 @@ class Config:
     server_info: dict[str, Any] = field(default_factory=dict)
     capabilities: dict[str, Any] = field(default_factory=dict)
     tools: list[dict[str, Any]] | None = None
+    startup_seconds: float = 0.0  # how long detection waited for the first reply
 
     @property
     def modern(self) -> bool:
@@ -100,8 +103,13 @@ class Session:
         self._frame_mark = 0
         self.aborted = threading.Event()
         self.initialize_result: dict[str, Any] | None = None
+        # A first request, with a generous timeout, so that slow startup (imports, a busy
+        # machine) is not blamed on the first check. Checks that must see an untouched
+        # server (handshake=False) wait for it themselves.
         if handshake and cfg.is_mcp and not cfg.modern:
             self._handshake()
+        elif handshake:
+            self._ready()
         self.mark()
 
     # -- windows (what the report shows for a check) ----------------------------------------
@@ -192,7 +200,7 @@ class Session:
         *,
         timeout: float | None = None,
         settle: float | None = None,
-        grace: float = 1.0,
+        grace: float = 0.5,
         ids: list[Any] | None = None,
     ) -> list[Any]:
         """Send each of ``items``, then a sentinel; return the messages
@@ -209,8 +217,8 @@ class Session:
         sid = f"sentinel-{next(self._ids)}"
         self._sentinels.add(sid)
         for item in items:
-            self.send(item)
-        self.send(self.request(SENTINEL_METHOD, id=sid))
+            self.send(item, timeout=timeout)
+        self.send(self.request(SENTINEL_METHOD, id=sid), timeout=timeout)
         got: list[Any] = []
         seen_sentinel = False
         deadline = time.monotonic() + timeout
@@ -324,9 +332,18 @@ class Session:
         reply, _ = self.wait_for(lambda v: type(v) is dict and same_id(v.get("id"), id) and "method" not in v, timeout or self.cfg.timeout)
         return reply
 
+    def _ready(self) -> None:
+        msg = self.request(SENTINEL_METHOD, id="ready-1")
+        self.send(msg, timeout=STARTUP_TIMEOUT)
+        reply, _ = self.wait_for(lambda v: type(v) is dict and v.get("id") == "ready-1", max(self.cfg.timeout, STARTUP_TIMEOUT))
+        if reply is None:
+            self.spoiled = True
+            raise CheckFailed(f"setup: the server did not answer a first request within {STARTUP_TIMEOUT:.0f}s{self.exit_note()}")
+        self._sentinels.add("ready-1")
+
     def _handshake(self) -> None:
         version = self.cfg.version or HANDSHAKE_VERSIONS[-1]
-        reply = self.initialize(version, timeout=max(self.cfg.timeout, 10.0))
+        reply = self.initialize(version, timeout=max(self.cfg.timeout, STARTUP_TIMEOUT))
         if reply is None or type(reply.get("result")) is not dict:
             self.spoiled = True
             raise CheckFailed(f"setup: MCP initialize got no usable reply: {trim(_encode(reply)) if reply else 'silence'}{self.exit_note()}")

@@ -31,7 +31,7 @@ from typing import Any
 from ..client import StdioConnection, connect_stdio
 from ..dispatch import Context, Dispatcher
 from ..errors import InvalidParams, RPCError
-from ..peer import Peer, ProgressCallback, RequestTimeout
+from ..peer import ConnectionClosed, Peer, ProgressCallback, RequestTimeout
 from .profile import UNSUPPORTED_PROTOCOL_VERSION, MCPProfile
 from .versions import (
     HANDSHAKE_VERSIONS,
@@ -58,6 +58,10 @@ MAX_INPUT_ROUNDS = 8
 
 class NegotiationFailed(Exception):
     """No protocol version both sides speak (or the forced one was refused)."""
+
+
+class _ProbeLost(Exception):
+    """The server closed the connection on the ``server/discover`` probe."""
 
 
 async def _maybe(value: Any) -> Any:
@@ -142,6 +146,10 @@ class MCPClient:
                     if protocol is not None:
                         raise NegotiationFailed("server/discover was not answered") from None
                     break
+                except ConnectionClosed:
+                    if protocol is not None:
+                        raise
+                    raise _ProbeLost() from None  # a legacy server that quits on an unknown request
                 except RPCError as exc:
                     if exc.code == UNSUPPORTED_PROTOCOL_VERSION and isinstance(exc.data, dict):
                         supported = exc.data.get("supported") or []
@@ -381,8 +389,24 @@ async def connect(
         on_notification=on_notification,
         log_level=log_level,
     )
+    restart = False
     async with connect_stdio(argv, profile=profile, dispatcher=client.dispatcher(), default_timeout=timeout, env=env, cwd=cwd) as conn:
         client.peer = conn.peer
         client.connection = conn
-        await client.negotiate(protocol, discover_timeout=discover_timeout)
+        try:
+            await client.negotiate(protocol, discover_timeout=discover_timeout)
+        except _ProbeLost:
+            restart = True
+        if not restart:
+            yield client
+            return
+    # The server quit on the probe (some handshake-era servers do): start it again and
+    # use the initialize handshake straight away.
+    log.info("the server closed the connection on server/discover: restarting it for initialize")
+    profile = MCPProfile(role="client")
+    client.profile = profile
+    async with connect_stdio(argv, profile=profile, dispatcher=client.dispatcher(), default_timeout=timeout, env=env, cwd=cwd) as conn:
+        client.peer = conn.peer
+        client.connection = conn
+        await client._initialize(None)
         yield client

@@ -49,7 +49,7 @@ import msgspec
 
 from .. import codec
 from ..dispatch import BatchJob, Call, Context, Dispatcher, MethodEntry
-from ..errors import InvalidParams, InvalidRequest, RPCError
+from ..errors import InvalidParams, InvalidRequest, MethodNotFound, RPCError
 from ..limits import DEFAULT_LIMITS, Limits
 from ..messages import InvalidMessage, Message
 from ..params import Binder, compile_binder
@@ -1029,7 +1029,7 @@ class MCPServer:
             raise
         return rules, tool, args, kwargs
 
-    def _tool_failed(self, rules: VersionRules, name: str, exc: Exception) -> dict[str, Any]:
+    def _tool_failed(self, rules: VersionRules, name: str, exc: BaseException) -> dict[str, Any]:
         if isinstance(exc, ToolError):
             return self._finish(rules, {"content": [text_content(exc.message)], "isError": True})
         incident = secrets.token_hex(4)
@@ -1045,11 +1045,12 @@ class MCPServer:
         rules, tool, args, kwargs = prepared
         try:
             value = tool.fn(*args, **kwargs)
+            result = tool.result(value, rules)
         except RPCError:
             raise
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             return self._tool_failed(rules, tool.name, exc)
-        return self._finish(rules, tool.result(value, rules))
+        return self._finish(rules, result)
 
     async def _tools_call(self, ctx: Context, **params: Any) -> dict[str, Any]:
         """``tools/call`` of any tool, in a task of its own."""
@@ -1061,15 +1062,16 @@ class MCPServer:
         mctx = MCPContext(session, ctx)
         try:
             value = await tool.run(args, kwargs, mctx)
+            result = tool.result(value, rules)
         except _InputRequired as need:
             return self._input_required(rules, need, "tools/call", tool.name)
         except RPCError:
             raise
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             return self._tool_failed(rules, tool.name, exc)
         finally:
             mctx._done = True
-        return self._finish(rules, tool.result(value, rules))
+        return self._finish(rules, result)
 
     # -- multi round-trip requests (2026-07-28)
 
@@ -1149,6 +1151,8 @@ class MCPServer:
 
     def _subscribe(self, **params: Any) -> dict[str, Any]:
         session = self._current()
+        if self._rules_of(session, params).stateless:
+            raise MethodNotFound("Method not found")  # 2026-07-28: subscriptions/listen instead
         uri = params.get("uri")
         if type(uri) is not str:
             raise InvalidParams("Invalid params: 'uri' must be a string", {"param": "uri"})
@@ -1157,6 +1161,8 @@ class MCPServer:
 
     def _unsubscribe(self, **params: Any) -> dict[str, Any]:
         session = self._current()
+        if self._rules_of(session, params).stateless:
+            raise MethodNotFound("Method not found")  # 2026-07-28: subscriptions/listen instead
         uri = params.get("uri")
         if type(uri) is not str:
             raise InvalidParams("Invalid params: 'uri' must be a string", {"param": "uri"})
@@ -1218,8 +1224,8 @@ class MCPServer:
 
     def _set_level(self, **params: Any) -> dict[str, Any]:
         session = self._current()
-        if not session.rules.set_level:
-            raise InvalidRequest("Invalid Request", {"reason": "logging/setLevel does not exist in this version"})
+        if not self._rules_of(session, params).set_level:
+            raise MethodNotFound("Method not found")  # 2026-07-28: the per-request _meta log level replaces it
         level = params.get("level")
         if level not in _LEVEL_RANK:
             raise InvalidParams("Invalid params: unknown log level", {"param": "level"})

@@ -66,10 +66,8 @@ def header(scope: Scope, name: bytes) -> bytes | None:
     """
     index = scope.get("sturdyrpc.headers")
     if index is None:
-        index = {}
-        for k, v in reversed(scope["headers"]):  # reversed: the first occurrence wins
-            index[bytes(k).lower()] = bytes(v)
-        scope["sturdyrpc.headers"] = index
+        # ASGI header names are lower-case bytes already. Reversed: the first occurrence wins.
+        index = scope["sturdyrpc.headers"] = dict(reversed(scope["headers"]))
     return index.get(name)
 
 
@@ -138,7 +136,8 @@ class BearerAuth:
     """Bearer-token authentication hook.
 
     ``verify(token)`` (sync or async) returns the principal the token stands for, or None when
-    the token is invalid. ``realm`` and ``resource_metadata`` (the OAuth protected-resource
+    the token is invalid. Principals must compare equal across requests of the same user (a user
+    id string, a frozen dataclass): MCP sessions are bound to the principal that opened them. ``realm`` and ``resource_metadata`` (the OAuth protected-resource
     metadata URL, RFC 9728) go into the ``WWW-Authenticate`` challenge of a 401.
     """
 
