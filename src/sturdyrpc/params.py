@@ -183,6 +183,7 @@ class Binder:
         "required",
         "positional_only",
         "var_positional",
+        "var_positional_name",
         "has_var_positional",
         "var_keyword",
         "has_var_keyword",
@@ -201,6 +202,7 @@ class Binder:
         self.required: list[str] = []
         self.positional_only: set[str] = set()
         self.var_positional: Checker | None = None
+        self.var_positional_name = "args"
         self.has_var_positional = False
         self.var_keyword: Checker | None = None
         self.has_var_keyword = False
@@ -285,7 +287,7 @@ class Binder:
                 out[i] = _run(check, params[i], name)
         if n > self.n_positional and self.var_positional is not None:
             for i in range(self.n_positional, n):
-                out[i] = _run(self.var_positional, params[i], f"#{i}")
+                out[i] = _run(self.var_positional, params[i], f"{self.var_positional_name}[{i - self.n_positional}]")
         return tuple(out)
 
     def _bind_dict(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -361,6 +363,7 @@ def compile_binder(fn: Callable[..., Any], context_type: type | None = None) -> 
         elif p.kind is p.VAR_POSITIONAL:
             b.has_var_positional = True
             b.var_positional = check
+            b.var_positional_name = p.name
         elif p.kind is p.VAR_KEYWORD:
             b.has_var_keyword = True
             b.var_keyword = check

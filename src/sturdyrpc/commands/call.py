@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     req_id = _parse_id(args.id) if args.id is not None else None
     try:
         return asyncio.run(_call(args, params, req_id))
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError):
         return EXIT_INTERRUPTED
 
 
