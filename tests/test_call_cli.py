@@ -138,3 +138,20 @@ def test_cannot_start_exit_127() -> None:
     r = call("echo", "--", "/nonexistent/server")
     assert r.returncode == 127
     assert "cannot start" in r.stderr
+
+
+def test_interrupt_exit_130_sends_cancel(tmp_path: object) -> None:
+    import pathlib
+    import signal
+
+    log = pathlib.Path(str(tmp_path)) / "wire.log"
+    server = f"import sys\nwith open({str(log)!r}, 'w') as f:\n    for line in sys.stdin:\n        f.write(line); f.flush()\n"
+    proc = subprocess.Popen([*CALL, "m", "--", sys.executable, "-c", server], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not (log.exists() and log.read_text()):
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 130, err
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    assert lines[1] == {"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": 1}}

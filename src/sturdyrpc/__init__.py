@@ -17,6 +17,30 @@ from .transports.stdio import run_stdio, serve_stdio
 
 __version__ = "0.1.0"
 
+# The peer and client helpers load on first use, so that a plain server starts without them.
+_LAZY = {
+    "Peer": ".peer",
+    "PeerContext": ".peer",
+    "RequestTimeout": ".peer",
+    "ConnectionClosed": ".peer",
+    "InvalidReply": ".peer",
+    "MessageTransport": ".peer",
+    "connect_stdio": ".client",
+    "connect_tcp": ".client",
+    "connect_unix": ".client",
+    "Profile": ".profile",
+    "JSONRPCProfile": ".profile",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sturdyrpc' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module, __name__), name)
+
 __all__ = [
     "Dispatcher",
     "Call",
@@ -39,4 +63,5 @@ __all__ = [
     "classify",
     "serve_stdio",
     "run_stdio",
+    *_LAZY,
 ]

@@ -190,6 +190,7 @@ class Binder:
         "no_checks",
         "context_name",
         "simple_names",
+        "dict_order",
         "list_min",
         "list_max",
         "_req_prefix",
@@ -211,6 +212,8 @@ class Binder:
         # Shortcuts worked out by finish() (until then: none), read by the dispatcher's hot path.
         #: Not None: an object holding exactly these names binds as it is (no checks to run).
         self.simple_names: frozenset[str] | None = None
+        #: Not None: such an object can be passed by position, its values in this order.
+        self.dict_order: tuple[str, ...] | None = None
         #: An array of list_min..list_max elements binds as it is (no checks to run).
         self.list_min = 1
         self.list_max = 0
@@ -222,6 +225,8 @@ class Binder:
         # Named params that need no checks and can only be known names: bind is a subset test.
         simple = self.no_checks and not self.has_var_keyword and not self.positional_only
         self.simple_names = frozenset(self.by_name) if simple else None
+        order = tuple(name for name, _ in self.positional)
+        self.dict_order = order if simple and order and set(order) == set(self.by_name) else None
         # Required positionals are a prefix of the positionals (Python's own rule): then
         # "which one is missing" follows from the count given.
         k = 0

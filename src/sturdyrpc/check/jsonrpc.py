@@ -73,6 +73,13 @@ def _unknown(s: Session, id: Any) -> dict[str, Any]:
     return s.request(UNKNOWN, id=id)
 
 
+def _with_raw_param(s: Session, id: str, raw: bytes) -> bytes:
+    """A request for the unknown method whose params object holds ``raw`` (JSON text, valid or not)
+    under "p"; in MCP 2026-07-28 mode it also carries the required ``_meta``."""
+    encoded = _raw(s.request(UNKNOWN, {"p": 0}, id=id))
+    return encoded.replace(b'"p":0', b'"p":' + raw, 1)
+
+
 def _raw(obj: dict[str, Any]) -> bytes:
     import msgspec
 
@@ -120,7 +127,7 @@ def invalid_utf8(s: Session) -> None:
 )
 def nonfinite(s: Session) -> None:
     for lit in ("NaN", "-Infinity"):
-        line = f'{{"jsonrpc":"2.0","method":"{UNKNOWN}","params":[{lit}],"id":"nf"}}\n'.encode()
+        line = _with_raw_param(s, "nf", lit.encode())
         replies = s.exchange(line)
         if not replies:
             raise CheckFailed(f"no reply to a request holding {lit}")
@@ -667,8 +674,7 @@ def _survives(s: Session, payload: bytes, what: str, *, timeout: float | None = 
     group="robustness-big", budget=3.0,
 )
 def huge_line(s: Session) -> None:
-    head = f'{{"jsonrpc":"2.0","method":"{UNKNOWN}","id":"huge","params":["'.encode()
-    payload = head + b"x" * (20 * 1024 * 1024) + b'"]}\n'
+    payload = _with_raw_param(s, "huge", b'"' + b"x" * (20 * 1024 * 1024) + b'"')
     _survives(s, payload, "a 20 MB request", timeout=max(s.cfg.timeout, 20.0))
 
 
@@ -680,7 +686,7 @@ def huge_line(s: Session) -> None:
 )
 def deep_nesting(s: Session) -> None:
     depth = 100_000
-    payload = f'{{"jsonrpc":"2.0","method":"{UNKNOWN}","id":"deep","params":'.encode() + b"[" * depth + b"]" * depth + b"}\n"
+    payload = _with_raw_param(s, "deep", b"[" * depth + b"]" * depth)
     _survives(s, payload, f"a request nested {depth} levels deep")
 
 
@@ -746,7 +752,8 @@ def blank_lines(s: Session) -> None:
 )
 def lone_surrogate(s: Session) -> None:
     start = len(s.proc.frames)
-    _survives(s, b'{"jsonrpc":"2.0","method":"x\\ud800y","params":["\\udfff"],"id":"sur"}\n', "a request holding \\ud800")
+    payload = _with_raw_param(s, "sur", b'"a\\udfffb"').replace(UNKNOWN.encode(), UNKNOWN.encode() + b"\\ud800", 1)
+    _survives(s, payload, "a request holding \\ud800")
     if any(f.lenient for f in s.proc.frames[start:]):
         raise CheckFailed(
             "the reply carries an unpaired surrogate escape back; strict decoders (msgspec, Rust serde_json) reject the whole line",

@@ -828,6 +828,37 @@ class MCPServer:
         self._sessions[peer] = session
         return peer
 
+    def fast_reply(self, frame: bytes, peer: Peer) -> bytes | None:
+        """Answer ``frame`` at once if it is a ``tools/call`` of an inline tool on ``peer``'s
+        negotiated session, else None (the frame then goes to the peer as usual).
+
+        For transports that can answer on the reader's turn (stdio): it skips the peer's
+        queues but applies the same rules (the profile's checks, a duplicate of an id still
+        running goes the normal way and is refused there) and builds the same reply.
+        """
+        session = getattr(peer, "mcp_session", None)
+        d = self.dispatcher
+        if session is None or not isinstance(d, _MCPDispatcher) or peer.is_closing:
+            return None
+        profile = session.profile
+        if profile.era is None or len(frame) > d.limits.max_message_bytes:
+            return None
+        call = d._fast_tool_call(frame, profile)
+        if call is None:
+            return None
+        if peer.incoming_in_flight:
+            id_ = call.id
+            if any(type(r) is type(id_) and r == id_ for r in peer.running_ids()):
+                return None
+        token = _SESSION.set(session)
+        try:
+            value = self._tools_call_inline(**call.params)
+        except Exception as exc:
+            return d.failure(call, exc)
+        finally:
+            _SESSION.reset(token)
+        return d.result(call, value)
+
     async def serve(self, transport: MessageTransport, *, name: str = "mcp-server") -> None:
         """Serve one session on ``transport`` until the other side closes it."""
         peer = self.create_peer(transport, name=name)

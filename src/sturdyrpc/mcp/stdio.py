@@ -8,7 +8,10 @@ or on SIGTERM/SIGINT.
 from __future__ import annotations
 
 import asyncio
+import functools
+import logging
 import signal
+from collections.abc import Callable
 from typing import Any
 
 from ..framing import BadHeader, FrameTooLarge
@@ -17,6 +20,8 @@ from ..transports.streams import stdio_transport
 from .server import MCPServer
 
 __all__ = ["serve_mcp_stdio", "run_mcp_stdio", "CoalescingTransport"]
+
+log = logging.getLogger("sturdyrpc.mcp")
 
 
 class CoalescingTransport:
@@ -31,6 +36,9 @@ class CoalescingTransport:
     def __init__(self, inner: Any, max_pending: int = 512) -> None:
         self.inner: MessageTransport = inner
         self.max_pending = max_pending
+        #: ``intercept(frame) -> reply | None``: answers a frame on the spot (its reply joins
+        #: the outgoing batch) instead of handing it to the peer (None: hand it over).
+        self.intercept: Callable[[bytes], bytes | None] | None = None
         self._buf: list[bytes] = []
         self._task: asyncio.Task[None] | None = None
         self._error: BaseException | None = None
@@ -57,7 +65,23 @@ class CoalescingTransport:
             self._task = None
 
     async def receive(self) -> bytes | FrameTooLarge | BadHeader | None:
-        return await self.inner.receive()
+        while True:
+            frame = await self.inner.receive()
+            intercept = self.intercept
+            if intercept is None or type(frame) is not bytes or self._error is not None:
+                return frame
+            try:
+                reply = intercept(frame)
+            except Exception:  # a bug of ours: let the peer handle the frame
+                log.exception("internal error in the fast path")
+                return frame
+            if reply is None:
+                return frame
+            self._buf.append(reply)
+            if self._task is None:
+                self._task = asyncio.get_running_loop().create_task(self._flush())
+            elif len(self._buf) >= self.max_pending:
+                await asyncio.shield(self._task)  # the reader waits for the writer: backpressure
 
     async def close(self) -> None:
         t = self._task
@@ -71,8 +95,11 @@ class CoalescingTransport:
 
 async def serve_mcp_stdio(server: MCPServer, *, stdin_fd: int = 0, stdout_fd: int | None = None, protect_stdout: bool = True) -> None:
     """Serve ``server`` on this process's stdin/stdout until stdin ends."""
-    transport = await stdio_transport("line", stdin_fd=stdin_fd, stdout_fd=stdout_fd, protect_stdout=protect_stdout)
-    await server.serve(CoalescingTransport(transport), name="mcp-stdio")
+    transport = CoalescingTransport(await stdio_transport("line", stdin_fd=stdin_fd, stdout_fd=stdout_fd, protect_stdout=protect_stdout))
+    peer = server.create_peer(transport, name="mcp-stdio")
+    transport.intercept = functools.partial(server.fast_reply, peer=peer)
+    async with peer:
+        await peer.wait_closed()
 
 
 def run_mcp_stdio(server: MCPServer) -> int:
