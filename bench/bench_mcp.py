@@ -35,11 +35,11 @@ import msgspec
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 IN_FLIGHT = 64
-N_CALLS = 10_000
+N_CALLS = 20_000
 N_SDK_CALLS = 2_000
 WARMUP = 500
-ROUNDS = 3
-STARTUP_RUNS = 7
+ROUNDS = 5
+STARTUP_RUNS = 9
 TARGET_VS_SDK = 50.0
 TARGET_VS_BARE = 0.4
 TARGET_STARTUP_MS = 200.0
@@ -190,8 +190,20 @@ def load(
     return {"calls": n, "seconds": secs, "req_per_s": n / secs, "cpu_us_per_call": cpu_us, "rss_mib": rss, "peak_rss_mib": hwm, "bad_replies": bad}
 
 
+def _compile_package() -> None:
+    """Write the package's byte code first: with PYTHONDONTWRITEBYTECODE set (as in some CI and
+    sandbox environments) every start would otherwise recompile changed modules, which measures
+    the compiler, not the server. An installed package has its byte code."""
+    import compileall
+
+    import sturdyrpc
+
+    compileall.compile_dir(str(Path(sturdyrpc.__file__).parent), quiet=1)
+
+
 def startup(cmd: list[str], runs: int = STARTUP_RUNS) -> dict[str, float]:
     """Spawn -> ``initialize`` answered (the request is written at once)."""
+    _compile_package()
     times = []
     for _ in range(runs):
         t0 = time.perf_counter()
@@ -235,7 +247,8 @@ def main(n: int = N_CALLS, rounds: int = ROUNDS) -> dict[str, Any]:
     ours_rps = med(ours, "req_per_s")
     metrics: list[dict[str, Any]] = [
         {"name": "sturdyrpc MCP: tools/call echo", "value": round(ours_rps), "unit": "req/s",
-         "extra": f"{n} calls, {IN_FLIGHT} in flight, {rounds} rounds", "target": None, "ok": None},
+         "extra": f"{n} calls, {IN_FLIGHT} in flight, median of {rounds} rounds, best {max(r['req_per_s'] for r in ours):.0f}",
+         "target": None, "ok": None},
     ]
     if sdk:
         sdk_rps = med(sdk, "req_per_s")
@@ -252,7 +265,8 @@ def main(n: int = N_CALLS, rounds: int = ROUNDS) -> dict[str, Any]:
         metrics.append({"name": "bare loop (plain JSON-RPC echo)", "value": round(med(bare, "req_per_s")), "unit": "req/s",
                         "extra": f"bench/bare_server.py; cpu/call {med(bare, 'cpu_us_per_call'):.1f} us", "target": None, "ok": None})
         metrics.append({"name": "throughput ratio ours MCP / bare loop", "value": round(r, 2), "unit": "x",
-                        "extra": f"per round {', '.join(f'{x:.2f}' for x in vs_bare)}", "target": f">= {TARGET_VS_BARE}",
+                        "extra": f"per round {', '.join(f'{x:.2f}' for x in vs_bare)} (median; the machine's other load moves it)",
+                        "target": f">= {TARGET_VS_BARE}",
                         "ok": r >= TARGET_VS_BARE})
     metrics.append({"name": "sturdyrpc MCP: start-up to initialize answered", "value": round(st_ours["median"], 1), "unit": "ms",
                     "extra": f"median of {STARTUP_RUNS}, range {st_ours['min']:.0f}..{st_ours['max']:.0f}",
@@ -261,7 +275,7 @@ def main(n: int = N_CALLS, rounds: int = ROUNDS) -> dict[str, Any]:
         metrics.append({"name": "Python SDK MCPServer: start-up to initialize answered", "value": round(st_sdk["median"], 1),
                         "unit": "ms", "extra": "median of 3", "target": None, "ok": None})
     rss = max(r["rss_mib"] for r in ours)
-    metrics.append({"name": "sturdyrpc MCP: RSS after 10,000+ calls", "value": round(rss, 1), "unit": "MiB",
+    metrics.append({"name": f"sturdyrpc MCP: RSS after {n + WARMUP:,} calls", "value": round(rss, 1), "unit": "MiB",
                     "extra": f"VmRSS (peak {max(r['peak_rss_mib'] for r in ours):.1f})", "target": f"< {TARGET_RSS_MIB:.0f} MiB",
                     "ok": rss < TARGET_RSS_MIB})
     if sdk:

@@ -217,6 +217,7 @@ def main(n: int = N_REQUESTS, rounds: int = ROUNDS) -> dict[str, Any]:
         ratios.append(ours / results["bare loop"][-1]["req_per_s"])
         ratios_chunked.append(ours / results["bare loop (chunked)"][-1]["req_per_s"])
     st = startup(cmds["sturdyrpc demo"])
+    st_bare = startup(cmds["bare loop"], runs=5)  # the floor: Python + msgspec, no asyncio
 
     def med(name: str, key: str) -> float:
         return statistics.median(r[key] for r in results[name])
@@ -300,6 +301,16 @@ def main(n: int = N_REQUESTS, rounds: int = ROUNDS) -> dict[str, Any]:
     )
     metrics.append(
         {
+            "name": "bare loop: start-up to first reply",
+            "value": round(st_bare["startup_ms_median"], 1),
+            "unit": "ms",
+            "extra": f"median of 5; idle RSS {st_bare['idle_rss_mib']:.1f} MiB",
+            "target": None,
+            "ok": None,
+        }
+    )
+    metrics.append(
+        {
             "name": "sturdyrpc demo: idle RSS",
             "value": round(st["idle_rss_mib"], 1),
             "unit": "MiB",
@@ -313,6 +324,7 @@ def main(n: int = N_REQUESTS, rounds: int = ROUNDS) -> dict[str, Any]:
         "metrics": metrics,
         "rounds": results,
         "startup": st,
+        "startup_bare": st_bare,
         "commands": cmds,
     }
 

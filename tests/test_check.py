@@ -88,6 +88,29 @@ def test_zoo_server_flagged_for_exactly_its_bug(script: str, areas: list[str], e
     assert len(ran) > len(expected), "the other checks of these areas must run (and pass)"
 
 
+MCP_OPTS = {"slow": "sleep", "leak_probe": "fail", "call_tools": {"*"}}
+
+
+@pytest.mark.parametrize("version", ["2025-11-25", "2025-03-26"])
+def test_mcp_reference_server_passes_everything(version: str) -> None:
+    report = run_checks(Config([PY, str(ZOO / "mcp_reference.py")], protocol=version, **MCP_OPTS))  # type: ignore[arg-type]
+    assert report.mcp and report.protocol == version
+    assert not_passed(report) == {}, describe(report)
+    ran = {o.spec.id for o in report.outcomes if o.status is Status.PASS}
+    assert {"mcp.initialize", "mcp.version-negotiation", "mcp.cancel", "mcp.progress", "mcp.batch", "mcp.id-null"} <= ran
+    if version == "2025-03-26":
+        assert "batches.mixed" in ran  # 2025-03-26 has JSON-RPC batches
+    else:
+        assert "batches.mixed" not in ran
+
+
+def test_mcp_answering_a_cancelled_request_is_flagged() -> None:
+    report = run_checks(Config([PY, str(ZOO / "mcp_answers_cancelled.py")], protocol="2025-11-25", **MCP_OPTS), areas=["mcp"])  # type: ignore[arg-type]
+    assert not_passed(report) == {"mcp.cancel": "warn"}, describe(report)
+    (o,) = [o for o in report.outcomes if o.spec.id == "mcp.cancel"]
+    assert "Request cancelled" in o.detail
+
+
 def test_every_zoo_server_is_covered() -> None:
     scripts = {p.name for p in ZOO.glob("*.py")} - {"reference.py"}
     covered = {c[0] for c in ZOO_CASES} | {"mcp_reference.py", "mcp_answers_cancelled.py"}

@@ -451,3 +451,64 @@ def test_batches_on_2025_03_26(url: str) -> None:
         # initialize must not be in a batch
         r = c.post(url, json=[init_body(version="2025-03-26")], headers={"accept": ACCEPT})
         assert r.status_code == 400
+
+
+def test_quiet_streams_get_keepalive_comments(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sturdyrpc.mcp_http.server as srv
+    from sturdyrpc.mcp_http.demo import make_demo_app
+
+    monkeypatch.setattr(srv, "KEEPALIVE_INTERVAL", 0.05)
+    app = make_demo_app()
+
+    async def go() -> None:
+        import uvicorn
+
+        port = free_port()
+        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
+        task = asyncio.create_task(server.serve())
+        try:
+            while not server.started:
+                await asyncio.sleep(0.01)
+            u = f"http://127.0.0.1:{port}/mcp"
+            async with httpx.AsyncClient(timeout=10) as c:
+                r = await c.post(u, json=init_body(), headers={"accept": ACCEPT})
+                h = {"accept": ACCEPT, "mcp-session-id": r.headers["mcp-session-id"], "mcp-protocol-version": V}
+                await c.post(u, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=h)
+                async with c.stream("POST", u, json=call(5, "slow", {"seconds": 0.4}), headers=h) as resp:
+                    raw = b"".join([chunk async for chunk in resp.aiter_raw()])
+                assert raw.count(b":\n\n") >= 2  # comments while the tool was quiet
+                p = SSEParser()
+                events = p.feed(raw)
+                assert [json.loads(e.data)["id"] for e in events] == [5]  # comments are not events
+        finally:
+            server.should_exit = True
+            await asyncio.wait_for(task, 10)
+
+    asyncio.run(go())
+
+
+def test_caps_on_sessions_and_open_streams() -> None:
+    from sturdyrpc.mcp_http.demo import make_demo_app
+
+    app = make_demo_app(json_response=True, max_sessions=2, max_streams_per_session=1)
+
+    async def go() -> None:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000") as c:
+            sids = []
+            for _ in range(2):
+                r = await c.post("/mcp", json=init_body(), headers={"accept": ACCEPT})
+                assert r.status_code == 200
+                sids.append(r.headers["mcp-session-id"])
+            r = await c.post("/mcp", json=init_body(), headers={"accept": ACCEPT})
+            assert r.status_code == 503 and "retry-after" in r.headers
+            h = {"accept": ACCEPT, "mcp-session-id": sids[0], "mcp-protocol-version": V}
+            slow = asyncio.ensure_future(c.post("/mcp", json=call(1, "slow", {"seconds": 0.5}), headers=h))
+            await asyncio.sleep(0.2)
+            r = await c.post("/mcp", json=call(2, "echo", {"text": "x"}), headers=h)
+            assert r.status_code == 503  # one open stream allowed per session here
+            assert (await slow).status_code == 200
+            r = await c.post("/mcp", json=call(3, "echo", {"text": "x"}), headers=h)
+            assert r.status_code == 200
+            await app.aclose()
+
+    asyncio.run(go())

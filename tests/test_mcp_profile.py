@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from typing import Any
 
 import msgspec
@@ -249,5 +250,65 @@ def test_duplicate_in_flight_id_refused_without_disturbing_the_first() -> None:
         results = sorted((str(m["id"]), m["result"]["n"]) for m in out if "result" in m)
         assert results == [("1", 1), ("1", 3)]
         runner.close()
+
+    asyncio.run(main())
+
+
+# ----------------------------------------------------------------------------- properties
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
+    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=6), kids, max_size=4),
+    max_leaves=12,
+)
+_methods = st.sampled_from(["tools/call", "tools/list", "ping", "initialize", "server/discover", "resources/read", "prompts/get", "logging/setLevel", "x/y"])
+_ids = st.one_of(st.integers(), st.text(max_size=5), st.none(), st.floats(allow_nan=False, allow_infinity=False), st.booleans())
+
+
+@st.composite
+def _messages(draw: Any) -> Any:
+    kind = draw(st.integers(0, 3))
+    if kind == 0:
+        return draw(_json)
+    msg: dict[str, Any] = {"jsonrpc": draw(st.sampled_from(["2.0", "2.0", "1.0"])), "method": draw(_methods)}
+    if draw(st.booleans()):
+        msg["params"] = draw(st.one_of(_json, st.fixed_dictionaries({"name": st.sampled_from(["echo", "add", "nope"]), "arguments": _json})))
+    if kind != 3:
+        msg["id"] = draw(_ids)
+    return msg if kind != 2 else [msg]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_messages(), min_size=1, max_size=6))
+def test_any_messages_get_defined_answers(msgs: list[Any]) -> None:
+    """Whatever arrives, every message the MCP server writes is one valid JSON-RPC reply, a
+    request with an MCP-valid id is answered exactly once with that id, and nothing hangs."""
+    from _mcp_support import Wire
+
+    from sturdyrpc.mcp.demo import make_mcp_demo
+
+    async def main() -> None:
+        async with Wire(make_mcp_demo()) as w:
+            await w.initialize("2025-11-25")
+            expected = []
+            for m in msgs:
+                await w.send(msgspec.json.encode(m))
+                if isinstance(m, dict) and m.get("jsonrpc") == "2.0" and isinstance(m.get("method"), str) and type(m.get("id")) in (int, str):
+                    expected.append(m["id"])
+            await w.send({"jsonrpc": "2.0", "id": "final-ping", "method": "ping"})
+            expected.append("final-ping")
+            want = Counter((type(e), e) for e in expected)
+            got: Counter[Any] = Counter()
+            while any(got[k] < n for k, n in want.items()):  # each reply within 3 s, or recv fails
+                r = await w.recv()
+                assert isinstance(r, dict) and r.get("jsonrpc") == "2.0" and (("result" in r) != ("error" in r)), r
+                if "id" in r:
+                    got[(type(r["id"]), r["id"])] += 1
+            await w.nothing(0.02)
+            for k, n in want.items():
+                assert got[k] == n, (k, got, w.received)  # exactly one reply per request
 
     asyncio.run(main())

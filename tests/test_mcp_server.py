@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from typing import Any
 
 import msgspec
@@ -418,3 +419,35 @@ def test_tool_failures_never_leak_or_kill_the_server() -> None:
             assert (await w.call("ping", id=9))["result"] == {}
 
     run(main())
+
+
+def test_stdio_fast_path_keeps_the_rules(spawn: Any) -> None:
+    """Over real stdio, inline tools are answered on the reader's turn; the rules still hold."""
+    import sys
+
+    p = spawn([sys.executable, "-m", "sturdyrpc", "demo", "--mcp"])
+    echo = {"name": "echo", "arguments": {"text": "x"}}
+    p.request("tools/call", echo, id=1)
+    assert p.recv(10)["error"]["code"] == -32600  # before initialize
+    p.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}, id=2)
+    assert p.recv(10)["result"]["protocolVersion"] == "2025-11-25"
+    p.send_line('{"jsonrpc":"2.0","method":"notifications/initialized"}')
+    p.request("tools/call", {"name": "slow", "arguments": {"seconds": 0.5}}, id=3)
+    time.sleep(0.1)
+    p.request("tools/call", echo, id=3)
+    r = p.recv()
+    assert r["id"] == 3 and r["error"]["code"] == -32600  # id 3 still running
+    assert p.recv()["result"]["content"][0]["text"] == "slept 0.5 seconds"
+    p.request("tools/call", echo, id=None)
+    r = p.recv()
+    assert r["error"]["code"] == -32600 and "id" not in r
+    p.request("tools/call", {"name": "echo", "arguments": {"text": 1}}, id=4)
+    assert p.recv()["result"]["isError"] is True
+    p.request("tools/call", {"name": "add", "arguments": {"a": 2, "b": 3}}, id=5)
+    assert p.recv()["result"] == {"content": [{"type": "text", "text": "5"}], "structuredContent": {"result": 5}, "isError": False}
+    n = 300
+    p.send(b"".join(b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"t%d"}}}\n' % (i, i) for i in range(100, 100 + n)))
+    got = {p.recv()["id"] for _ in range(n)}
+    assert got == set(range(100, 100 + n))
+    p.close_stdin()
+    assert p.wait(10) == 0

@@ -15,7 +15,7 @@ import inspect
 import logging
 import os
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar, overload
+from typing import Any, Literal, TypeVar, overload
 
 import msgspec
 
@@ -46,16 +46,24 @@ _encode_result = msgspec.json.Encoder().encode
 
 
 class _Request(msgspec.Struct, gc=False, forbid_unknown_fields=True):
-    """The members of a request, as the hot path decodes it (faster than a dict).
+    """A message of the usual shape, as the hot path decodes it (faster than a dict).
 
-    Any other member fails the decode, and the message takes the general path: nothing
-    in it goes unvalidated (msgspec skips unknown members without checking their UTF-8).
+    A request or notification whose members are well-typed, or something with ``result`` /
+    ``error`` (a response, told apart by classify()). Anything else fails the decode and
+    takes the general path, which answers it. Other members fail it too, so nothing in a
+    message goes unvalidated (msgspec skips unknown members without checking their UTF-8).
     """
 
-    jsonrpc: Any = msgspec.UNSET
-    method: Any = msgspec.UNSET
-    params: Any = msgspec.UNSET
-    id: Any = msgspec.UNSET
+    jsonrpc: Literal["2.0"]
+    method: str | msgspec.UnsetType = msgspec.UNSET
+    params: dict[str, Any] | list[Any] | msgspec.UnsetType = msgspec.UNSET
+    # Integers of any size stay exact here too; booleans are refused.
+    id: int | str | float | None | msgspec.UnsetType = msgspec.UNSET
+    result: Any = msgspec.UNSET
+    error: Any = msgspec.UNSET
+
+
+_MEMBERS = ("jsonrpc", "method", "params", "id", "result", "error")
 
 
 _decode_request = msgspec.json.Decoder(_Request).decode
@@ -195,6 +203,7 @@ class Dispatcher:
     """
 
     def __init__(self, limits: Limits = DEFAULT_LIMITS, *, logger: logging.Logger | None = None) -> None:
+        self._small = 0  # messages up to this size need no size or depth check (set with limits)
         self.limits = limits
         self.log = logger or log
         self._methods: dict[str, MethodEntry] = {}
@@ -204,6 +213,17 @@ class Dispatcher:
             "invalid_requests": 0,
             "internal_errors": 0,
         }
+
+    @property
+    def limits(self) -> Limits:
+        """The limits this dispatcher enforces (may be replaced; a :class:`Limits` is immutable)."""
+        return self._limits
+
+    @limits.setter
+    def limits(self, value: Limits) -> None:
+        self._limits = value
+        # Valid JSON of n bytes nests at most n // 2 deep.
+        self._small = min(value.max_message_bytes, 2 * value.max_depth)
 
     # ----------------------------------------------------------------- registry
 
@@ -264,8 +284,16 @@ class Dispatcher:
         """
         if profile is not None:
             return self._receive_profiled(data, on_response, profile)
-        limits = self.limits
-        if len(data) > limits.max_message_bytes:
+        n = len(data)
+        limits = self._limits
+        if n <= self._small or n <= limits.max_message_bytes and data.count(b"[") + data.count(b"{") <= limits.max_depth:
+            try:
+                req = _decode_request(data)  # the usual shapes, checked by msgspec in C
+            except Exception:
+                pass  # anything else: the general path below
+            else:
+                return self._received(req, on_response)
+        if n > limits.max_message_bytes:
             self.stats["invalid_requests"] += 1
             return self._error_bytes(
                 InvalidRequest("Message too large", {"limit": "max_message_bytes", "max": limits.max_message_bytes}), None
@@ -310,66 +338,80 @@ class Dispatcher:
         (one well-formed request for an inline handler, params that bind) is handled here;
         everything else, every error included, goes through :meth:`receive` unchanged.
         """
-        limits = self.limits
         n = len(data)
-        if n > limits.max_message_bytes or n > 2 * limits.max_depth and data.count(b"[") + data.count(b"{") > limits.max_depth:
-            return self.receive(data, on_response)  # too large, or it might nest too deep
+        if n > self._small:
+            limits = self._limits
+            if n > limits.max_message_bytes or data.count(b"[") + data.count(b"{") > limits.max_depth:
+                return self.receive(data, on_response)  # too large, or it might nest too deep
         try:
+            # The types of the members are checked by msgspec, in C (see _Request).
             req = _decode_request(data)
-        except Exception:  # not an object of request members only, or malformed: receive() sorts it out
+        except Exception:  # not a request of the usual shape, or malformed: receive() sorts it out
             return self.receive(data, on_response)
-        method = req.method
-        entry = self._methods.get(method) if type(method) is str else None
-        if entry is not None and entry.inline and req.jsonrpc == "2.0":
-            params = req.params
-            tp = type(params)
-            id_ = req.id
-            t = type(id_)
-            if (tp is dict or tp is list or params is _UNSET) and (
-                t is int or t is str or id_ is _UNSET or id_ is None or t is float
-            ):
-                if params is _UNSET:
-                    params = None
-                if id_ is _UNSET:
-                    id_ = _NOTIFICATION
-                binder = entry.binder
-                names = binder.simple_names
-                args: Any = ()
-                kwargs: Any = params
+        method: Any = req.method
+        entry = self._methods.get(method) if method is not _UNSET else None
+        if entry is None or not entry.inline:
+            return self._received(req, on_response)  # a Call to run elsewhere, a response, an error
+        params: Any = req.params
+        tp = type(params)
+        if params is _UNSET:
+            params = None
+        id_: Any = req.id
+        if id_ is _UNSET:
+            id_ = _NOTIFICATION
+        binder = entry.binder
+        args: Any = ()
+        kwargs: Any = params
+        try:
+            # Params that need no checks bind as they are (Binder.bind's shortcuts, inlined);
+            # passed by position when the signature allows: a cheaper call than by name.
+            one = binder.one_name
+            names = binder.simple_names
+            if tp is dict and one is not None and len(params) == 1 and one in params:
+                value = entry.fn(params[one])
+            elif tp is dict and names is not None and len(params) == len(names) and names.issuperset(params):
+                getter = binder.dict_args
+                value = entry.fn(*getter(params)) if getter is not None else entry.fn(**params)
+            elif tp is list and binder.list_min <= len(params) <= binder.list_max:
+                args, kwargs = params, {}
+                value = entry.fn(*params)
+            else:
                 try:
-                    # Params that need no checks bind as they are (Binder.bind's shortcuts, inlined).
-                    if tp is dict and names is not None and len(params) == len(names) and names.issuperset(params):
-                        order = binder.dict_order  # the names in positional order: a cheaper call
-                        if order is None:
-                            value = entry.fn(**params)
-                        elif len(order) == 1:
-                            value = entry.fn(params[order[0]])
-                        else:
-                            value = entry.fn(*[params[k] for k in order])
-                    elif tp is list and binder.list_min <= len(params) <= binder.list_max:
-                        args, kwargs = params, {}
-                        value = entry.fn(*params)
-                    else:
-                        try:
-                            args, kwargs = binder.bind(params)
-                        except RPCError:
-                            return self._prepare(method, params, id_)  # answers the error
-                        value = entry.fn(*args, **kwargs)
-                except (Exception, SystemExit) as exc:
-                    return self.failure(Call(id_, method, entry, tuple(args), dict(kwargs or {}), params), exc)
-                if id_ is _NOTIFICATION:
-                    return None
-                try:
-                    out: bytes = _encode_result(_Result("2.0", value, id_))
-                except Exception:
-                    return self.result(Call(id_, method, entry, tuple(args), dict(kwargs or {}), params), value)
-                t = type(value)
-                # msgspec writes NaN/Infinity as null (see codec.encode): only a reply that
-                # holds null and a value that can hold a float needs the careful way.
-                if t is str or t is int or t is bool or value is None or out.find(b"null") < 0:
-                    return out
-                return self.result(Call(id_, method, entry, tuple(args), dict(kwargs or {}), params), value)
-        return self.receive(data, on_response)
+                    args, kwargs = binder.bind(params)
+                except RPCError:
+                    return self._prepare(method, params, id_)  # answers the error
+                value = entry.fn(*args, **kwargs)
+        except (Exception, SystemExit) as exc:
+            return self.failure(Call(id_, method, entry, tuple(args), dict(kwargs or {}), params), exc)
+        if id_ is _NOTIFICATION:
+            return None
+        try:
+            out: bytes = _encode_result(_Result("2.0", value, id_))
+        except Exception:
+            return self.result(Call(id_, method, entry, tuple(args), dict(kwargs or {}), params), value)
+        t = type(value)
+        # msgspec writes NaN/Infinity as null (see codec.encode): only a reply that
+        # holds null and a value that can hold a float needs the careful way.
+        if t is str or t is int or t is bool or value is None or out.find(b"null") < 0:
+            return out
+        return self.result(Call(id_, method, entry, tuple(args), dict(kwargs or {}), params), value)
+
+    def _received(self, req: _Request, on_response: Callable[[Message | InvalidMessage], None] | None) -> Received:
+        """What :meth:`receive` makes of a message decoded as a :class:`_Request`."""
+        method: Any = req.method
+        if method is _UNSET:  # a response (or an invalid message): classify() tells which
+            obj = {k: v for k in _MEMBERS if (v := getattr(req, k)) is not _UNSET}
+            return self._receive_slow(obj, on_response, None)
+        params = None if req.params is _UNSET else req.params
+        id_ = _NOTIFICATION if req.id is _UNSET else req.id
+        entry = self._methods.get(method)
+        if entry is not None:
+            try:
+                args, kwargs = entry.binder.bind(params)
+            except RPCError:
+                return self._prepare(method, params, id_)  # answers the error
+            return Call(id_, method, entry, args, kwargs, params)
+        return self._prepare(method, params, id_)
 
     def _receive_profiled(self, data: bytes, on_response: Callable[[Message | InvalidMessage], None] | None, profile: Profile) -> Received:
         omit = profile.omit_unreadable_id()

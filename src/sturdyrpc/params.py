@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections.abc
 import inspect
+import operator
 import types
 import typing
 from collections.abc import Callable
@@ -190,7 +191,8 @@ class Binder:
         "no_checks",
         "context_name",
         "simple_names",
-        "dict_order",
+        "one_name",
+        "dict_args",
         "list_min",
         "list_max",
         "_req_prefix",
@@ -212,8 +214,10 @@ class Binder:
         # Shortcuts worked out by finish() (until then: none), read by the dispatcher's hot path.
         #: Not None: an object holding exactly these names binds as it is (no checks to run).
         self.simple_names: frozenset[str] | None = None
-        #: Not None: such an object can be passed by position, its values in this order.
-        self.dict_order: tuple[str, ...] | None = None
+        #: Not None: the handler's only parameter; {one_name: v} binds as the argument v.
+        self.one_name: str | None = None
+        #: Not None: such an object can be passed by position: fn(*dict_args(params)).
+        self.dict_args: Callable[[dict[str, Any]], tuple[Any, ...]] | None = None
         #: An array of list_min..list_max elements binds as it is (no checks to run).
         self.list_min = 1
         self.list_max = 0
@@ -226,7 +230,9 @@ class Binder:
         simple = self.no_checks and not self.has_var_keyword and not self.positional_only
         self.simple_names = frozenset(self.by_name) if simple else None
         order = tuple(name for name, _ in self.positional)
-        self.dict_order = order if simple and order and set(order) == set(self.by_name) else None
+        by_position = simple and set(order) == set(self.by_name)  # no keyword-only parameters
+        self.one_name = order[0] if by_position and len(order) == 1 else None
+        self.dict_args = operator.itemgetter(*order) if by_position and len(order) >= 2 else None
         # Required positionals are a prefix of the positionals (Python's own rule): then
         # "which one is missing" follows from the count given.
         k = 0

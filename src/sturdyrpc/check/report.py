@@ -43,6 +43,7 @@ class ProgressLine:
 
 def print_report(report: Report, stream: IO[str] | None = None, *, verbose: bool = False) -> None:
     """Print the table grouped by area, then each failure and warning in detail, then the summary."""
+    from rich import box
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
@@ -57,22 +58,28 @@ def print_report(report: Report, stream: IO[str] | None = None, *, verbose: bool
     if report.server_info:
         console.print(f"  server: {escape(json.dumps(report.server_info, ensure_ascii=False))}", style="dim")
 
-    table = Table(show_header=True, header_style="bold", show_lines=False, pad_edge=False, expand=False)
+    table = Table(box=box.SIMPLE_HEAD, show_header=True, header_style="bold", show_lines=False, pad_edge=False, expand=False)
     table.add_column("area")
     table.add_column("result")
     table.add_column("level")
     table.add_column("check")
     table.add_column("what it checks / why skipped", overflow="fold")
     order = {a: i for i, a in enumerate(AREAS)}
-    last_area = None
+    by_area: dict[str, list[Outcome]] = {}
     for o in sorted(report.outcomes, key=lambda o: order.get(o.spec.area, 99)):
-        label, style = _STYLE[o.status]
-        area = o.spec.area if o.spec.area != last_area else ""
-        if area and last_area is not None:
+        by_area.setdefault(o.spec.area, []).append(o)
+    for n, (area, items) in enumerate(by_area.items()):
+        if n:
             table.add_section()
-        last_area = o.spec.area
-        text = o.spec.title if o.status is not Status.SKIP else f"{o.spec.title} ({o.detail})"
-        table.add_row(area, f"[{style}]{label}[/]", (o.level or o.spec.level).value, escape(o.spec.id), escape(text))
+        reasons = {o.detail for o in items}
+        if not verbose and len(items) > 1 and all(o.status is Status.SKIP for o in items) and len(reasons) == 1:
+            # A whole area that does not apply (e.g. MCP on a plain JSON-RPC server) is one row.
+            table.add_row(area, "[dim]skip[/]", "", f"{len(items)} checks", escape(reasons.pop()))
+            continue
+        for i, o in enumerate(items):
+            label, style = _STYLE[o.status]
+            text = o.spec.title if o.status is not Status.SKIP else f"{o.spec.title} ({o.detail})"
+            table.add_row(area if i == 0 else "", f"[{style}]{label}[/]", (o.level or o.spec.level).value, escape(o.spec.id), escape(text))
     console.print(table)
 
     problems = [o for o in report.outcomes if o.status in (Status.FAIL, Status.WARN, Status.ERROR)]

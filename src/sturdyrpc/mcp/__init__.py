@@ -21,6 +21,15 @@ from .server import (
 from .stdio import run_mcp_stdio, serve_mcp_stdio
 from .versions import HANDSHAKE_VERSIONS, LATEST, MODERN_VERSIONS, SUPPORTED_VERSIONS
 
+
+def __getattr__(name: str) -> object:
+    # The client is imported on first use, so servers do not pay for it at start-up.
+    if name in ("connect", "MCPClient", "NegotiationFailed"):
+        from . import client
+
+        return getattr(client, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 __all__ = [
     "MCPProfile",
     "UnsupportedProtocolVersion",
@@ -40,4 +49,7 @@ __all__ = [
     "HANDSHAKE_VERSIONS",
     "MODERN_VERSIONS",
     "LATEST",
+    "connect",
+    "MCPClient",
+    "NegotiationFailed",
 ]

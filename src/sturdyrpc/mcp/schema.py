@@ -102,13 +102,17 @@ def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
         return dict(getattr(fn, "__annotations__", {}))
 
 
-def input_schema(fn: Callable[..., Any], skip: Callable[[Any], bool] = lambda h: False) -> dict[str, Any]:
+def input_schema(
+    fn: Callable[..., Any], skip: Callable[[Any], bool] = lambda h: False, hints: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The ``inputSchema`` of a tool: an object with one property per parameter.
 
     Parameters whose hint satisfies ``skip`` (the request context) are left out; parameters
-    without a default are ``required``; unknown properties are not allowed.
+    without a default are ``required``; unknown properties are not allowed. ``hints``: the
+    function's resolved type hints, when the caller has them already.
     """
-    hints = _hints(fn)
+    if hints is None:
+        hints = _hints(fn)
     b = _Builder()
     props: dict[str, Any] = {}
     required: list[str] = []

@@ -33,12 +33,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextvars
-import hashlib
-import hmac
 import inspect
 import logging
+import os
 import re
-import secrets
 import types
 import typing
 import weakref
@@ -48,6 +46,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from .. import codec
+from ..codec import decode as _raw_decode
 from ..dispatch import BatchJob, Call, Context, Dispatcher, MethodEntry
 from ..errors import InvalidParams, InvalidRequest, MethodNotFound, RPCError
 from ..limits import DEFAULT_LIMITS, Limits
@@ -185,13 +184,16 @@ def _is_ctx_hint(hint: Any) -> bool:
     return False
 
 
-def _compile(fn: Callable[..., Any]) -> tuple[Binder, str | None]:
+def _hints_of(fn: Callable[..., Any]) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(fn)
+    except Exception:
+        return {}
+
+
+def _compile(fn: Callable[..., Any], hints: dict[str, Any]) -> tuple[Binder, str | None]:
     """The binder of ``fn`` without its context parameter, and that parameter's name."""
     sig = inspect.signature(fn)
-    try:
-        hints = typing.get_type_hints(fn)
-    except Exception:
-        hints = {}
     ctx_name = next((p.name for p in sig.parameters.values() if _is_ctx_hint(hints.get(p.name, p.annotation))), None)
     if ctx_name is None:
         return compile_binder(fn), None
@@ -211,7 +213,8 @@ class _Callable:
         self.fn = fn
         self.is_async = inspect.iscoroutinefunction(fn)
         self.blocking = (not self.is_async) if blocking is None else (blocking and not self.is_async)
-        self.binder, self.ctx_name = _compile(fn)
+        self.hints = _hints_of(fn)
+        self.binder, self.ctx_name = _compile(fn, self.hints)
 
     async def call(self, arguments: dict[str, Any], ctx: MCPContext) -> Any:
         args, kwargs = self.binder.bind(arguments)
@@ -251,11 +254,8 @@ class Tool(_Callable):
         self.annotations = annotations
         self.meta = meta
         self.explicit_schema = schema is not None
-        self.input_schema = schema if schema is not None else {"$schema": DIALECT, **input_schema(fn, _is_ctx_hint)}
-        try:
-            ret = typing.get_type_hints(fn).get("return", inspect.Parameter.empty)
-        except Exception:
-            ret = inspect.Parameter.empty
+        self.input_schema = schema if schema is not None else {"$schema": DIALECT, **input_schema(fn, _is_ctx_hint, self.hints)}
+        ret = self.hints.get("return", inspect.Parameter.empty)
         declared = ret is not inspect.Parameter.empty and ret is not None and ret is not type(None) and ret is not Any and ret is not ToolResult
         if structured is None:
             structured = declared
@@ -280,6 +280,13 @@ class Tool(_Callable):
         return d
 
     def result(self, value: Any, rules: VersionRules) -> dict[str, Any]:
+        t = type(value)
+        if self.wrap and (t is str or t is int):  # the common case, spelled out
+            d: dict[str, Any] = {"content": [{"type": "text", "text": value if t is str else str(value)}]}
+            if rules.structured_output:
+                d["structuredContent"] = {"result": value}
+            d["isError"] = False
+            return d
         if isinstance(value, ToolResult):
             d = value.to_dict()
         elif self.output_schema is not None:
@@ -361,11 +368,7 @@ class Prompt(_Callable):
         self.name = name
         self.description = description if description is not None else inspect.getdoc(fn)
         self.title = title
-        hints = {}
-        try:
-            hints = typing.get_type_hints(fn)
-        except Exception:
-            pass
+        hints = self.hints
         self.arguments: list[dict[str, Any]] = []
         for p in inspect.signature(fn).parameters.values():
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or _is_ctx_hint(hints.get(p.name)):
@@ -708,7 +711,7 @@ class MCPServer:
         #: Called with the session when the client says its roots changed.
         self.on_roots_changed: Callable[[Session], Awaitable[None] | None] | None = None
         self._sessions: weakref.WeakKeyDictionary[Peer, Session] = weakref.WeakKeyDictionary()
-        self._state_key = secrets.token_bytes(32)
+        self._state_key = os.urandom(32)
         self.dispatcher: Dispatcher = _MCPDispatcher(self, limits, log)
         self._register_protocol()
 
@@ -829,35 +832,84 @@ class MCPServer:
         return peer
 
     def fast_reply(self, frame: bytes, peer: Peer) -> bytes | None:
-        """Answer ``frame`` at once if it is a ``tools/call`` of an inline tool on ``peer``'s
-        negotiated session, else None (the frame then goes to the peer as usual).
+        """Answer ``frame`` at once if it is a well-formed ``tools/call`` of an inline tool on
+        ``peer``'s negotiated session, else None (see :meth:`fast_path`)."""
+        return self.fast_path(peer)(frame)
 
-        For transports that can answer on the reader's turn (stdio): it skips the peer's
-        queues but applies the same rules (the profile's checks, a duplicate of an id still
-        running goes the normal way and is refused there) and builds the same reply.
+    def fast_path(self, peer: Peer) -> Callable[[bytes], bytes | None]:
+        """``answer(frame) -> reply | None`` for ``peer`` (made by :meth:`create_peer`).
+
+        For transports that can answer on the reader's turn (stdio): a well-formed
+        ``tools/call`` of an inline tool on the negotiated session is answered at once,
+        skipping the peer's queues but not the rules: the same checks run (ids, params, the
+        2026-07-28 envelope, a duplicate of an id still running), anything unusual or wrong
+        returns None and takes the normal path (which answers it), and the reply is the one
+        the normal path would build.
         """
-        session = getattr(peer, "mcp_session", None)
+        session: Session | None = getattr(peer, "mcp_session", None)
         d = self.dispatcher
-        if session is None or not isinstance(d, _MCPDispatcher) or peer.is_closing:
-            return None
+        if session is None or not isinstance(d, _MCPDispatcher) or d.inline_call is None:
+            return lambda frame: None
+        inline_entry: MethodEntry = d.inline_call
         profile = session.profile
-        if profile.era is None or len(frame) > d.limits.max_message_bytes:
-            return None
-        call = d._fast_tool_call(frame, profile)
-        if call is None:
-            return None
-        if peer.incoming_in_flight:
-            id_ = call.id
-            if any(type(r) is type(id_) and r == id_ for r in peer.running_ids()):
+        tools = self.tools
+        max_bytes = d.limits.max_message_bytes
+        max_depth = d.limits.max_depth
+        short = 2 * max_depth  # valid JSON of n bytes nests at most n // 2 deep
+        finish = self._finish
+        encode = codec.encode
+
+        def answer(frame: bytes) -> bytes | None:
+            era = profile.era
+            n = len(frame)
+            if era is None or n > max_bytes or peer.is_closing:
                 return None
-        token = _SESSION.set(session)
-        try:
-            value = self._tools_call_inline(**call.params)
-        except Exception as exc:
-            return d.failure(call, exc)
-        finally:
-            _SESSION.reset(token)
-        return d.result(call, value)
+            try:
+                obj = _raw_decode(frame) if n <= short else codec.decode_bounded(frame, max_depth)
+            except Exception:
+                return None
+            if type(obj) is not dict or obj.get("method") != "tools/call" or obj.get("jsonrpc") != "2.0":
+                return None
+            id_ = obj.get("id")
+            params = obj.get("params")
+            if not (type(id_) is int or type(id_) is str) or type(params) is not dict:
+                return None
+            name = params.get("name")
+            tool = tools.get(name) if type(name) is str else None
+            if tool is None or not tool.inline or "requestState" in params or "inputResponses" in params:
+                return None
+            if era == "handshake":
+                rules = profile.rules  # a handshake-era session takes tools/call once initialized
+                if rules is None:
+                    return None
+            else:
+                if profile.check_request("tools/call", params, id_, False) is not None:
+                    return None
+                rules = self._rules_of(session, params)
+            arguments = params.get("arguments")
+            if arguments is None:
+                arguments = {}
+            elif type(arguments) is not dict:
+                return None
+            if peer.incoming_in_flight and any(type(r) is type(id_) and r == id_ for r in peer.running_ids()):
+                return None
+            try:
+                args, kwargs = tool.binder.bind(arguments)
+            except InvalidParams:
+                return None
+            try:
+                value = tool.fn(*args, **kwargs)
+                result = finish(rules, tool.result(value, rules))
+            except RPCError as exc:
+                return d.failure(Call(id_, "tools/call", inline_entry, (), params, params), exc)
+            except (Exception, SystemExit) as exc:
+                result = self._tool_failed(rules, tool.name, exc)
+            try:
+                return encode({"jsonrpc": "2.0", "result": result, "id": id_})
+            except Exception:  # NaN, unencodable: the dispatcher's careful way
+                return d.result(Call(id_, "tools/call", inline_entry, (), params, params), result)
+
+        return answer
 
     async def serve(self, transport: MessageTransport, *, name: str = "mcp-server") -> None:
         """Serve one session on ``transport`` until the other side closes it."""
@@ -1063,7 +1115,7 @@ class MCPServer:
     def _tool_failed(self, rules: VersionRules, name: str, exc: BaseException) -> dict[str, Any]:
         if isinstance(exc, ToolError):
             return self._finish(rules, {"content": [text_content(exc.message)], "isError": True})
-        incident = secrets.token_hex(4)
+        incident = os.urandom(4).hex()
         log.error("incident %s: tool %r raised", incident, name, exc_info=exc)
         text = f"The tool failed with an internal error (incident {incident})."
         return self._finish(rules, {"content": [text_content(text)], "isError": True})
@@ -1107,7 +1159,10 @@ class MCPServer:
     # -- multi round-trip requests (2026-07-28)
 
     def _sign(self, method: str, name: str) -> str:
-        nonce = secrets.token_hex(8)
+        import hashlib  # imported here: only 2026-07-28 input requests need them (start-up time)
+        import hmac
+
+        nonce = os.urandom(8).hex()
         payload = f"{method}\n{name}\n{nonce}"
         mac = hmac.new(self._state_key, payload.encode(), hashlib.sha256).hexdigest()[:32]
         return base64.urlsafe_b64encode(f"{payload}\n{mac}".encode()).decode().rstrip("=")
@@ -1121,6 +1176,9 @@ class MCPServer:
             m, n, nonce, mac = raw.split("\n")
         except Exception:
             raise InvalidParams("Invalid params: invalid requestState", {"param": "requestState"}) from None
+        import hashlib
+        import hmac
+
         good = hmac.new(self._state_key, f"{m}\n{n}\n{nonce}".encode(), hashlib.sha256).hexdigest()[:32]
         if not hmac.compare_digest(good, mac) or m != method or n != name:
             raise InvalidParams("Invalid params: invalid requestState", {"param": "requestState"})

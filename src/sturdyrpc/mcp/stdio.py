@@ -8,7 +8,6 @@ or on SIGTERM/SIGINT.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import signal
 from collections.abc import Callable
@@ -97,7 +96,7 @@ async def serve_mcp_stdio(server: MCPServer, *, stdin_fd: int = 0, stdout_fd: in
     """Serve ``server`` on this process's stdin/stdout until stdin ends."""
     transport = CoalescingTransport(await stdio_transport("line", stdin_fd=stdin_fd, stdout_fd=stdout_fd, protect_stdout=protect_stdout))
     peer = server.create_peer(transport, name="mcp-stdio")
-    transport.intercept = functools.partial(server.fast_reply, peer=peer)
+    transport.intercept = server.fast_path(peer)
     async with peer:
         await peer.wait_closed()
 

@@ -6,8 +6,6 @@ asks "does the negotiated version have X?" instead of comparing date strings.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 __all__ = [
     "VersionRules",
     "RULES",
@@ -32,9 +30,13 @@ META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
 
 
-@dataclass(frozen=True)
 class VersionRules:
-    """The rules of one MCP protocol version (see ``reference/mcp-rules.md``)."""
+    """The rules of one MCP protocol version (see ``reference/mcp-rules.md``); read-only by convention."""
+
+    __slots__ = (
+        "version", "batches", "omit_unreadable_id", "stateless", "ping", "server_requests", "elicitation", "result_type",
+        "resource_not_found", "progress_message", "structured_output", "audio", "validation_as_tool_error", "set_level", "icons",
+    )
 
     version: str
     #: Arrays are served as batches (2025-03-26 only); elsewhere ONE -32600 and nothing runs.
@@ -65,6 +67,13 @@ class VersionRules:
     set_level: bool
     #: ``icons`` fields exist.
     icons: bool
+
+    def __init__(self, **flags: object) -> None:
+        for name in self.__slots__:
+            setattr(self, name, flags[name])
+
+    def __repr__(self) -> str:
+        return f"VersionRules({self.version!r})"
 
 
 def _rules(version: str) -> VersionRules:

@@ -298,7 +298,13 @@ class StreamableHTTPApp:
                     conn.waiter = fut
                     if not started:
                         _header_timer.add(fut)
-                    await fut
+                        await fut
+                    else:
+                        # A quiet open stream gets an SSE comment now and then, so that proxies and
+                        # clients with idle-read timeouts do not take it for dead.
+                        ping = loop.call_later(KEEPALIVE_INTERVAL, conn.put, b":\n\n")
+                        await fut
+                        ping.cancel()
                 if conn.closed:
                     return False
                 chunk = pending + conn.take() if conn.chunks else pending
@@ -491,11 +497,28 @@ class StreamableHTTPApp:
             await send({"type": "http.response.body", "body": sse_event(data), "more_body": True})
 
         task = asyncio.ensure_future(self.modern(body, emit))
-        await _until_done_or_gone(task, receive)
-        if not task.done():
-            task.cancel()  # 2026-07-28: closing the response stream IS the cancellation
-            return
-        reply = task.result()
+        done, _ = await asyncio.wait((task,), timeout=HEADER_DELAY)
+        if not done:
+            # A slow request: watch for the client leaving, and keep a quiet stream alive.
+            gone = asyncio.ensure_future(_wait_disconnect(receive))
+            try:
+                while not task.done():
+                    await asyncio.wait((task, gone), timeout=KEEPALIVE_INTERVAL, return_when=asyncio.FIRST_COMPLETED)
+                    if gone.done():
+                        task.cancel()  # 2026-07-28: closing the response stream IS the cancellation
+                        return
+                    if not task.done() and sse_ok:
+                        if not started:
+                            started = True
+                            await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+                        await send({"type": "http.response.body", "body": b":\n\n", "more_body": True})
+            finally:
+                gone.cancel()
+        try:
+            reply = task.result()
+        except Exception:
+            log.exception("2026-07-28 request failed in the server")
+            reply = codec.encode({"jsonrpc": "2.0", "id": id_, "error": {"code": -32603, "message": "Internal error"}})
         if started:
             if reply is not None:
                 await send({"type": "http.response.body", "body": sse_event(reply), "more_body": True})
@@ -571,6 +594,9 @@ def _kind(m: Any) -> str | None:
         return "response"
     return None
 
+
+#: Seconds of silence after which an open SSE stream gets a comment line (keep-alive).
+KEEPALIVE_INTERVAL = 15.0
 
 #: How long an SSE response may wait for its first event before the headers go out alone
 #: (between one and two ticks of this length).

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Run `sturdyrpc check` against the demo servers and show the reports (part of `make demo`).
+# Usage: scripts/check_demo.sh [PYTHON]   (default: .venv/bin/python)
+# Exit code: non-zero when a MUST-level check fails on either demo server.
+set -u
+cd "$(dirname "$0")/.."
+PY="${1:-.venv/bin/python}"
+REPORTS="${STURDYRPC_CHECK_REPORTS:-.cache/check}"
+mkdir -p "$REPORTS"
+status=0
+
+echo "== sturdyrpc check -- sturdyrpc demo"
+"$PY" -m sturdyrpc check --no-mcp --echo-method echo --slow sleep --leak-probe fail \
+    --json "$REPORTS/demo.json" --junit "$REPORTS/demo.xml" -- "$PY" -m sturdyrpc demo || status=1
+
+# Until the MCP demo exists, `demo --mcp` exits 2 at once; a working one exits 0 on EOF.
+: | timeout 20 "$PY" -m sturdyrpc demo --mcp >/dev/null 2>&1
+if [ $? -ne 2 ]; then
+    echo
+    echo "== sturdyrpc check --mcp -- sturdyrpc demo --mcp"
+    "$PY" -m sturdyrpc check --mcp --slow slow --leak-probe fail --call-tools echo,add,fail \
+        --json "$REPORTS/demo-mcp.json" --junit "$REPORTS/demo-mcp.xml" -- "$PY" -m sturdyrpc demo --mcp || status=1
+else
+    echo
+    echo "(sturdyrpc demo --mcp is not available yet: MCP checks skipped)"
+fi
+echo
+echo "reports: $REPORTS/demo*.json, $REPORTS/demo*.xml"
+exit $status
