@@ -77,7 +77,7 @@ def _cases() -> dict[str, tuple[Callable[[], Any], int]]:
         pass
 
     try:
-        from jsonrpc import Dispatcher as JDispatcher
+        from jsonrpc import Dispatcher as JDispatcher  # type: ignore[import-untyped]
         from jsonrpc import JSONRPCResponseManager
 
         jd = JDispatcher()

@@ -25,7 +25,6 @@ Run alone: ``.venv/bin/python bench/bench_stdio.py [n_requests]``.
 from __future__ import annotations
 
 import os
-import selectors
 import shutil
 import statistics
 import subprocess
@@ -220,7 +219,7 @@ def main(n: int = N_REQUESTS, rounds: int = ROUNDS) -> dict[str, Any]:
     st_bare = startup(cmds["bare loop"], runs=5)  # the floor: Python + msgspec, no asyncio
 
     def med(name: str, key: str) -> float:
-        return statistics.median(r[key] for r in results[name])
+        return float(statistics.median(r[key] for r in results[name]))
 
     def rng(name: str, key: str, fmt: str) -> str:
         vals = [r[key] for r in results[name]]

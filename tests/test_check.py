@@ -207,9 +207,9 @@ def test_cli_usage_errors() -> None:
 
 def test_a_server_that_never_answers_cannot_hang_the_checker() -> None:
     """`cat > /dev/null` reads everything and answers nothing: every check must end on its timeout."""
-    report = run_checks(Config(["sh", "-c", "cat > /dev/null"], timeout=0.5, mcp=False), areas=["ids", "lifecycle"])
-    assert report.failed >= 8
-    assert report.duration < 60
+    report = run_checks(Config(["sh", "-c", "cat > /dev/null"], timeout=0.5, mcp=False), areas=["ids"])
+    assert report.failed == len(report.outcomes) - report.count(Status.SKIP) >= 8
+    assert report.duration < 30
 
 
 # -- real libraries (docs/CHECK_FINDINGS.md) ---------------------------------------------------

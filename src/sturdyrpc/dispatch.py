@@ -540,7 +540,13 @@ class Dispatcher:
             call.job.add_answer(self._result_dict(call, value))
             return None
         try:
-            return _encode({"jsonrpc": "2.0", "result": value, "id": id_})
+            out: bytes = _encode_result(_Result("2.0", value, id_))
+            # As codec.encode: msgspec writes NaN/Infinity as null, so a reply holding null
+            # is checked (unless the value is a scalar that cannot hide one).
+            t = type(value)
+            if not (t is str or t is int or t is bool or value is None) and out.find(b"null") >= 0 and codec._has_non_finite(value):
+                raise codec.NonFiniteFloat("value holds NaN or Infinity")
+            return out
         except (codec.NonFiniteFloat, TypeError, ValueError, OverflowError) as exc:
             return self._error_bytes(self._internal(call, exc, "result could not be encoded as JSON"), id_)
 

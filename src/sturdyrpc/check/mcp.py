@@ -18,7 +18,7 @@ def detect(cfg: Config, report: Report) -> None:
     offer = cfg.protocol if cfg.protocol in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[-1]
     session = Session(cfg, handshake=False)
     try:
-        wait = max(cfg.timeout, STARTUP_TIMEOUT)
+        wait = max(cfg.timeout, cfg.startup_timeout)
         t0 = time.monotonic()
         session.send({"jsonrpc": "2.0", "id": "detect-discover", "method": "server/discover", "params": {"_meta": modern_meta()}})
         reply, _ = session.wait_for(lambda v: type(v) is dict and same_id(v.get("id"), "detect-discover"), wait)
@@ -46,6 +46,8 @@ def detect(cfg: Config, report: Report) -> None:
                 cfg.capabilities = result["capabilities"]
     finally:
         session.close()
+    if reply is None and init is None:
+        cfg.startup_timeout = cfg.timeout  # it answered nothing at all: do not wait long again
     found = bool(cfg.discover_versions or cfg.handshake_versions)
     cfg.is_mcp = found or cfg.mcp is True
     if not cfg.is_mcp:

@@ -67,6 +67,7 @@ class Config:
     capabilities: dict[str, Any] = field(default_factory=dict)
     tools: list[dict[str, Any]] | None = None
     startup_seconds: float = 0.0  # how long detection waited for the first reply
+    startup_timeout: float = STARTUP_TIMEOUT  # lowered once the server has failed to answer a first request
 
     @property
     def modern(self) -> bool:
@@ -334,18 +335,22 @@ class Session:
 
     def _ready(self) -> None:
         msg = self.request(SENTINEL_METHOD, id="ready-1")
-        self.send(msg, timeout=STARTUP_TIMEOUT)
-        reply, _ = self.wait_for(lambda v: type(v) is dict and v.get("id") == "ready-1", max(self.cfg.timeout, STARTUP_TIMEOUT))
+        wait = max(self.cfg.timeout, self.cfg.startup_timeout)
+        self.send(msg, timeout=wait)
+        reply, _ = self.wait_for(lambda v: type(v) is dict and v.get("id") == "ready-1", wait)
         if reply is None:
             self.spoiled = True
-            raise CheckFailed(f"setup: the server did not answer a first request within {STARTUP_TIMEOUT:.0f}s{self.exit_note()}")
+            # A server that never answers must not cost the full startup allowance per check.
+            self.cfg.startup_timeout = self.cfg.timeout
+            raise CheckFailed(f"setup: the server did not answer a first request within {wait:.0f}s{self.exit_note()}")
         self._sentinels.add("ready-1")
 
     def _handshake(self) -> None:
         version = self.cfg.version or HANDSHAKE_VERSIONS[-1]
-        reply = self.initialize(version, timeout=max(self.cfg.timeout, STARTUP_TIMEOUT))
+        reply = self.initialize(version, timeout=max(self.cfg.timeout, self.cfg.startup_timeout))
         if reply is None or type(reply.get("result")) is not dict:
             self.spoiled = True
+            self.cfg.startup_timeout = self.cfg.timeout
             raise CheckFailed(f"setup: MCP initialize got no usable reply: {trim(_encode(reply)) if reply else 'silence'}{self.exit_note()}")
         self.initialize_result = reply["result"]
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
