@@ -207,7 +207,7 @@ def test_cli_usage_errors() -> None:
 
 def test_a_server_that_never_answers_cannot_hang_the_checker() -> None:
     """`cat > /dev/null` reads everything and answers nothing: every check must end on its timeout."""
-    report = run_checks(Config(["sh", "-c", "cat > /dev/null"], timeout=0.5, mcp=False), areas=["ids"])
+    report = run_checks(Config(["sh", "-c", "cat > /dev/null"], timeout=0.5, mcp=False, startup_timeout=2.0), areas=["ids"])
     assert report.failed == len(report.outcomes) - report.count(Status.SKIP) >= 8
     assert report.duration < 30
 

@@ -240,6 +240,7 @@ class Peer:
         name: str = "peer",
         close_deadline: float = 5.0,
         max_held: int = 1024,
+        on_enqueue: Callable[[bytes], None] | None = None,
     ) -> None:
         if max_outgoing < 1:
             raise ValueError("max_outgoing must be at least 1")
@@ -251,6 +252,10 @@ class Peer:
         self.max_outgoing = max_outgoing
         self.context_class = context_class
         self.name = name
+        #: Called with each outgoing message as it is queued, in the sending task's context (where
+        #: ``runner.current_call`` still names the request being handled; the writer task cannot
+        #: see it). Streamable HTTP uses it to put a request's notifications on that request's stream.
+        self.on_enqueue = on_enqueue
         #: Deadline used when the other side closes and running handlers are drained.
         self.close_deadline = close_deadline
         self.stats: dict[str, int] = {
@@ -760,6 +765,8 @@ class Peer:
         """Queue one message for the writer (sync: the runner calls it from callbacks)."""
         if self._writer is None or self._writer.done():
             return  # closed: nothing can be sent any more
+        if self.on_enqueue is not None:
+            self.on_enqueue(data)
         self._outq.append(data)
         self._out_bytes += len(data)
         w = self._writer_wake

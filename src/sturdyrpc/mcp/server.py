@@ -879,7 +879,8 @@ class MCPServer:
             if tool is None or not tool.inline or "requestState" in params or "inputResponses" in params:
                 return None
             if era == "handshake":
-                rules = profile.rules  # a handshake-era session takes tools/call once initialized
+                # a handshake-era session takes tools/call once initialized
+                rules = RULES.get(profile.version) if profile.version is not None else None
                 if rules is None:
                     return None
             else:

@@ -24,13 +24,7 @@ def tag_outgoing(peer: Peer, pipe: SessionPipe) -> None:
     is no longer visible; tagging at queue time keeps which request a notification or a
     server-to-client request belongs to, so it goes out on that request's SSE stream.
     """
-    enqueue = peer._enqueue
-
-    def tagged(data: bytes) -> None:
-        note_outgoing(pipe, data)
-        enqueue(data)
-
-    peer._enqueue = tagged  # type: ignore[method-assign]
+    peer.on_enqueue = lambda data: note_outgoing(pipe, data)
 
 
 def mcp_http_app(server: MCPServer, **options: Any) -> StreamableHTTPApp:
