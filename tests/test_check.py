@@ -91,13 +91,17 @@ def test_zoo_server_flagged_for_exactly_its_bug(script: str, areas: list[str], e
 MCP_OPTS = {"slow": "sleep", "leak_probe": "fail", "call_tools": {"*"}}
 
 
-@pytest.mark.parametrize("version", ["2025-11-25", "2025-03-26"])
+@pytest.mark.parametrize("version", ["2026-07-28", "2025-11-25", "2025-03-26"])
 def test_mcp_reference_server_passes_everything(version: str) -> None:
     report = run_checks(Config([PY, str(ZOO / "mcp_reference.py")], protocol=version, **MCP_OPTS))  # type: ignore[arg-type]
     assert report.mcp and report.protocol == version
     assert not_passed(report) == {}, describe(report)
     ran = {o.spec.id for o in report.outcomes if o.status is Status.PASS}
-    assert {"mcp.initialize", "mcp.version-negotiation", "mcp.cancel", "mcp.progress", "mcp.batch", "mcp.id-null"} <= ran
+    assert {"mcp.cancel", "mcp.progress", "mcp.batch", "mcp.id-null", "mcp.call-tools", "mcp.tool-fail-no-leak"} <= ran
+    if version == "2026-07-28":
+        assert {"mcp.discover", "mcp.meta-required", "mcp.unsupported-version", "mcp.result-type", "mcp.error-codes"} <= ran
+    else:
+        assert {"mcp.initialize", "mcp.version-negotiation", "mcp.before-initialize", "mcp.ping"} <= ran
     if version == "2025-03-26":
         assert "batches.mixed" in ran  # 2025-03-26 has JSON-RPC batches
     else:
@@ -111,9 +115,15 @@ def test_mcp_answering_a_cancelled_request_is_flagged() -> None:
     assert "Request cancelled" in o.detail
 
 
+def test_mcp_result_without_result_type_is_flagged() -> None:
+    report = run_checks(Config([PY, str(ZOO / "mcp_no_result_type.py")], **MCP_OPTS), areas=["mcp"])  # type: ignore[arg-type]
+    assert report.protocol == "2026-07-28"
+    assert not_passed(report) == {"mcp.result-type": "fail", "mcp.call-tools": "fail"}, describe(report)
+
+
 def test_every_zoo_server_is_covered() -> None:
     scripts = {p.name for p in ZOO.glob("*.py")} - {"reference.py"}
-    covered = {c[0] for c in ZOO_CASES} | {"mcp_reference.py", "mcp_answers_cancelled.py"}
+    covered = {c[0] for c in ZOO_CASES} | {"mcp_reference.py", "mcp_answers_cancelled.py", "mcp_no_result_type.py"}
     assert scripts <= covered, scripts - covered
 
 
@@ -145,6 +155,12 @@ def test_check_ids_are_unique_and_described() -> None:
         assert re.fullmatch(r"[a-z]+\.[a-z0-9-]+", c.spec.id), c.spec.id
         assert c.spec.id.split(".")[0] == c.spec.area
         assert c.spec.title and c.spec.rule and c.spec.hint
+
+
+def test_docs_list_every_check() -> None:
+    doc = (ROOT / "docs" / "CHECK.md").read_text()
+    listed = set(re.findall(r"^\| `([a-z]+\.[a-z0-9-]+)` \|", doc, re.M))
+    assert listed == {c.spec.id for c in all_checks()}
 
 
 # -- the command line --------------------------------------------------------------------------

@@ -451,3 +451,39 @@ def test_stdio_fast_path_keeps_the_rules(spawn: Any) -> None:
     assert got == set(range(100, 100 + n))
     p.close_stdin()
     assert p.wait(10) == 0
+
+
+def test_stdio_client_that_does_not_read_is_held_back() -> None:
+    """A client that writes requests but does not read replies: the server stops reading (the
+    pipes fill up) instead of buffering without bound; then everything is answered."""
+    import os
+    import subprocess
+    import sys
+    import threading
+
+    n = 60_000
+    proc = subprocess.Popen([sys.executable, "-m", "sturdyrpc", "demo", "--mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        init = b'{"jsonrpc":"2.0","id":"i","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}\n'
+        proc.stdin.write(init)
+        assert b'"protocolVersion"' in proc.stdout.readline()
+        reqs = b"".join(b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"%s"}}}\n' % (i, b"x" * 50) for i in range(n))
+        writer = threading.Thread(target=lambda: proc.stdin.write(reqs), daemon=True)  # type: ignore[union-attr]
+        writer.start()
+        time.sleep(1.5)  # we read nothing meanwhile
+        with open(f"/proc/{proc.pid}/status") as f:
+            rss_kib = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+        assert rss_kib < 60 * 1024, f"server RSS {rss_kib} KiB while its client does not read"
+        assert writer.is_alive(), "the server swallowed everything: nothing held the writer back"
+        got = 0
+        buf = b""
+        while got < n:
+            data = os.read(proc.stdout.fileno(), 1 << 16)
+            assert data, "server closed stdout early"
+            buf += data
+            got += data.count(b"\n")
+        writer.join(10)
+    finally:
+        proc.kill()
+        proc.wait(5)

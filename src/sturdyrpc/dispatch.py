@@ -204,6 +204,8 @@ class Dispatcher:
 
     def __init__(self, limits: Limits = DEFAULT_LIMITS, *, logger: logging.Logger | None = None) -> None:
         self._small = 0  # messages up to this size need no size or depth check (set with limits)
+        # A subclass that overrides receive() keeps the last word: receive_and_run() defers to it.
+        self._own_receive = type(self).receive is Dispatcher.receive
         self.limits = limits
         self.log = logger or log
         self._methods: dict[str, MethodEntry] = {}
@@ -338,6 +340,11 @@ class Dispatcher:
         (one well-formed request for an inline handler, params that bind) is handled here;
         everything else, every error included, goes through :meth:`receive` unchanged.
         """
+        if not self._own_receive:
+            todo = self.receive(data, on_response)
+            if type(todo) is Call and todo.entry.inline:
+                return self.run_inline(todo)
+            return todo
         n = len(data)
         if n > self._small:
             limits = self._limits

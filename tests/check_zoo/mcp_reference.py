@@ -1,5 +1,6 @@
 """A correct MCP stdio server (standard library only, on top of reference.py): versions
-2025-03-26, 2025-06-18 and 2025-11-25. ``sturdyrpc check --mcp`` must pass it.
+2025-03-26, 2025-06-18 and 2025-11-25 (initialize handshake) and 2026-07-28 (``_meta`` on
+every request, ``server/discover``). ``sturdyrpc check --mcp`` must pass it.
 
 Tools: ``echo`` {text}, ``sleep`` {seconds} (progress every 0.1 s, stops on cancel) and
 ``fail`` (an isError result with a generic message and an incident id, details on stderr).
@@ -15,6 +16,9 @@ from typing import Any
 from reference import Invalid, Server
 
 VERSIONS = ("2025-03-26", "2025-06-18", "2025-11-25")
+MODERN = "2026-07-28"
+PV, CAPS = "io.modelcontextprotocol/protocolVersion", "io.modelcontextprotocol/clientCapabilities"
+SERVER_INFO = {"name": "zoo-mcp-reference", "version": "1.0"}
 
 TOOLS = [
     {"name": "echo", "description": "Return the text.", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}},
@@ -59,23 +63,50 @@ class MCPServer(Server):
         id = msg["id"]
         if not isinstance(params, dict):
             return self.error(-32602, "Invalid params: params must be an object", id)
+        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+        if method == "server/discover" or PV in meta:
+            return self.handle_modern(id, method, params, meta)
         if method == "initialize":
             asked = params.get("protocolVersion")
             self.version = asked if asked in VERSIONS else VERSIONS[-1]
             return self.ok(id, {
                 "protocolVersion": self.version,
                 "capabilities": {"tools": {"listChanged": False}},
-                "serverInfo": {"name": "zoo-mcp-reference", "version": "1.0"},
+                "serverInfo": SERVER_INFO,
             })
         if method == "ping":
             return self.ok(id, {})
         if self.version is None:
-            return self.error(-32600, "Invalid Request: server not initialized", id)
+            # Neither initialized nor a 2026-07-28 request (which must carry _meta).
+            return self.error(-32602, "Invalid params: initialize first, or send params._meta (2026-07-28)", id)
         if method == "tools/list":
             return self.ok(id, {"tools": TOOLS})
         if method == "tools/call":
             return self.call_tool(id, params)
         return self.error(-32601, "Method not found", id)
+
+    def handle_modern(self, id: Any, method: str, params: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any] | None:
+        if not isinstance(meta.get(PV), str) or not isinstance(meta.get(CAPS), dict):
+            return self.error(-32602, f"Invalid params: _meta must carry {PV} and {CAPS}", id)
+        if meta[PV] != MODERN:
+            return {"jsonrpc": "2.0", "id": id, "error": {
+                "code": -32022, "message": "Unsupported protocol version",
+                "data": {"supported": [MODERN, *VERSIONS], "requested": meta[PV]}}}
+        if method == "server/discover":
+            reply = self.ok(id, {"supportedVersions": [MODERN, *VERSIONS], "capabilities": {"tools": {}}})
+        elif method == "tools/list":
+            reply = self.ok(id, {"tools": TOOLS})
+        elif method == "tools/call":
+            reply = self.call_tool(id, params)
+        else:
+            return self.error(-32601, "Method not found", id)
+        if reply is not None and "result" in reply:
+            self.finish_modern(reply["result"])
+        return reply
+
+    def finish_modern(self, result: dict[str, Any]) -> None:
+        result["resultType"] = "complete"
+        result.setdefault("_meta", {})["io.modelcontextprotocol/serverInfo"] = SERVER_INFO
 
     def ok(self, id: Any, result: Any) -> dict[str, Any]:
         return {"jsonrpc": "2.0", "id": id, "result": result}

@@ -107,10 +107,14 @@ class Session:
         # A first request, with a generous timeout, so that slow startup (imports, a busy
         # machine) is not blamed on the first check. Checks that must see an untouched
         # server (handshake=False) wait for it themselves.
-        if handshake and cfg.is_mcp and not cfg.modern:
-            self._handshake()
-        elif handshake:
-            self._ready()
+        try:
+            if handshake and cfg.is_mcp and not cfg.modern:
+                self._handshake()
+            elif handshake:
+                self._ready()
+        except BaseException:
+            self.proc.stop()  # the caller never gets the session, so it cannot close it
+            raise
         self.mark()
 
     # -- windows (what the report shows for a check) ----------------------------------------
