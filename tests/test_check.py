@@ -217,6 +217,8 @@ def test_cli_usage_errors() -> None:
     assert no_cmd.returncode == 2 and "--" in no_cmd.stderr
     url = sturdyrpc("check", "--url", "http://127.0.0.1:9/mcp")
     assert url.returncode == 2 and "not available yet" in url.stderr
+    typo = sturdyrpc("check", "--area", "idz", "--", *DEMO)
+    assert typo.returncode == 2 and "idz" in typo.stderr
     missing = sturdyrpc("check", "--", "/nonexistent/server-binary")
     assert missing.returncode == 2 and "cannot start" in missing.stderr
 

@@ -168,7 +168,7 @@ BAD = [
     ("greet", [5], "name"),
     ("greet", {}, "name"),
     ("posonly", {"a": 1}, "a"),  # positional-only by name
-    ("varargs", ["a", 1, "x"], "#2"),
+    ("varargs", ["a", 1, "x"], "rest[1]"),
     ("varargs", [], "first"),
     ("kwargs", {"a": 1, "x": 5}, "x"),  # **extra: str
     ("kwonly", [True], "too many"),  # keyword-only cannot come from an array

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from . import jsonrpc, mcp
+from . import jsonrpc, mcp, robustness
 from .driver import Frame
 from .model import AREAS, Check, CheckFailed, CheckSkipped, Level, Outcome, Report, Status
 from .rules import REGISTRY
@@ -30,7 +30,7 @@ Progress = Callable[[int, int, str], None]
 def all_checks() -> list[Check]:
     """Every registered check, in report order (by area, then definition order)."""
     order = {a: i for i, a in enumerate(AREAS)}
-    _ = (jsonrpc, mcp)  # importing them registers their checks
+    _ = (jsonrpc, robustness, mcp)  # importing them registers their checks
     return sorted(REGISTRY, key=lambda c: order.get(c.spec.area, len(order)))
 
 
@@ -202,7 +202,7 @@ def _run_stdout_check(run: _Run, c: Check) -> None:
     run.collect_frames(session, 0, "startup")
     outcome = run.run_one(c, session)
     session.close()
-    verdict = jsonrpc.stdout_verdict(run.frames)
+    verdict = robustness.stdout_verdict(run.frames)
     outcome.duration = time.monotonic() - t0
     if outcome.status is Status.ERROR and "checker error" in outcome.detail:
         pass

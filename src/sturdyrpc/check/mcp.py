@@ -7,7 +7,7 @@ from typing import Any
 
 from .model import CheckFailed, CheckSkipped, Level, Report
 from .rules import ANY, NULL, check, expect_error, expect_id, expect_result, leaks, show
-from .session import HANDSHAKE_VERSIONS, KNOWN_VERSIONS, MODERN_VERSION, STARTUP_TIMEOUT, Config, Session, modern_meta, same_id
+from .session import HANDSHAKE_VERSIONS, KNOWN_VERSIONS, MODERN_VERSION, Config, Session, modern_meta, same_id
 
 __all__ = ["detect"]
 

@@ -47,7 +47,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..check import Config, all_checks, run_checks
+    from ..check import AREAS, Config, all_checks, run_checks
     from ..check.report import ProgressLine, print_report, write_json, write_junit
 
     if args.list:
@@ -65,6 +65,12 @@ def run(args: argparse.Namespace) -> int:
     command = list(getattr(args, "server_command", []) or [])
     if not command:
         print("sturdyrpc check: give the server command after --, e.g. sturdyrpc check -- sturdyrpc demo", file=sys.stderr)
+        return 2
+    known = {c.spec.id for c in all_checks()}
+    bad_areas = sorted(set(args.area or ()) - set(AREAS))
+    bad_only = [o for o in args.only or () if not any(k == o or (o.endswith("*") and k.startswith(o[:-1])) for k in known)]
+    if bad_areas or bad_only:
+        print(f"sturdyrpc check: unknown area or check: {', '.join(bad_areas + bad_only)} (see --list; areas: {', '.join(AREAS)})", file=sys.stderr)
         return 2
     if shutil.which(command[0]) is None:
         print(f"sturdyrpc check: cannot start the server: {command[0]!r} is not an executable file or a command on PATH", file=sys.stderr)
