@@ -21,6 +21,7 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(PY) scripts/demo_session.py
+	bash scripts/check_demo.sh $(PY)
 
 peers: $(STAMP)
 	@set -e; for s in scripts/install_*.sh; do [ -f "$$s" ] || continue; echo "installing peers: $$s"; bash "$$s"; done

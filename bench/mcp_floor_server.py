@@ -12,9 +12,9 @@ from typing import Any
 
 from sturdyrpc.dispatch import Dispatcher
 from sturdyrpc.mcp.profile import MCPProfile
-from sturdyrpc.mcp.stdio import CoalescingTransport
+from sturdyrpc.mcp.stdio import StdioMCPTransport
 from sturdyrpc.peer import Peer
-from sturdyrpc.transports.streams import stdio_transport
+from sturdyrpc.transports.stdio import claim_stdout
 
 d = Dispatcher()
 
@@ -35,7 +35,10 @@ def call(**kw: Any) -> dict[str, Any]:
 
 
 async def main() -> None:
-    transport = CoalescingTransport(await stdio_transport())
+    # The transport of `sturdyrpc demo --mcp`, without its tools/call fast path: every message
+    # goes through the peer.
+    transport = StdioMCPTransport(0, claim_stdout())
+    await transport.start()
     async with Peer(transport, d, profile=MCPProfile()) as peer:
         await peer.wait_closed()
 

@@ -13,17 +13,18 @@ echo "== sturdyrpc check -- sturdyrpc demo"
 "$PY" -m sturdyrpc check --no-mcp --echo-method echo --slow sleep --leak-probe fail \
     --json "$REPORTS/demo.json" --junit "$REPORTS/demo.xml" -- "$PY" -m sturdyrpc demo || status=1
 
-# Until the MCP demo exists, `demo --mcp` exits 2 at once; a working one exits 0 on EOF.
-: | timeout 20 "$PY" -m sturdyrpc demo --mcp >/dev/null 2>&1
-if [ $? -ne 2 ]; then
-    echo
-    echo "== sturdyrpc check --mcp -- sturdyrpc demo --mcp"
-    "$PY" -m sturdyrpc check --mcp --slow slow --leak-probe fail --call-tools echo,add,fail \
-        --json "$REPORTS/demo-mcp.json" --junit "$REPORTS/demo-mcp.xml" -- "$PY" -m sturdyrpc demo --mcp || status=1
-else
-    echo
-    echo "(sturdyrpc demo --mcp is not available yet: MCP checks skipped)"
-fi
+echo
+echo "== sturdyrpc check --mcp -- sturdyrpc demo --mcp"
+"$PY" -m sturdyrpc check --mcp --slow slow --leak-probe fail --call-tools echo,add,fail \
+    --json "$REPORTS/demo-mcp.json" --junit "$REPORTS/demo-mcp.xml" -- "$PY" -m sturdyrpc demo --mcp || status=1
+
+# The MCP demo speaks both eras: the run above used 2026-07-28 (no handshake); check the
+# handshake era's lifecycle (initialize, negotiation, ping, batches) too.
+echo
+echo "== sturdyrpc check --mcp --protocol 2025-11-25 --area mcp -- sturdyrpc demo --mcp"
+"$PY" -m sturdyrpc check --mcp --protocol 2025-11-25 --area mcp --slow slow --leak-probe fail --call-tools echo,add,fail \
+    --json "$REPORTS/demo-mcp-2025-11-25.json" -- "$PY" -m sturdyrpc demo --mcp || status=1
+
 echo
 echo "reports: $REPORTS/demo*.json, $REPORTS/demo*.xml"
 exit $status

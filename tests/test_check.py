@@ -212,6 +212,37 @@ def test_cli_exit_codes_and_reports_of_failures(tmp_path: Path) -> None:
     assert sturdyrpc(*args[:1], "--strict", *args[1:]).returncode == 1
 
 
+def test_cli_progress_and_colour_only_on_a_terminal() -> None:
+    """With stdout and stderr on terminals: a live progress line on stderr, colour in the table."""
+    import pty
+    import select
+
+    out_master, out_slave = pty.openpty()
+    err_master, err_slave = pty.openpty()
+    cmd = [PY, "-m", "sturdyrpc", "check", "--no-mcp", "--area", "ids", "--", PY, str(ZOO / "reference.py")]
+    proc = subprocess.Popen(cmd, stdout=out_slave, stderr=err_slave, stdin=subprocess.DEVNULL, cwd=ROOT)
+    os.close(out_slave)
+    os.close(err_slave)
+    got = {out_master: b"", err_master: b""}
+    open_fds = set(got)
+    while open_fds:
+        ready, _, _ = select.select(list(open_fds), [], [], 60)
+        assert ready, "no output within 60 s"
+        for fd in ready:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:  # EIO: the child closed its end of the terminal
+                chunk = b""
+            if chunk:
+                got[fd] += chunk
+            else:
+                open_fds.discard(fd)
+    assert proc.wait(30) == 0
+    assert b"sturdyrpc check: [" in got[err_master] and b"ids." in got[err_master]
+    assert b"\x1b[" in got[out_master]
+    assert got[out_master].replace(b"\r\n", b"\n").rstrip().endswith(b"passed, 0 failed")
+
+
 def test_cli_usage_errors() -> None:
     no_cmd = sturdyrpc("check")
     assert no_cmd.returncode == 2 and "--" in no_cmd.stderr

@@ -43,6 +43,12 @@ _NOTIFICATION: Any = object()  # the id slot of a call that must not be answered
 _encode = codec.encode
 _UNSET: Any = msgspec.UNSET
 _encode_result = msgspec.json.Encoder().encode
+#: What encoding a value may raise: NaN/inf, unsupported types, and RecursionError for a cyclic or
+#: too deeply nested result (a RuntimeError, so it needs naming).
+_UNENCODABLE = (codec.NonFiniteFloat, TypeError, ValueError, OverflowError, RecursionError)
+#: What a handler may raise that is answered -32603 rather than let through: sys.exit() and a
+#: KeyboardInterrupt raised by handler code must not stop the server (CancelledError is not caught).
+HANDLER_ERRORS = (Exception, SystemExit, KeyboardInterrupt)
 
 
 class _Request(msgspec.Struct, gc=False, forbid_unknown_fields=True):
@@ -388,7 +394,7 @@ class Dispatcher:
                 except RPCError:
                     return self._prepare(method, params, id_)  # answers the error
                 value = entry.fn(*args, **kwargs)
-        except (Exception, SystemExit) as exc:
+        except HANDLER_ERRORS as exc:
             return self.failure(Call(id_, method, entry, tuple(args), dict(kwargs or {}), params), exc)
         if id_ is _NOTIFICATION:
             return None
@@ -554,7 +560,7 @@ class Dispatcher:
             if not (t is str or t is int or t is bool or value is None) and out.find(b"null") >= 0 and codec._has_non_finite(value):
                 raise codec.NonFiniteFloat("value holds NaN or Infinity")
             return out
-        except (codec.NonFiniteFloat, TypeError, ValueError, OverflowError) as exc:
+        except _UNENCODABLE as exc:
             return self._error_bytes(self._internal(call, exc, "result could not be encoded as JSON"), id_)
 
     def failure(self, call: Call, exc: BaseException) -> bytes | None:
@@ -587,14 +593,14 @@ class Dispatcher:
         answer = {"jsonrpc": "2.0", "result": value, "id": call.id}
         try:
             _encode(value)
-        except (codec.NonFiniteFloat, TypeError, ValueError, OverflowError) as exc:
+        except _UNENCODABLE as exc:
             return _error_dict(self._internal(call, exc, "result could not be encoded as JSON"), call.id)
         return answer
 
     def _error_bytes(self, err: RPCError, id_: Id, omit_id: bool = False) -> bytes:
         try:
             return _encode(_error_dict(err, id_, omit_id))
-        except (codec.NonFiniteFloat, TypeError, ValueError, OverflowError):
+        except _UNENCODABLE:
             # The error's own data could not be encoded: send the error without it.
             safe = RPCError(str(err.message), code=err.code)
             return _encode(_error_dict(safe, id_, omit_id))
@@ -602,13 +608,13 @@ class Dispatcher:
     def _encode_batch(self, answers: list[dict[str, Any]]) -> bytes:
         try:
             return _encode(answers)
-        except (codec.NonFiniteFloat, TypeError, ValueError, OverflowError):
+        except _UNENCODABLE:
             safe = []
             for a in answers:
                 try:
                     _encode(a)
                     safe.append(a)
-                except (codec.NonFiniteFloat, TypeError, ValueError, OverflowError):
+                except _UNENCODABLE:
                     safe.append({"jsonrpc": "2.0", "error": {"code": INTERNAL_ERROR, "message": "Internal error"}, "id": a.get("id")})
             return _encode(safe)
 
@@ -628,7 +634,7 @@ class Dispatcher:
                 value = entry.fn(*call.args, **call.kwargs)  # call.invoke(), one call less
             else:
                 value = call.invoke()
-        except (Exception, SystemExit) as exc:  # sys.exit() in a handler must not stop the server
+        except HANDLER_ERRORS as exc:  # sys.exit() in a handler must not stop the server
             return self.failure(call, exc)
         return self.result(call, value)
 

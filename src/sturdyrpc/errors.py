@@ -52,7 +52,8 @@ class RPCError(Exception):
             if type(code) is not int:
                 raise TypeError("error code must be an int")
             self.code = code
-        self.message = self.default_message if message is None else message
+        # The wire's "message" MUST be a string, whatever a handler passed.
+        self.message = self.default_message if message is None else message if type(message) is str else str(message)
         self.has_data = data is not _NO_DATA
         self.data = None if data is _NO_DATA else data
         super().__init__(self.message)

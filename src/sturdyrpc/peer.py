@@ -256,6 +256,10 @@ class Peer:
         #: ``runner.current_call`` still names the request being handled; the writer task cannot
         #: see it). Streamable HTTP uses it to put a request's notifications on that request's stream.
         self.on_enqueue = on_enqueue
+        #: Called with the error of an error reply whose id is null (the other side could not read
+        #: a request, or its id). It settles no call by itself; a caller with one call in flight
+        #: (``sturdyrpc call``) may take it as that call's answer rather than wait forever.
+        self.on_error_without_id: Callable[[RPCError], None] | None = None
         #: Deadline used when the other side closes and running handlers are drained.
         self.close_deadline = close_deadline
         self.stats: dict[str, int] = {
@@ -319,6 +323,9 @@ class Peer:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
         self._bg: set[asyncio.Task[Any]] = set()
+        #: ``transport.send_nowait(data) -> bool`` when the transport has one (optional): takes a
+        #: message at once (True) or declines (False: it must go through ``send``).
+        self._send_nowait: Callable[[bytes], bool] | None = getattr(transport, "send_nowait", None)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -767,6 +774,18 @@ class Peer:
             return  # closed: nothing can be sent any more
         if self.on_enqueue is not None:
             self.on_enqueue(data)
+        if not self._outq and not self._writing:
+            # Nothing queued before it: hand it straight to a transport that can take it now
+            # (no task switch to the writer). It says no when it needs the writer to wait
+            # (flow control) or has broken; then the message is queued, and order is kept
+            # because everything after it queues too until the writer has caught up.
+            nowait = self._send_nowait
+            if nowait is not None:
+                try:
+                    if nowait(data):
+                        return
+                except Exception:  # the writer's send reports the failure
+                    pass
         self._outq.append(data)
         self._out_bytes += len(data)
         w = self._writer_wake
@@ -844,6 +863,9 @@ class Peer:
 
     async def _read_loop(self) -> None:
         receive = self.transport.receive
+        # Optional ``receive_nowait() -> frame | None``: a frame already buffered, without a
+        # coroutine per frame (None: nothing buffered now; end of stream comes from receive()).
+        poll: Callable[[], bytes | FrameTooLarge | BadHeader | None] | None = getattr(self.transport, "receive_nowait", None)
         reason = "connection closed by the other side"
         burst = 0
         try:
@@ -851,9 +873,11 @@ class Peer:
                 rr = self._resume_reading
                 if rr is not None and not rr.is_set():
                     await rr.wait()
-                frame = await receive()
+                frame = poll() if poll is not None else None
                 if frame is None:
-                    break
+                    frame = await receive()
+                    if frame is None:
+                        break
                 burst += 1
                 if burst >= 32:
                     # A transport with many frames ready never suspends: let the writer (and
@@ -1048,6 +1072,11 @@ class Peer:
             rec = self._pending.pop(key, None)
             if rec is None:
                 self._stray(key, "reply")
+                if id_ is None and t is ErrorResponse and self.on_error_without_id is not None:
+                    try:
+                        self.on_error_without_id(msg.error)  # type: ignore[union-attr]
+                    except Exception:
+                        log.exception("%s: on_error_without_id failed", self.name)
                 return
             self.stats["replies"] += 1
             fut = rec.future

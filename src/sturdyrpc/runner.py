@@ -23,7 +23,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from .dispatch import BatchJob, Call, Context, Dispatcher
+from .dispatch import HANDLER_ERRORS, BatchJob, Call, Context, Dispatcher
 from .errors import InvalidRequest, ParseError
 from .framing import BadHeader, FrameTooLarge
 from .messages import Id, InvalidMessage, Message
@@ -131,7 +131,31 @@ class Runner:
                 self._by_id[key] = task
                 task.add_done_callback(functools.partial(self._forget, key))
             return
-        self._start(self._run_batch(todo))  # type: ignore[arg-type]
+        job: BatchJob = todo  # type: ignore[assignment]
+        # Elements for inline handlers run now, as they would alone: a batch of notifications
+        # has taken effect before the next message is read. The others run as one task.
+        factory = self.context_factory
+        waiting: list[Call] = []
+        seen: set[tuple[type, Any]] | None = set() if self.profile is not None and self.profile.refuse_duplicate_ids else None
+        for c in job.calls:
+            if seen is not None and not c.is_notification:
+                k = _key(c.id)
+                if k in seen or k in self._by_id:  # same rule as for a single request: -32600, nothing runs
+                    self.dispatcher.failure(c, InvalidRequest("Invalid Request", {"reason": "duplicate id of a request in flight"}))
+                    continue
+                seen.add(k)
+            e = c.entry
+            if not e.is_async and not e.blocking and (factory is None or e.binder.context_name is None):
+                self.dispatcher.run_inline(c)
+            else:
+                waiting.append(c)
+        job.calls = waiting
+        if not waiting:
+            reply = job.finish()
+            if reply is not None:
+                self.send(reply)
+            return
+        self._start(self._run_batch(job))
 
     def _forget(self, key: tuple[type, Any], task: asyncio.Task[None]) -> None:
         if self._by_id.get(key) is task:
@@ -184,7 +208,7 @@ class Runner:
             value = await self._invoke(call)
         except asyncio.CancelledError:
             return  # cancelled requests are not answered
-        except (Exception, SystemExit) as exc:  # sys.exit() in a handler (argparse...) must not stop the server
+        except HANDLER_ERRORS as exc:  # sys.exit() in a handler (argparse...) must not stop the server
             reply = self.dispatcher.failure(call, exc)
         else:
             reply = self.dispatcher.result(call, value)
@@ -198,7 +222,7 @@ class Runner:
             value = await self._invoke(call)
         except asyncio.CancelledError:
             raise
-        except (Exception, SystemExit) as exc:
+        except HANDLER_ERRORS as exc:
             self.dispatcher.failure(call, exc)
         else:
             self.dispatcher.result(call, value)

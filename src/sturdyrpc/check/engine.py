@@ -13,7 +13,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 from . import jsonrpc, mcp, robustness
 from .driver import Frame
@@ -75,7 +74,7 @@ class _Run:
         try:
             for c in checks:
                 if session is not None and (session.spoiled or not session.proc.alive() or session.proc.stdout_closed.is_set()):
-                    self._close(session)
+                    session.close()
                     session = None
                 if session is None:
                     t0 = time.monotonic()
@@ -98,15 +97,14 @@ class _Run:
                 self.finished(outcome)
         finally:
             if session is not None:
-                self._close(session)
-
-    def _close(self, session: Session) -> None:
-        session.close()
+                session.close()
 
     def run_one(self, c: Check, session: Session) -> Outcome:
         session.mark()
         start_frame = len(session.proc.frames)
         budget = c.budget * max(self.cfg.timeout, 5.0) + 10.0
+        if not c.handshake:
+            budget += self.cfg.startup_timeout  # its first read also waits for the server to start
         overran = threading.Event()
 
         def watchdog() -> None:
@@ -205,15 +203,10 @@ def _run_stdout_check(run: _Run, c: Check) -> None:
     verdict = robustness.stdout_verdict(run.frames)
     outcome.duration = time.monotonic() - t0
     if outcome.status is Status.ERROR and "checker error" in outcome.detail:
-        pass
+        pass  # keep the checker's own error visible rather than a verdict on partial data
     elif verdict:
         outcome.status, outcome.detail, outcome.level = Status.FAIL, verdict, Level.MUST
         outcome.stderr_tail = session.proc.stderr_tail(1500)
     else:
         outcome.status, outcome.detail = Status.PASS, f"{len(run.frames)} lines checked"
     run.finished(outcome)
-
-
-def outcome_map(report: Report) -> dict[str, Any]:
-    """``{check id: status}``: handy in tests."""
-    return {o.spec.id: o.status.value for o in report.outcomes}

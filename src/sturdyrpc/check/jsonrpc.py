@@ -58,9 +58,15 @@ def _needs_echo(cfg: Config) -> str | None:
 
 
 def _needs_slow(cfg: Config) -> str | None:
-    if cfg.is_mcp:
-        return "for MCP servers see the mcp checks"
-    return None if cfg.slow else "needs --slow NAME (a method taking {\"seconds\": S} that waits that long)"
+    return None if cfg.slow else "needs --slow NAME (a method, or MCP tool, taking {\"seconds\": S} that waits that long)"
+
+
+def _slow_call(s: Session, seconds: float, id: Any) -> dict[str, Any]:
+    """A request that takes ``seconds``: the ``--slow`` method, or for MCP a ``tools/call`` of that tool."""
+    slow = s.cfg.slow or ""
+    if s.cfg.is_mcp:
+        return s.request("tools/call", {"name": slow, "arguments": {"seconds": seconds}}, id=id)
+    return s.request(slow, {"seconds": seconds}, id=id)
 
 
 def _needs_leak_probe(cfg: Config) -> str | None:

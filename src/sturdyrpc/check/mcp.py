@@ -180,7 +180,7 @@ def version_negotiation(s: Session) -> None:
 )
 def before_initialize(s: Session) -> None:
     s.send({"jsonrpc": "2.0", "id": "early-1", "method": "tools/list", "params": {}})
-    reply, _ = s.wait_for(lambda v: type(v) is dict and v.get("id") == "early-1", s.cfg.timeout)
+    reply, _ = s.wait_for(lambda v: type(v) is dict and v.get("id") == "early-1", max(s.cfg.timeout, s.cfg.startup_timeout))
     if reply is None:
         raise CheckFailed(f"no reply to a request sent before initialize (the client hangs){s.exit_note()}", level=MUST)
     if "error" not in reply:

@@ -7,7 +7,20 @@ import signal
 import time
 
 from .driver import Frame, trim
-from .jsonrpc import INVALID, MUST, QUALITY, S6, SHOULD, UNKNOWN, _needs_slow, _plain_batches, _raw, _unknown, _with_raw_param
+from .jsonrpc import (
+    INVALID,
+    MUST,
+    QUALITY,
+    S6,
+    SHOULD,
+    UNKNOWN,
+    _needs_slow,
+    _plain_batches,
+    _raw,
+    _slow_call,
+    _unknown,
+    _with_raw_param,
+)
 from .model import CheckFailed, CheckSkipped
 from .rules import NULL, check, expect_error, response_problems, show
 from .session import Session, same_id
@@ -146,8 +159,7 @@ def many_invalid(s: Session) -> None:
     applies=_needs_slow, group="fresh",
 )
 def out_of_order(s: Session) -> None:
-    slow = s.cfg.slow or ""
-    s.send(s.request(slow, {"seconds": 1.0}, id="slow-1"))
+    s.send(_slow_call(s, 1.0, "slow-1"))
     s.send(s.request(UNKNOWN, id="fast-1"))
     first, _ = s.wait_for(lambda v: type(v) is dict and v.get("id") in ("slow-1", "fast-1"), 5.0)
     if first is None:
@@ -164,9 +176,8 @@ def out_of_order(s: Session) -> None:
     applies=lambda cfg: _needs_slow(cfg) or _plain_batches(cfg), group="fresh",
 )
 def batch_parallel(s: Session) -> None:
-    slow = s.cfg.slow or ""
     t0 = time.monotonic()
-    replies = s.exchange([s.request(slow, {"seconds": 0.5}, id=i) for i in range(1, 5)], timeout=10.0)
+    replies = s.exchange([_slow_call(s, 0.5, i) for i in range(1, 5)], timeout=10.0)
     took = time.monotonic() - t0
     if not replies or type(replies[0]) is not list or len(replies[0]) != 4:
         raise CheckFailed(f"expected an array of 4 replies, got {show(replies)}")
@@ -189,7 +200,7 @@ def eof_inflight(s: Session) -> None:
     n = 200
     data = b"".join(_raw(s.request(UNKNOWN, id=f"eof{i}")) for i in range(n))
     if s.cfg.slow:
-        data += _raw(s.request(s.cfg.slow, {"seconds": 0.5}, id="eof-slow"))
+        data += _raw(_slow_call(s, 0.5, "eof-slow"))
         n += 1
     s.send(data)
     s.proc.close_stdin()

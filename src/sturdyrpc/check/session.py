@@ -21,7 +21,20 @@ import msgspec
 from .driver import Frame, ServerProcess, WriteTimeout, trim
 from .model import CheckFailed
 
-__all__ = ["Config", "Session", "SENTINEL_METHOD", "CLIENT_INFO", "id_key", "same_id", "MODERN_VERSION", "HANDSHAKE_VERSIONS"]
+__all__ = [
+    "Config",
+    "Session",
+    "SENTINEL_METHOD",
+    "CLIENT_INFO",
+    "HANDSHAKE_VERSIONS",
+    "MODERN_VERSION",
+    "KNOWN_VERSIONS",
+    "STARTUP_TIMEOUT",
+    "id_key",
+    "same_id",
+    "modern_meta",
+    "single_reply",
+]
 
 SENTINEL_METHOD = "sturdyrpc.check/no-such-method"
 CLIENT_INFO = {"name": "sturdyrpc-check", "version": "0.1.0"}
@@ -65,7 +78,6 @@ class Config:
     discover_versions: list[str] = field(default_factory=list)  # what server/discover listed
     server_info: dict[str, Any] = field(default_factory=dict)
     capabilities: dict[str, Any] = field(default_factory=dict)
-    tools: list[dict[str, Any]] | None = None
     startup_seconds: float = 0.0  # how long detection waited for the first reply
     startup_timeout: float = STARTUP_TIMEOUT  # lowered once the server has failed to answer a first request
 
@@ -124,7 +136,7 @@ class Session:
         self._sent_mark = len(self.sent)
         self._frame_mark = len(self.proc.frames)
 
-    def window(self, limit: int = 8) -> tuple[list[str], list[str]]:
+    def window(self, limit: int = 5) -> tuple[list[str], list[str]]:
         def shown_sent(b: bytes) -> bool:
             return SENTINEL_METHOD.encode() not in b
 
@@ -334,7 +346,9 @@ class Session:
             "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": CLIENT_INFO},
         }
         self.send(msg)
-        reply, _ = self.wait_for(lambda v: type(v) is dict and same_id(v.get("id"), id) and "method" not in v, timeout or self.cfg.timeout)
+        # Often the first message to a fresh process: allow for a slow start.
+        wait = timeout or max(self.cfg.timeout, self.cfg.startup_timeout)
+        reply, _ = self.wait_for(lambda v: type(v) is dict and same_id(v.get("id"), id) and "method" not in v, wait)
         return reply
 
     def _ready(self) -> None:

@@ -136,13 +136,33 @@ async def _call(args: argparse.Namespace, params: Any, req_id: str | int | None)
                 await peer.flush(5.0)
                 code = EXIT_OK
             else:
-                result = await peer.request(
-                    args.method,
-                    params,
-                    timeout=args.timeout,
-                    id=req_id,
-                    on_progress=on_progress if args.progress else None,
+                # An error with id null is the server saying it could not read our request (or its
+                # id): with this one call in flight it is the answer; waiting for another would hang.
+                unreadable: asyncio.Future[RPCError] = loop.create_future()
+
+                def on_error_without_id(err: RPCError) -> None:
+                    if not unreadable.done():
+                        unreadable.set_result(err)
+
+                peer.on_error_without_id = on_error_without_id
+                req = asyncio.ensure_future(
+                    peer.request(
+                        args.method,
+                        params,
+                        timeout=args.timeout,
+                        id=req_id,
+                        on_progress=on_progress if args.progress else None,
+                    )
                 )
+                try:
+                    await asyncio.wait((req, unreadable), return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    if not req.done():
+                        req.cancel()  # sends the cancel notification
+                        await asyncio.wait((req,))
+                if req.cancelled() and unreadable.done():
+                    raise unreadable.result()
+                result = req.result()
                 sys.stdout.write(encode(result).decode("utf-8") + "\n")
                 sys.stdout.flush()
                 code = EXIT_OK

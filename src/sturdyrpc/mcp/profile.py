@@ -155,12 +155,15 @@ class MCPProfile(Profile):
             return InvalidRequest("Invalid Request", {"reason": "an MCP request id must be a string or an integer"})
         if params is not None and type(params) is not dict:
             return InvalidParams("Invalid params", {"reason": "params must be an object"})
+        if not is_notification and method.startswith("notifications/"):
+            return MethodNotFound("Method not found")  # a notification's name with an id: no such request (a reply would be result null)
         if self.role == "client" or is_notification:
             if is_notification and method == "notifications/initialized" and self.era == "handshake":
                 self.initialized = True
             return None
         meta = params.get("_meta") if params is not None else None
-        envelope = type(meta) is dict and META_PROTOCOL_VERSION in meta
+        # either envelope key marks a 2026-07-28 request (one missing is -32602, not "not initialized")
+        envelope = type(meta) is dict and (META_PROTOCOL_VERSION in meta or META_CLIENT_CAPABILITIES in meta)
         era = self.era
         if era is None:
             if method == "initialize":

@@ -298,7 +298,22 @@ class Tool(_Callable):
             d = {"content": _to_content(value), "isError": False}
         if not rules.structured_output:
             d.pop("structuredContent", None)
+        if not rules.structured_output and type(d.get("content")) is list:
+            d["content"] = [_older_block(b, rules) for b in d["content"]]
         return d
+
+
+def _older_block(block: Any, rules: VersionRules) -> Any:
+    """A content block the negotiated version can carry: audio (2025-03-26+) and resource links
+    (2025-06-18+) become a text block saying what was there, so the result stays schema-valid."""
+    if type(block) is not dict:
+        return block
+    kind = block.get("type")
+    if kind == "audio" and not rules.audio:
+        return text_content(f"[audio content ({block.get('mimeType', 'unknown type')}) cannot be sent in protocol version {rules.version}]")
+    if kind == "resource_link":
+        return text_content(f"[resource link: {block.get('uri', '')}]")
+    return block
 
 
 class Resource(_Callable):
@@ -1300,6 +1315,18 @@ class MCPServer:
         argument = params.get("argument")
         if type(ref) is not dict or type(argument) is not dict:
             raise InvalidParams("Invalid params: 'ref' and 'argument' must be objects")
+        if type(argument.get("name")) is not str or type(argument.get("value")) is not str:
+            raise InvalidParams("Invalid params: 'argument' needs a string 'name' and 'value'", {"param": "argument"})
+        kind = ref.get("type")
+        if kind == "ref/prompt":
+            if ref.get("name") not in self.prompts:  # the spec's "invalid prompt name": -32602
+                raise InvalidParams(f"Unknown prompt: {ref.get('name')}", {"prompt": ref.get("name")})
+        elif kind == "ref/resource":
+            uri = ref.get("uri")
+            if not isinstance(uri, str) or (uri not in self.templates and self._find_resource(uri) is None):
+                raise InvalidParams(f"Unknown resource: {uri}", {"uri": uri})
+        else:
+            raise InvalidParams("Invalid params: 'ref.type' must be 'ref/prompt' or 'ref/resource'", {"param": "ref"})
         values: Any = []
         if self.completer is not None:
             values = self.completer(ref, argument, params.get("context"))

@@ -201,6 +201,26 @@ class StdioMCPTransport:
         if w.broken:
             raise BrokenPipeError("stdout is closed")
 
+    def send_nowait(self, data: bytes) -> bool:
+        """Queue one message for this loop turn's write if stdout takes more now; False
+        (nothing written) when it is paused or broken: then use :meth:`send`."""
+        w = self._writer
+        if self._closed or w.broken or not self._write_ok.is_set():
+            return False
+        w.write_line(data)
+        return True
+
+    def receive_nowait(self) -> Frame | None:
+        """A frame already read, or None when none waits now (the end of the stream is
+        reported by :meth:`receive`)."""
+        frames = self._frames
+        if not frames:
+            return None
+        frame = frames.popleft()
+        if self._read_paused:
+            self._update_reading()
+        return frame
+
     async def close(self) -> None:
         """Flush what was written, then stop reading and writing. Idempotent."""
         if self._closed:

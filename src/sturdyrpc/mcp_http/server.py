@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .. import codec
-from ..mcp.versions import HANDSHAKE_VERSIONS, MODERN_VERSIONS
+from ..mcp.versions import HANDSHAKE_VERSIONS, META_PROTOCOL_VERSION, MODERN_VERSIONS
 from ..transports.asgi import (
     BodyTooLarge,
     Disconnected,
@@ -198,6 +198,12 @@ class StreamableHTTPApp:
             return
         if version is not None and version in self.modern_versions:
             await self._post_modern(scope, receive, send, body, obj, version, sse_ok)
+            return
+        if version is None and self.modern_versions and _modern_envelope(obj):
+            # a 2026-07-28 request (its _meta says so) without the required header: HeaderMismatch
+            id_ = obj.get("id")
+            await _send_problem(send, HeaderProblem(400, -32020, "Header mismatch: MCP-Protocol-Version header is required"),
+                                id_ if type(id_) in (str, int) else None)
             return
         items = obj if type(obj) is list else [obj]
         if not items:
@@ -460,6 +466,12 @@ class StreamableHTTPApp:
     async def _delete(self, scope: Scope, send: Send, principal: Any) -> None:
         if self.stateless:
             raise HTTPRefusal(405, -32600, "Method not allowed", [(b"allow", b"POST")])
+        try:
+            version = self._header_version(scope)
+        except _Problem:
+            version = None
+        if version is not None and version in self.modern_versions:  # 2026-07-28 has no sessions: 405, as for GET
+            raise HTTPRefusal(405, -32600, "Method not allowed", [(b"allow", b"POST")])
         session = self._find_session(scope, principal)
         await session.end()
         await respond(send, 200)
@@ -578,6 +590,16 @@ def _status_for(reply: bytes) -> int:
 
 #: 2026-07-28: HTTP status of a JSON error reply (the same table as the official SDKs).
 _MODERN_STATUS = {-32700: 400, -32600: 400, -32602: 400, -32020: 400, -32021: 400, -32022: 400, -32601: 404}
+
+
+def _modern_envelope(obj: Any) -> bool:
+    """Whether ``obj`` is a request whose ``_meta`` names a 2026-07-28-era protocol version."""
+    if type(obj) is not dict or "id" not in obj:
+        return False  # notifications: this revision defines no header rules for them
+    params = obj.get("params")
+    meta = params.get("_meta") if type(params) is dict else None
+    v = meta.get(META_PROTOCOL_VERSION) if type(meta) is dict else None
+    return type(v) is str and v not in HANDSHAKE_VERSIONS
 
 
 def _kind(m: Any) -> str | None:

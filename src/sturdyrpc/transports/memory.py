@@ -104,9 +104,31 @@ class MemoryTransport:
         self.sent += 1
         await self._outbox.put(data)
 
+    def send_nowait(self, data: bytes) -> bool:
+        """Deliver one message now if the other end's inbox has room; False (nothing sent) when
+        it is full or closed (then :meth:`send` waits, or raises)."""
+        box = self._outbox
+        if box.closed or (box.maxsize and len(box.items) >= box.maxsize):
+            return False
+        self.sent += 1
+        box.items.append(data)
+        box._wake_getter()
+        return True
+
     async def receive(self) -> bytes | FrameTooLarge | BadHeader | None:
         """The next message from the other end, or ``None`` once the connection is closed."""
         return await self._inbox.get()
+
+    def receive_nowait(self) -> bytes | FrameTooLarge | BadHeader | None:
+        """A message already delivered, or None when none waits now (the end of the
+        connection is reported by :meth:`receive`)."""
+        box = self._inbox
+        if not box.items:
+            return None
+        item = box.items.popleft()
+        if box._putters:
+            box._wake_putter()
+        return item
 
     def inject(self, item: bytes | FrameTooLarge | BadHeader) -> None:
         """Make ``receive`` on this end return ``item`` (tests: raw frames, framing events)."""

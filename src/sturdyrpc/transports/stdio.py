@@ -362,7 +362,14 @@ async def serve_stdio(
             except Exception:  # a bug of ours must not stop the server
                 log.exception("internal error while handling a frame")
 
-    reader = FdReader(stdin_fd, on_data, eof.set)
+    def on_eof() -> None:
+        if eof.is_set():
+            return
+        if framing == "line":
+            on_data(b"\n")  # a last line without its newline is still a message
+        eof.set()
+
+    reader = FdReader(stdin_fd, on_data, on_eof)
     await writer.start()
     await reader.start()
     try:
@@ -400,5 +407,21 @@ def run_stdio(dispatcher: Dispatcher, **kwargs: Any) -> int:
         except asyncio.CancelledError:
             pass
 
+    if kwargs.get("stdout_fd") is None:
+        _hold_closed_stdout()
     asyncio.run(main())
     return 0
+
+
+def _hold_closed_stdout() -> None:
+    """Started with fd 1 closed (``cmd >&-``): put /dev/null there before the event loop opens
+    its own descriptors, or fd 1 would be one of them and be claimed as "stdout". Served as a
+    client that closed stdout: requests run, replies go nowhere."""
+    try:
+        os.fstat(1)
+    except OSError:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        if fd != 1:
+            os.dup2(fd, 1)
+            os.close(fd)
+        log.warning("stdout is closed: replies will be discarded")

@@ -76,6 +76,19 @@ class StreamTransport:
         w.write(data + b"\n" if self.framing == "line" else encode_content_length(data))
         await w.drain()
 
+    def send_nowait(self, data: bytes) -> bool:
+        """Write one message now if the stream takes it without waiting; False (nothing
+        written) when it is closed or its buffer is above the high-water mark (then use
+        :meth:`send`, which waits for the drain and raises if the connection is gone)."""
+        w = self.writer
+        t = w.transport
+        if self._closed or t.is_closing():
+            return False
+        if t.get_write_buffer_size() and t.get_write_buffer_size() >= t.get_write_buffer_limits()[1]:
+            return False  # send() would wait for the drain
+        w.write(data + b"\n" if self.framing == "line" else encode_content_length(data))
+        return True
+
     async def receive(self) -> Frame | None:
         """The next frame, or None at end of stream."""
         frames = self._frames
@@ -197,6 +210,18 @@ class StdioTransport:
             self._reader.resume()
         return frame
 
+    def receive_nowait(self) -> Frame | None:
+        """A frame already read, or None when none is buffered now (the end of the stream is
+        reported by :meth:`receive`)."""
+        frames = self._frames
+        if not frames:
+            return None
+        frame = frames.popleft()
+        if self._paused and len(frames) <= self._max_buffered // 2:
+            self._paused = False
+            self._reader.resume()
+        return frame
+
     async def send(self, data: bytes) -> None:
         w = self._writer
         if self._closed or w.broken:
@@ -206,6 +231,18 @@ class StdioTransport:
             raise BrokenPipeError("stdout is closed")
         if not self._write_ok.is_set():
             await self._write_ok.wait()
+
+    def send_nowait(self, data: bytes) -> bool:
+        """Queue one message for this loop turn's write if stdout takes more now; False
+        (nothing written) when it is paused (flow control) or broken: then use :meth:`send`."""
+        w = self._writer
+        if self._closed or w.broken or not self._write_ok.is_set():
+            return False
+        if self.framing == "line":
+            w.write_line(data)
+        else:
+            w.write(encode_content_length(data))
+        return True
 
     async def close(self) -> None:
         """Flush what was written, then stop reading and writing. Idempotent."""
