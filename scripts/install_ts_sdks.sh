@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the official MCP TypeScript SDK clients for the interop tests:
-#   @modelcontextprotocol/sdk@1 (1.x) and @modelcontextprotocol/client@2 (2.x)
+#   @modelcontextprotocol/sdk 1.32.2 (1.x) and @modelcontextprotocol/client 2.4.0 (2.x), pinned: the
+#   interop tests record what these exact versions do
 # into $STURDYRPC_CACHE/ts-sdks/{v1,v2}. Idempotent: does nothing when both are there.
 set -euo pipefail
 CACHE="${STURDYRPC_CACHE:-$(cd "$(dirname "$0")/.." && pwd)/.cache}"
@@ -19,5 +20,5 @@ install_one() {  # dir package spec marker
     echo "install_ts_sdks: npm install $spec into $dir" >&2
     npm install --prefix "$dir" --no-audit --no-fund --loglevel=error "$spec" >&2
 }
-install_one v1 "@modelcontextprotocol/sdk@1" "@modelcontextprotocol/sdk"
-install_one v2 "@modelcontextprotocol/client@2" "@modelcontextprotocol/client"
+install_one v1 "@modelcontextprotocol/sdk@1.32.2" "@modelcontextprotocol/sdk"
+install_one v2 "@modelcontextprotocol/client@2.4.0" "@modelcontextprotocol/client"
