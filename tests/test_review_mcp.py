@@ -178,3 +178,28 @@ def test_http_modern_request_without_version_header_is_header_mismatch(url: str)
         assert r.json()["error"]["code"] == -32020 and r.json()["id"] == 3
         r = c.post(url, json=body, headers={"accept": ACCEPT, "mcp-method": "tools/list", "mcp-protocol-version": "2026-07-28"})
         assert r.status_code == 200 and r.json()["result"]["resultType"] == "complete"
+
+
+def test_http_json_reply_request_progress_not_delivered_after_the_reply(url: str) -> None:
+    """A request answered with application/json had its progress held for the GET stream, so it
+    arrived there after the reply (progress MUST stop once the request completes)."""
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    with httpx.Client(timeout=10) as c:
+        r = c.post(url, json=init, headers={"accept": ACCEPT})
+        h = {"mcp-session-id": r.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
+        assert c.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers={**h, "accept": ACCEPT}).status_code == 202
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "slow", "arguments": {"seconds": 0.1, "steps": 3}, "_meta": {"progressToken": "jp"}}}
+        r = c.post(url, json=body, headers={**h, "accept": "application/json"})
+        assert r.status_code == 200 and r.headers["content-type"].startswith("application/json")
+        assert r.json()["id"] == 1 and r.json()["result"]["isError"] is False
+        seen = b""
+        try:
+            with c.stream("GET", url, headers={**h, "accept": "text/event-stream"}, timeout=httpx.Timeout(10, read=0.7)) as g:
+                assert g.status_code == 200
+                for chunk in g.iter_bytes():
+                    seen += chunk
+        except httpx.ReadTimeout:
+            pass
+        assert b"notifications/progress" not in seen, seen

@@ -19,7 +19,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.http:
-        from ..transports.demo_http import run_demo_http
+        from ._demo_http import run_demo_http
 
         return run_demo_http(args.http, mcp=args.mcp, allow_remote=args.allow_remote)
     if args.mcp and not args.http:

@@ -251,6 +251,11 @@ class Session:
         if target is not None:
             await target.emit(data)
             return
+        if type(obj) is dict and "id" not in obj and self._json_mode_related(obj, tag):
+            # A request answered with application/json has no stream for its notifications; held for
+            # the GET stream they would arrive after the reply (progress MUST stop at the reply).
+            log.debug("notification of a JSON-mode request dropped: %s", obj.get("method"))
+            return
         st = self.standalone
         if st is not None and not st.finished:
             await st.emit(data)
@@ -283,6 +288,15 @@ class Session:
         await st.emit(data)
         if not st.pending:
             st.finish()
+
+    def _json_mode_related(self, obj: dict[str, Any], tag: Key | None) -> bool:
+        """Whether notification ``obj`` belongs to a request still running that gets a JSON reply."""
+        k = tag
+        params = obj.get("params")
+        if k is None and obj.get("method") == "notifications/progress" and type(params) is dict and "progressToken" in params:
+            k = self.progress.get(key_of(params["progressToken"]))
+        st = self.by_request.get(k) if k is not None else None
+        return st is not None and st.json_waiter is not None
 
     def _related_stream(self, obj: Any, tag: Key | None) -> Stream | None:
         k = tag

@@ -6,7 +6,7 @@ import logging
 import sys
 from typing import Any
 
-from .serve_http import RemoteBindRefused, parse_host_port, run_uvicorn
+from ..transports.serve_http import RemoteBindRefused, parse_host_port, run_uvicorn
 
 __all__ = ["run_demo_http", "make_plain_demo_app", "make_mcp_demo_app"]
 
@@ -16,7 +16,7 @@ log = logging.getLogger("sturdyrpc")
 def make_plain_demo_app() -> Any:
     """The plain JSON-RPC demo as an ASGI app (a factory, so uvicorn workers can each build one)."""
     from ..demo import make_demo
-    from .http import JSONRPCHTTPApp
+    from ..transports.http import JSONRPCHTTPApp
 
     return JSONRPCHTTPApp(make_demo())
 
