@@ -24,7 +24,7 @@ __all__ = [
 ]
 
 #: Areas in the order the report lists them.
-AREAS = ("framing", "messages", "ids", "batches", "errors", "robustness", "concurrency", "lifecycle", "mcp")
+AREAS = ("framing", "messages", "ids", "batches", "errors", "robustness", "concurrency", "lifecycle", "mcp", "http")
 
 
 class Level(StrEnum):
@@ -74,6 +74,7 @@ class Check:
     handshake: bool = True
     applies: Callable[[Any], str | None] | None = None
     budget: float = 1.0  # multiples of the per-read timeout this check may take in total
+    stdio_only: str = ""  # why the check means nothing over HTTP (skipped with --url); empty: any transport
 
 
 class CheckFailed(Exception):

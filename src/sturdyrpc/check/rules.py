@@ -54,12 +54,13 @@ def check(
     handshake: bool = True,
     applies: Callable[[Any], str | None] | None = None,
     budget: float = 1.0,
+    stdio_only: str = "",
 ) -> Callable[[Callable[[Session], None]], Callable[[Session], None]]:
     """Register ``fn`` as a check. ``group`` defaults to the area (a shared process per area)."""
 
     def deco(fn: Callable[[Session], None]) -> Callable[[Session], None]:
         spec = CheckSpec(id, area, level, title, rule, hint)
-        REGISTRY.append(Check(spec, fn, group or area, handshake, applies, budget))
+        REGISTRY.append(Check(spec, fn, group or area, handshake, applies, budget, stdio_only))
         return fn
 
     return deco

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -17,7 +16,7 @@ from typing import Any
 from ..framing import BadHeader, FrameTooLarge, LineFramer
 from ..limits import DEFAULT_LIMITS
 from ..peer import MessageTransport
-from ..transports.stdio import FdReader, FdWriter, claim_stdout
+from ..transports.stdio import FdReader, FdWriter, claim_stdout, run_until_signalled
 from .server import MCPServer
 
 __all__ = ["serve_mcp_stdio", "run_mcp_stdio", "CoalescingTransport", "StdioMCPTransport"]
@@ -251,20 +250,5 @@ async def serve_mcp_stdio(server: MCPServer, *, stdin_fd: int = 0, stdout_fd: in
 
 def run_mcp_stdio(server: MCPServer) -> int:
     """Run :func:`serve_mcp_stdio` in a fresh event loop; return the exit code (0)."""
-
-    async def main() -> None:
-        loop = asyncio.get_running_loop()
-        task = asyncio.current_task()
-        assert task is not None
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            try:
-                loop.add_signal_handler(sig, task.cancel)
-            except (NotImplementedError, RuntimeError, ValueError):
-                pass
-        try:
-            await serve_mcp_stdio(server)
-        except asyncio.CancelledError:
-            pass
-
-    asyncio.run(main())
+    run_until_signalled(lambda: serve_mcp_stdio(server))
     return 0

@@ -20,7 +20,7 @@ import signal
 import stat
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 from ..dispatch import Dispatcher
@@ -387,10 +387,11 @@ async def serve_stdio(
         writer.close()
 
 
-def run_stdio(dispatcher: Dispatcher, **kwargs: Any) -> int:
-    """Run :func:`serve_stdio` in a fresh event loop; return the process exit code.
+def run_until_signalled(serve: Callable[[], Awaitable[None]]) -> None:
+    """Run ``serve()`` in a fresh event loop until it returns or SIGTERM/SIGINT arrives.
 
-    SIGTERM and SIGINT stop it promptly (running requests are cancelled); exit code 0.
+    A signal cancels the serving task, so running requests are cancelled and this returns
+    promptly; stdio servers (plain and MCP) share it.
     """
 
     async def main() -> None:
@@ -403,13 +404,21 @@ def run_stdio(dispatcher: Dispatcher, **kwargs: Any) -> int:
             except (NotImplementedError, RuntimeError, ValueError):
                 pass
         try:
-            await serve_stdio(dispatcher, **kwargs)
+            await serve()
         except asyncio.CancelledError:
             pass
 
+    asyncio.run(main())
+
+
+def run_stdio(dispatcher: Dispatcher, **kwargs: Any) -> int:
+    """Run :func:`serve_stdio` in a fresh event loop; return the process exit code.
+
+    SIGTERM and SIGINT stop it promptly (running requests are cancelled); exit code 0.
+    """
     if kwargs.get("stdout_fd") is None:
         _hold_closed_stdout()
-    asyncio.run(main())
+    run_until_signalled(lambda: serve_stdio(dispatcher, **kwargs))
     return 0
 
 
