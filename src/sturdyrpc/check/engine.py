@@ -14,11 +14,11 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
-from . import jsonrpc, mcp, robustness
+from . import http, jsonrpc, mcp, robustness
 from .driver import Frame
 from .model import AREAS, Check, CheckFailed, CheckSkipped, Level, Outcome, Report, Status
 from .rules import REGISTRY
-from .session import Config, Session
+from .session import Config, Session, new_session
 
 __all__ = ["run_checks", "all_checks", "Progress"]
 
@@ -29,7 +29,7 @@ Progress = Callable[[int, int, str], None]
 def all_checks() -> list[Check]:
     """Every registered check, in report order (by area, then definition order)."""
     order = {a: i for i, a in enumerate(AREAS)}
-    _ = (jsonrpc, robustness, mcp)  # importing them registers their checks
+    _ = (jsonrpc, robustness, mcp, http)  # importing them registers their checks
     return sorted(REGISTRY, key=lambda c: order.get(c.spec.area, len(order)))
 
 
@@ -79,7 +79,7 @@ class _Run:
                 if session is None:
                     t0 = time.monotonic()
                     try:
-                        session = Session(self.cfg, handshake=c.handshake)
+                        session = new_session(self.cfg, handshake=c.handshake)
                     except CheckFailed as exc:
                         self.finished(Outcome(c.spec, Status.ERROR, f"could not start the server: {exc.detail}", duration=time.monotonic() - t0))
                         continue
@@ -148,7 +148,7 @@ def run_checks(
 ) -> Report:
     """Check the server ``cfg.command`` and return the report (never raises for server behaviour)."""
     t0 = time.monotonic()
-    report = Report(list(cfg.command))
+    report = Report(list(cfg.command) or [cfg.url or ""])
     if cfg.mcp is not False:
         mcp.detect(cfg, report)
     report.mcp = cfg.is_mcp
@@ -160,7 +160,8 @@ def run_checks(
     runnable: dict[str, list[Check]] = {}
     final: list[Check] = []
     for c in selected:
-        reason = c.applies(cfg) if c.applies else None
+        reason = f"stdio only: {c.stdio_only}" if cfg.url and c.stdio_only else None
+        reason = reason or (c.applies(cfg) if c.applies else None)
         if reason:
             run.finished(Outcome(c.spec, Status.SKIP, reason))
             continue
@@ -193,7 +194,7 @@ def _run_stdout_check(run: _Run, c: Check) -> None:
     """Run the stdout-hygiene check on a fresh process, then judge every line any process wrote."""
     t0 = time.monotonic()
     try:
-        session = Session(run.cfg, handshake=c.handshake)
+        session = new_session(run.cfg, handshake=c.handshake)
     except (CheckFailed, OSError) as exc:
         run.finished(Outcome(c.spec, Status.ERROR, f"could not start the server: {exc}"))
         return

@@ -66,7 +66,7 @@ class HTTPReply:
 
     @property
     def ctype(self) -> str:
-        return self.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        return str(self.headers.get("content-type", "")).split(";", 1)[0].strip().lower()
 
     def describe(self) -> str:
         if self.error:
@@ -113,9 +113,18 @@ class _HTTPEndpoint:
             self.messages.put(None)
 
 
-def _sse_messages(chunks: Any) -> list[bytes]:
-    """The ``data`` of each SSE event in a byte stream (events without data are skipped)."""
-    out: list[bytes] = []
+@dataclass
+class _SSE:
+    """What an SSE stream carried: the data of each event, the last event id, the retry hint."""
+
+    datas: list[bytes] = field(default_factory=list)
+    last_id: str | None = None
+    retry_ms: int | None = None
+
+
+def _sse_read(chunks: Any) -> _SSE:
+    """Parse an SSE byte stream (events without data, like priming events, carry no message)."""
+    out = _SSE()
     buf = b""
     data: list[bytes] = []
     for chunk in chunks:
@@ -127,13 +136,19 @@ def _sse_messages(chunks: Any) -> list[bytes]:
             line, buf = buf[:i].rstrip(b"\r"), buf[i + 1 :]
             if not line:
                 if data:
-                    out.append(b"\n".join(data))
+                    out.datas.append(b"\n".join(data))
                 data = []
-            elif line.startswith(b"data:"):
-                v = line[5:]
-                data.append(v[1:] if v.startswith(b" ") else v)
+                continue
+            name, _, value = line.partition(b":")
+            value = value[1:] if value.startswith(b" ") else value
+            if name == b"data":
+                data.append(value)
+            elif name == b"id":
+                out.last_id = value.decode("utf-8", "replace")
+            elif name == b"retry" and value.isdigit():
+                out.retry_ms = int(value)
     if data:
-        out.append(b"\n".join(data))
+        out.datas.append(b"\n".join(data))
     return out
 
 
@@ -144,7 +159,8 @@ class HTTPSession(Session):
         assert cfg.url
         self.cfg = cfg
         self.url = cfg.url
-        self.proc = _HTTPEndpoint()  # type: ignore[assignment]
+        self.endpoint = _HTTPEndpoint()
+        self.proc = self.endpoint  # type: ignore[assignment]
         self.spoiled = False
         import itertools
 
@@ -222,33 +238,93 @@ class HTTPSession(Session):
                 ctype = r.headers.get("content-type", "").split(";", 1)[0].strip().lower()
                 reply = HTTPReply(r.status_code, r.headers, b"")
                 if headers_only:
-                    self.proc.add(Frame(reply.describe().encode(), time.monotonic(), error="http"), queue_it=False)
+                    self.endpoint.add(Frame(reply.describe().encode(), time.monotonic(), error="http"), queue_it=False)
                     self.last = reply
                     return reply
+                sse: _SSE | None = None
                 if ctype == "text/event-stream":
                     chunks: list[bytes] = []
-                    datas = _sse_messages(_collect(r.iter_raw(), chunks, t0 + max(wait, 1.0)))
+                    sse = _sse_read(_collect(r.iter_raw(), chunks, t0 + max(wait, 1.0)))
+                    datas = sse.datas
                     reply.body = b"".join(chunks)
                 else:
                     reply.body = r.read()
                     is_json = ctype in ("application/json", "") or ctype.endswith("+json")
                     datas = [reply.body] if reply.body.strip() and is_json else []
-                self.proc.add(Frame(reply.describe().encode(), time.monotonic(), error="http"), queue_it=False)
+                self.endpoint.add(Frame(reply.describe().encode(), time.monotonic(), error="http"), queue_it=False)
                 if reply.body.strip() and not datas:
-                    self.proc.add(Frame(reply.body, time.monotonic(), error="http-body"), queue_it=False)
+                    self.endpoint.add(Frame(reply.body, time.monotonic(), error="http-body"), queue_it=False)
                 for data in datas:
                     frame = _decode_line(data.strip(), True, time.monotonic())
                     if frame.is_message:
                         reply.messages.append(frame.value)
-                    self.proc.add(frame, queue_it=queue_it)
+                    self.endpoint.add(frame, queue_it=queue_it and sse is None)
+            if sse is not None:
+                if method == "POST" and sse.last_id is not None:
+                    self._resume(body, reply, sse, t0 + wait)
+                if queue_it:
+                    self._queue_stream(body, reply.messages)
         except httpx.TimeoutException:
             reply = HTTPReply(0, httpx.Headers(), b"", error=f"no complete response within {wait:.1f}s")
-            self.proc.add(Frame(reply.describe().encode(), time.monotonic(), error="http"), queue_it=False)
+            self.endpoint.add(Frame(reply.describe().encode(), time.monotonic(), error="http"), queue_it=False)
         except httpx.HTTPError as exc:
             reply = HTTPReply(0, httpx.Headers(), b"", error=f"{type(exc).__name__}: {exc}"[:200])
-            self.proc.add(Frame(reply.describe().encode(), time.monotonic(), error="http"), queue_it=False)
+            self.endpoint.add(Frame(reply.describe().encode(), time.monotonic(), error="http"), queue_it=False)
         self.last = reply
         return reply
+
+    def _queue_stream(self, body: bytes, messages: list[Any]) -> None:
+        """Queue what an SSE stream carried. The replies to a batch may come as separate events:
+        they are gathered into one array, as the same batch gets on a pipe."""
+        try:
+            sent = msgspec.json.decode(body)
+        except (msgspec.DecodeError, ValueError, RecursionError):
+            sent = None
+        if type(sent) is list:
+            replies = [x for m in messages for x in (m if type(m) is list else [m]) if not (type(x) is dict and "method" in x)]
+            others = [m for m in messages if type(m) is dict and "method" in m]
+            for m in others:
+                self.endpoint.messages.put(Frame(_encode(m), time.monotonic(), m, True))
+            if replies:
+                self.endpoint.messages.put(Frame(_encode(replies), time.monotonic(), replies, True))
+            return
+        for m in messages:
+            self.endpoint.messages.put(Frame(_encode(m), time.monotonic(), m, True))
+
+    def _resume(self, body: bytes, reply: HTTPReply, sse: _SSE, deadline: float) -> None:
+        """The stream ended before the reply (the server closed it, SEP-1699): wait ``retry``,
+        then GET with ``Last-Event-ID``, as a client MUST; a few attempts, within the deadline."""
+        try:
+            sent = msgspec.json.decode(body)
+        except (msgspec.DecodeError, ValueError, RecursionError):
+            return
+        wanted = {m.get("id") for m in (sent if type(sent) is list else [sent]) if type(m) is dict and "method" in m and "id" in m}
+        wanted.discard(None)
+        for _ in range(5):
+            got = {m.get("id") for m in reply.messages if type(m) is dict and "method" not in m}
+            if not wanted - got or sse.last_id is None:
+                return
+            time.sleep(min((sse.retry_ms or 1000) / 1000, 2.0, max(deadline - time.monotonic(), 0)))
+            if time.monotonic() >= deadline:
+                return
+            h = {k: v for k, v in self.headers_for(b"").items() if k != "content-type"}
+            h.update({"accept": "text/event-stream", "last-event-id": sse.last_id})
+            try:
+                with self.client.stream("GET", self.url, headers=h, timeout=httpx.Timeout(max(deadline - time.monotonic(), 0.5))) as r:
+                    self.endpoint.add(Frame(f"HTTP {r.status_code} (GET, Last-Event-ID: {sse.last_id})".encode(), time.monotonic(), error="http"), queue_it=False)
+                    if r.status_code != 200:
+                        return
+                    more = _sse_read(_collect(r.iter_raw(), [], deadline))
+            except httpx.HTTPError:
+                return
+            for data in more.datas:
+                frame = _decode_line(data.strip(), True, time.monotonic())
+                if frame.is_message:
+                    reply.messages.append(frame.value)
+                self.endpoint.add(frame, queue_it=False)
+            sse = _SSE(last_id=more.last_id or sse.last_id, retry_ms=more.retry_ms or sse.retry_ms)
+            if more.last_id is None:
+                return
 
     def send(self, data: bytes | Any, *, newline: bool = True, timeout: float | None = None) -> None:
         """POST ``data`` (raw bytes as given, or a JSON value) as one HTTP request; its replies are
@@ -627,7 +703,7 @@ def no_leak(s0: Session) -> None:
         ("Content-Type: text/plain", s.http("POST", _encode(_probe(s, "nl-1")), {"content-type": "text/plain"})),
         ("a body that is not UTF-8", s.http("POST", b'{"jsonrpc":"2.0","id":"nl-2","method":"\xff\xfe"}')),
         ("a JSON array of numbers", s.http("POST", b"[1,2,3]")),
-        ("an unknown session id", s.http("POST", _encode(_probe(s, "nl-3")), {"mcp-session-id": "sturdyrpc-check-\u00e9"})),
+        ("an unknown session id", s.http("POST", _encode(_probe(s, "nl-3")), {"mcp-session-id": "sturdyrpc-check-no-such-session"})),
     ]
     for what, reply in probes:
         if reply.status >= 500:

@@ -7,7 +7,7 @@ from typing import Any
 
 from .model import CheckFailed, CheckSkipped, Level, Report
 from .rules import ANY, NULL, check, expect_error, expect_id, expect_result, leaks, show
-from .session import HANDSHAKE_VERSIONS, KNOWN_VERSIONS, MODERN_VERSION, Config, Session, modern_meta, same_id
+from .session import HANDSHAKE_VERSIONS, KNOWN_VERSIONS, MODERN_VERSION, Config, Session, modern_meta, new_session, same_id
 
 __all__ = ["detect"]
 
@@ -16,7 +16,7 @@ def detect(cfg: Config, report: Report) -> None:
     """Find out whether the server speaks MCP, and which versions: ``server/discover`` first
     (2026-07-28), then ``initialize``. Fills in ``cfg``; never fails."""
     offer = cfg.protocol if cfg.protocol in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[-1]
-    session = Session(cfg, handshake=False)
+    session = new_session(cfg, handshake=False)
     try:
         wait = max(cfg.timeout, cfg.startup_timeout)
         t0 = time.monotonic()
@@ -30,12 +30,12 @@ def detect(cfg: Config, report: Report) -> None:
                 cfg.capabilities = result["capabilities"]
         if not session.proc.alive() or session.proc.stdout_closed.is_set():
             session.close()
-            session = Session(cfg, handshake=False)
+            session = new_session(cfg, handshake=False)
         init = session.initialize(offer, id="detect-init", timeout=wait)
         if cfg.discover_versions and not (init and type(init.get("result")) is dict):
             # A server may fix a connection's era at its first message: ask a fresh process.
             session.close()
-            session = Session(cfg, handshake=False)
+            session = new_session(cfg, handshake=False)
             init = session.initialize(offer, id="detect-init", timeout=wait)
         result = init.get("result") if init else None
         if type(result) is dict and type(result.get("protocolVersion")) is str:
@@ -180,6 +180,9 @@ def version_negotiation(s: Session) -> None:
 )
 def before_initialize(s: Session) -> None:
     s.send({"jsonrpc": "2.0", "id": "early-1", "method": "tools/list", "params": {}})
+    last = getattr(s, "last", None)
+    if last is not None and 400 <= last.status < 500:
+        return  # over HTTP: refused at the transport level (no session yet), which is a refusal
     reply, _ = s.wait_for(lambda v: type(v) is dict and v.get("id") == "early-1", max(s.cfg.timeout, s.cfg.startup_timeout))
     if reply is None:
         raise CheckFailed(f"no reply to a request sent before initialize (the client hangs){s.exit_note()}", level=MUST)
@@ -253,6 +256,8 @@ def duplicate_id(s: Session) -> None:
     second = s.request("tools/list", {}, id="dup-1")
     replies = s.exchange_many([first, second], expect=2, grace=2.0)
     mine = [r for r in replies if type(r) is dict and r.get("id") == "dup-1"]
+    if s.cfg.url:  # over HTTP a POST may be refused with an HTTP error (e.g. 409) whose body has no id
+        mine += [r for r in replies if type(r) is dict and "error" in r and r.get("id") is None]
     if len(mine) < 2:
         raise CheckFailed(f"{len(mine)} reply for two requests with the same id; the client waits forever for the other")
     for r in mine:
@@ -425,6 +430,8 @@ def progress(s: Session) -> None:
     group="mcp-slow", applies=_needs_slow_tool,
 )
 def cancel(s: Session) -> None:
+    if s.cfg.url and s.cfg.modern:
+        raise CheckSkipped(f"over HTTP {MODERN_VERSION} a request is cancelled by closing its response stream (nothing to observe)")
     call = s.request("tools/call", {"name": s.cfg.slow, "arguments": {"seconds": 2.0}}, id="cx-1")
     s.send(call)
     time.sleep(0.3)
@@ -481,12 +488,16 @@ def meta_required(s: Session) -> None:
     group="mcp", applies=_modern,
 )
 def unsupported_version(s: Session) -> None:
-    meta = {**modern_meta(), "io.modelcontextprotocol/protocolVersion": "1999-01-01"}
+    # Over HTTP the header carries the same version, and a date older than every known version
+    # is refused by the handshake-era rule (plain 400): a future one is unambiguous.
+    requested = "2099-01-01" if s.cfg.url else "1999-01-01"
+    meta = {**modern_meta(), "io.modelcontextprotocol/protocolVersion": requested}
     reply = s.call("tools/list", {"_meta": meta}, id="uv-1")
-    err = expect_error(reply, -32022, "uv-1")["error"]
+    # Over HTTP the refusal is an HTTP 400 whose JSON-RPC error may omit the id (transports.mdx).
+    err = expect_error(reply, -32022, NULL if s.cfg.url and "id" not in reply else "uv-1", id_may_be_omitted=True)["error"]
     data = err.get("data")
-    if type(data) is not dict or type(data.get("supported")) is not list or data.get("requested") != "1999-01-01":
-        raise CheckFailed(f"data must be {{supported: [...], requested: '1999-01-01'}}, got {show(data)}")
+    if type(data) is not dict or type(data.get("supported")) is not list or data.get("requested") != requested:
+        raise CheckFailed(f"data must be {{supported: [...], requested: '{requested}'}}, got {show(data)}")
 
 
 @check(
@@ -552,7 +563,9 @@ def error_codes(s: Session) -> None:
     "mcp.header-mismatch", "mcp", MUST, "HTTP headers that contradict the body get -32020",
     _spec("basic/transports/streamable-http.mdx (HeaderMismatch -32020, HTTP 400)", MODERN_VERSION),
     "compare MCP-Protocol-Version / Mcp-Method / Mcp-Name headers with the body; answer 400 + -32020",
-    group="mcp", applies=lambda cfg: _modern(cfg) or "HTTP only (headers); stdio has none",
+    group="mcp", applies=lambda cfg: _modern(cfg) or (None if cfg.url else "HTTP only (headers); stdio has none"),
 )
-def header_mismatch(s: Session) -> None:  # pragma: no cover - runs with the HTTP checker
-    raise CheckSkipped("HTTP only")
+def header_mismatch(s: Session) -> None:
+    from .http import header_mismatch as run
+
+    run(s)

@@ -47,6 +47,7 @@ def _survives(s: Session, payload: bytes, what: str, *, timeout: float | None = 
     "JSON-RPC 2.0 §5 (every request is answered); resource limits",
     "bound the line length; answer oversized input with an error instead of crashing or hanging",
     group="robustness-big", budget=5.0,
+    stdio_only="over HTTP see http.body-too-large",
 )
 def huge_line(s: Session) -> None:
     payload = _with_raw_param(s, "huge", b'"' + b"x" * (20 * 1024 * 1024) + b'"')
@@ -93,6 +94,7 @@ def huge_batch(s: Session) -> None:
     "JSON-RPC 2.0 §5 (every request is answered)",
     "never drop requests under load; apply backpressure (stop reading) instead",
     group="robustness-big", budget=8.0,
+    stdio_only="over HTTP each message is its own POST",
 )
 def pipelined_2000(s: Session) -> None:
     n = 2000
@@ -111,6 +113,7 @@ def pipelined_2000(s: Session) -> None:
     "robustness.blank-lines", "robustness", SHOULD, "blank lines are ignored",
     "newline-delimited JSON (empty lines carry no message); MCP stdio transport",
     "skip lines that are empty or only whitespace instead of answering -32700",
+    stdio_only="newline framing",
 )
 def blank_lines(s: Session) -> None:
     replies = s.exchange(b"\n\n  \n\r\n" + _raw(_unknown(s, "after-blank")))
@@ -141,6 +144,7 @@ def lone_surrogate(s: Session) -> None:
     "robustness.many-invalid", "robustness", MUST, "100 bad lines in a row are answered and the server survives",
     "JSON-RPC 2.0 §5.1 (-32700 / -32600)",
     "keep the read loop alive after any bad input; do not count errors towards a shutdown",
+    stdio_only="newline framing",
 )
 def many_invalid(s: Session) -> None:
     data = b"".join([b"}{\n", b"[]\n", b'{"jsonrpc":"2.0"}\n', b"\x80\n"] * 25)
@@ -195,6 +199,7 @@ def batch_parallel(s: Session) -> None:
     "JSON-RPC 2.0 §5 (every request is answered); MCP stdio shutdown (close stdin, then wait)",
     "on EOF stop reading, but wait for running handlers and flush their replies before exiting",
     group="fresh", budget=2.0,
+    stdio_only="stdin EOF",
 )
 def eof_inflight(s: Session) -> None:
     n = 200
@@ -216,6 +221,7 @@ def eof_inflight(s: Session) -> None:
     "MCP 2026-07-28 basic/transports/stdio.mdx (the server SHOULD exit on stdin EOF)",
     "treat EOF on stdin as the end of the session: finish, flush and exit(0)",
     group="fresh", budget=2.0,
+    stdio_only="stdin EOF",
 )
 def eof_exit(s: Session) -> None:
     s.exchange(_unknown(s, "before-eof"))
@@ -232,6 +238,7 @@ def eof_exit(s: Session) -> None:
     "MCP stdio shutdown (the client closes stdin, then sends SIGTERM, then SIGKILL)",
     "handle SIGTERM: cancel running work and exit promptly",
     group="fresh",
+    stdio_only="the checker did not start the server",
 )
 def sigterm(s: Session) -> None:
     s.exchange(_unknown(s, "before-term"))
@@ -251,6 +258,7 @@ STDOUT_CHECK_ID = "framing.stdout-only-jsonrpc"
     "MCP basic/transports (stdio: the server MUST NOT write anything to stdout that is not a valid MCP message); NDJSON framing",
     "send logs, banners and print() output to stderr; write each message as one compact line",
     group="final",
+    stdio_only="an HTTP server's stdout is not the channel",
 )
 def stdout_only(s: Session) -> None:
     # Give a banner or late startup output time to appear, then provoke a few error paths.

@@ -34,6 +34,7 @@ __all__ = [
     "same_id",
     "modern_meta",
     "single_reply",
+    "new_session",
 ]
 
 SENTINEL_METHOD = "sturdyrpc.check/no-such-method"
@@ -71,6 +72,7 @@ class Config:
     protocol: str | None = None
     env: dict[str, str] | None = None
     cwd: str | None = None
+    url: str | None = None  # check a running HTTP server instead of starting ``command``
     # Filled in by detection:
     is_mcp: bool = False
     version: str | None = None  # the MCP version the checks speak
@@ -90,6 +92,15 @@ class Config:
         if name == self.slow:
             return True
         return self.call_tools is not None and ("*" in self.call_tools or name in self.call_tools)
+
+
+def new_session(cfg: Config, *, handshake: bool = True) -> Session:
+    """A fresh session: a new server process, or for ``cfg.url`` a new HTTP conversation."""
+    if cfg.url:
+        from .http import HTTPSession
+
+        return HTTPSession(cfg, handshake=handshake)
+    return Session(cfg, handshake=handshake)
 
 
 def modern_meta(version: str = MODERN_VERSION) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""``sturdyrpc check``: find JSON-RPC 2.0 and MCP protocol bugs in a stdio server."""
+"""``sturdyrpc check``: find JSON-RPC 2.0 and MCP protocol bugs in a stdio or HTTP server."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ examples:
   sturdyrpc check -- sturdyrpc demo
   sturdyrpc check --echo-method echo --leak-probe fail -- python my_server.py
   sturdyrpc check --mcp --protocol 2025-11-25 --call-tools echo,add -- npx my-mcp-server
+  sturdyrpc check --url http://127.0.0.1:8000/mcp
 exit code: 0 when no MUST-level check failed (--strict: and no SHOULD-level warning); 1 otherwise; 2 for usage errors.
 """
 
@@ -41,7 +42,8 @@ def register(sub: Any) -> None:
     c.add_argument("--json", metavar="FILE", help="write a JSON report")
     c.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
     c.add_argument("--strict", action="store_true", help="also fail (exit 1) on SHOULD-level warnings")
-    c.add_argument("--url", metavar="URL", help="check a running HTTP server (not available yet)")
+    c.add_argument("--url", metavar="URL", help="check a running HTTP server at URL (JSON-RPC over HTTP or MCP Streamable HTTP); nothing is started, "
+        "and only this URL is contacted (no redirects, no proxies)")
     c.add_argument("--list", action="store_true", help="list the checks and exit")
     c.set_defaults(func=run)
 
@@ -55,15 +57,18 @@ def run(args: argparse.Namespace) -> int:
             s = chk.spec
             print(f"{s.id:40} {s.area:12} {s.level.value:8} {s.title}")
         return 0
-    if args.url:
-        print(
-            "sturdyrpc check: checking over HTTP (--url) is not available yet; it comes with the HTTP transport. "
-            "Check the server over stdio instead: sturdyrpc check -- CMD ARGS...",
-            file=sys.stderr,
-        )
-        return 2
     command = list(getattr(args, "server_command", []) or [])
-    if not command:
+    if args.url:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(args.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            print(f"sturdyrpc check: --url needs an http:// or https:// URL, got {args.url!r}", file=sys.stderr)
+            return 2
+        if command:
+            print("sturdyrpc check: give either --url or a command after --, not both", file=sys.stderr)
+            return 2
+    if not command and not args.url:
         print("sturdyrpc check: give the server command after --, e.g. sturdyrpc check -- sturdyrpc demo", file=sys.stderr)
         return 2
     known = {c.spec.id for c in all_checks()}
@@ -72,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     if bad_areas or bad_only:
         print(f"sturdyrpc check: unknown area or check: {', '.join(bad_areas + bad_only)} (see --list; areas: {', '.join(AREAS)})", file=sys.stderr)
         return 2
-    if shutil.which(command[0]) is None:
+    if command and shutil.which(command[0]) is None:
         print(f"sturdyrpc check: cannot start the server: {command[0]!r} is not an executable file or a command on PATH", file=sys.stderr)
         return 2
     if args.timeout <= 0:
@@ -90,7 +95,10 @@ def run(args: argparse.Namespace) -> int:
         slow=args.slow,
         mcp=args.mcp,
         protocol=args.protocol,
+        url=args.url,
     )
+    if args.url:
+        cfg.startup_timeout = args.timeout  # the server is already running: nothing to wait for
     progress = ProgressLine()
     try:
         report = run_checks(cfg, areas=args.area, only=args.only, progress=progress)

@@ -47,7 +47,7 @@ import msgspec
 
 from .. import codec
 from ..codec import decode as _raw_decode
-from ..dispatch import BatchJob, Call, Context, Dispatcher, MethodEntry
+from ..dispatch import HANDLER_ERRORS, BatchJob, Call, Context, Dispatcher, MethodEntry
 from ..errors import InvalidParams, InvalidRequest, MethodNotFound, RPCError
 from ..limits import DEFAULT_LIMITS, Limits
 from ..messages import InvalidMessage, Message
@@ -918,7 +918,7 @@ class MCPServer:
                 result = finish(rules, tool.result(value, rules))
             except RPCError as exc:
                 return d.failure(Call(id_, "tools/call", inline_entry, (), params, params), exc)
-            except (Exception, SystemExit) as exc:
+            except HANDLER_ERRORS as exc:
                 result = self._tool_failed(rules, tool.name, exc)
             try:
                 return encode({"jsonrpc": "2.0", "result": result, "id": id_})
@@ -1147,7 +1147,7 @@ class MCPServer:
             result = tool.result(value, rules)
         except RPCError:
             raise
-        except (Exception, SystemExit) as exc:
+        except HANDLER_ERRORS as exc:
             return self._tool_failed(rules, tool.name, exc)
         return self._finish(rules, result)
 
@@ -1166,7 +1166,7 @@ class MCPServer:
             return self._input_required(rules, need, "tools/call", tool.name)
         except RPCError:
             raise
-        except (Exception, SystemExit) as exc:
+        except HANDLER_ERRORS as exc:
             return self._tool_failed(rules, tool.name, exc)
         finally:
             mctx._done = True
