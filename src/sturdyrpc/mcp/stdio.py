@@ -16,7 +16,7 @@ from typing import Any
 from ..framing import BadHeader, FrameTooLarge, LineFramer
 from ..limits import DEFAULT_LIMITS
 from ..peer import MessageTransport
-from ..transports.stdio import FdReader, FdWriter, claim_stdout, run_until_signalled
+from ..transports.stdio import FdReader, FdWriter, claim_stdout, hold_closed_stdout, run_until_signalled
 from .server import MCPServer
 
 __all__ = ["serve_mcp_stdio", "run_mcp_stdio", "CoalescingTransport", "StdioMCPTransport"]
@@ -250,5 +250,6 @@ async def serve_mcp_stdio(server: MCPServer, *, stdin_fd: int = 0, stdout_fd: in
 
 def run_mcp_stdio(server: MCPServer) -> int:
     """Run :func:`serve_mcp_stdio` in a fresh event loop; return the exit code (0)."""
+    hold_closed_stdout()
     run_until_signalled(lambda: serve_mcp_stdio(server))
     return 0

@@ -27,7 +27,7 @@ from ..dispatch import Dispatcher
 from ..framing import ContentLengthFramer, LineFramer, encode_content_length
 from ..runner import Runner
 
-__all__ = ["serve_stdio", "run_stdio", "claim_stdout", "FdReader", "FdWriter"]
+__all__ = ["serve_stdio", "run_stdio", "run_until_signalled", "hold_closed_stdout", "claim_stdout", "FdReader", "FdWriter"]
 
 log = logging.getLogger("sturdyrpc")
 
@@ -417,12 +417,12 @@ def run_stdio(dispatcher: Dispatcher, **kwargs: Any) -> int:
     SIGTERM and SIGINT stop it promptly (running requests are cancelled); exit code 0.
     """
     if kwargs.get("stdout_fd") is None:
-        _hold_closed_stdout()
+        hold_closed_stdout()
     run_until_signalled(lambda: serve_stdio(dispatcher, **kwargs))
     return 0
 
 
-def _hold_closed_stdout() -> None:
+def hold_closed_stdout() -> None:
     """Started with fd 1 closed (``cmd >&-``): put /dev/null there before the event loop opens
     its own descriptors, or fd 1 would be one of them and be claimed as "stdout". Served as a
     client that closed stdout: requests run, replies go nowhere."""
