@@ -203,3 +203,21 @@ def test_http_json_reply_request_progress_not_delivered_after_the_reply(url: str
         except httpx.ReadTimeout:
             pass
         assert b"notifications/progress" not in seen, seen
+
+
+def test_modern_ping_on_fresh_connection_is_method_not_found() -> None:
+    """``ping`` is removed in 2026-07-28: one carrying the 2026-07-28 ``_meta`` was answered ``{}`` when it
+    came first on a connection; a plain ping before ``initialize`` is still answered (handshake era)."""
+
+    async def main() -> None:
+        w = Wire(make_mcp_demo())
+        async with w:
+            r = await w.call("ping", {"_meta": modern_meta()}, id=1)
+            assert r.get("error", {}).get("code") == -32601, r
+            r = await w.call("ping", None, id=2)
+            assert r["result"] == {}
+            r = await w.initialize("2025-11-25")
+            assert r["result"]["protocolVersion"] == "2025-11-25"
+            w.validate("2025-11-25")
+
+    _run(main())

@@ -1,4 +1,5 @@
-"""``sturdyrpc check``: find JSON-RPC 2.0 and MCP protocol bugs in any stdio server.
+"""``sturdyrpc check``: find JSON-RPC 2.0 and MCP protocol bugs in any stdio server (or, with
+``Config(url=...)``, a running HTTP server: see :mod:`.http`).
 
 The checker is a low-level driver: it writes raw bytes to the server's stdin, reads its
 stdout line by line, and validates everything strictly itself. It does not use the

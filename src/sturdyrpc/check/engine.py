@@ -149,6 +149,12 @@ def run_checks(
     """Check the server ``cfg.command`` and return the report (never raises for server behaviour)."""
     t0 = time.monotonic()
     report = Report(list(cfg.command) or [cfg.url or ""])
+    if cfg.url:
+        from .http import is_local_url
+
+        cfg.startup_timeout = min(cfg.startup_timeout, cfg.timeout)  # a running server: nothing starts
+        if not is_local_url(cfg.url):
+            report.notes.append("the URL is not on this machine: the checks send it malformed and oversized requests")
     if cfg.mcp is not False:
         mcp.detect(cfg, report)
     report.mcp = cfg.is_mcp

@@ -222,6 +222,7 @@ class HTTPSession(Session):
         timeout: float | None = None,
         queue_it: bool = False,
         headers_only: bool = False,
+        record: bool = True,
     ) -> HTTPReply:
         """One raw HTTP request. ``headers`` override the usual ones (``headers_for``), ``drop`` removes some."""
         h = self.headers_for(body) if method == "POST" else {k: v for k, v in self.headers_for(b"").items() if k != "content-type"}
@@ -229,6 +230,9 @@ class HTTPSession(Session):
         for k in drop:
             h.pop(k.lower(), None)
         wait = self.cfg.timeout if timeout is None else timeout
+        if record:
+            notes = [f"{k}: {v}" for k, v in (headers or {}).items()] + [f"no {k}" for k in drop]
+            self.sent.append(f"{method}{' [' + '; '.join(notes) + ']' if notes else ''} ".encode() + body[:4096])
         t0 = time.monotonic()
         try:
             with self.client.stream(method, self.url, content=body or None, headers=h, timeout=httpx.Timeout(wait)) as r:
@@ -326,6 +330,12 @@ class HTTPSession(Session):
             if more.last_id is None:
                 return
 
+    def _post_quietly(self, body: bytes, wait: float) -> None:
+        try:
+            self.http("POST", body, timeout=wait, queue_it=True, record=False)
+        except Exception:  # e.g. the session was closed while this POST ran: nobody waits for it
+            pass
+
     def send(self, data: bytes | Any, *, newline: bool = True, timeout: float | None = None) -> None:
         """POST ``data`` (raw bytes as given, or a JSON value) as one HTTP request; its replies are
         queued as they come. Waits for the response at most a moment, so a slow call keeps running
@@ -337,7 +347,7 @@ class HTTPSession(Session):
         self.sent.append(data)
         body = data[:-1] if data.endswith(b"\n") else data
         wait = max(self.cfg.timeout, 10.0) if timeout is None else max(timeout, self.cfg.timeout)
-        t = threading.Thread(target=self.http, args=("POST", body), kwargs={"timeout": wait, "queue_it": True}, daemon=True)
+        t = threading.Thread(target=self._post_quietly, args=(body, wait), daemon=True, name="check-http-post")
         t.start()
         t.join(HOLD)
 

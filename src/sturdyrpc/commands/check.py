@@ -97,8 +97,6 @@ def run(args: argparse.Namespace) -> int:
         protocol=args.protocol,
         url=args.url,
     )
-    if args.url:
-        cfg.startup_timeout = args.timeout  # the server is already running: nothing to wait for
     progress = ProgressLine()
     try:
         report = run_checks(cfg, areas=args.area, only=args.only, progress=progress)

@@ -168,10 +168,12 @@ class MCPProfile(Profile):
         if era is None:
             if method == "initialize":
                 return self._accept_initialize(params, id_)
-            if method == "ping":
+            if method == "ping" and not envelope:
                 return None
             if method == "server/discover" or envelope:
                 err = self._check_envelope(meta, list(_newest_first(self.supported)))
+                if err is None and method == "ping":
+                    return MethodNotFound("Method not found")  # a 2026-07-28 ping: removed in that version
                 if err is None:
                     self.set_version(meta[META_PROTOCOL_VERSION])  # type: ignore[index]
                 return err

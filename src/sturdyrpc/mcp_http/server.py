@@ -469,7 +469,7 @@ class StreamableHTTPApp:
         try:
             version = self._header_version(scope)
         except _Problem:
-            version = None
+            raise HTTPRefusal(405, -32600, "Method not allowed", [(b"allow", b"POST")]) from None
         if version is not None and version in self.modern_versions:  # 2026-07-28 has no sessions: 405, as for GET
             raise HTTPRefusal(405, -32600, "Method not allowed", [(b"allow", b"POST")])
         session = self._find_session(scope, principal)
@@ -594,8 +594,8 @@ _MODERN_STATUS = {-32700: 400, -32600: 400, -32602: 400, -32020: 400, -32021: 40
 
 def _modern_envelope(obj: Any) -> bool:
     """Whether ``obj`` is a request whose ``_meta`` names a 2026-07-28-era protocol version."""
-    if type(obj) is not dict or "id" not in obj:
-        return False  # notifications: this revision defines no header rules for them
+    if type(obj) is not dict or "id" not in obj or obj.get("method") == "initialize":
+        return False  # notifications: this revision defines no header rules for them; initialize is legacy
     params = obj.get("params")
     meta = params.get("_meta") if type(params) is dict else None
     v = meta.get(META_PROTOCOL_VERSION) if type(meta) is dict else None
