@@ -25,6 +25,22 @@ echo "== sturdyrpc check --mcp --protocol 2025-11-25 --area mcp -- sturdyrpc dem
 "$PY" -m sturdyrpc check --mcp --protocol 2025-11-25 --area mcp --slow slow --leak-probe fail --call-tools echo,add,fail \
     --json "$REPORTS/demo-mcp-2025-11-25.json" -- "$PY" -m sturdyrpc demo --mcp || status=1
 
+
+# The same MCP demo over Streamable HTTP, checked through --url.
+port=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$PY" -m sturdyrpc demo --mcp --http "127.0.0.1:$port" 2>"$REPORTS/demo-mcp-http.stderr" &
+server=$!
+trap 'kill $server 2>/dev/null' EXIT
+for _ in $(seq 100); do
+    "$PY" -c "import socket,sys; socket.create_connection(('127.0.0.1', $port), 0.2)" 2>/dev/null && break
+    sleep 0.1
+done
+echo
+echo "== sturdyrpc check --mcp --url http://127.0.0.1:$port/mcp   (sturdyrpc demo --mcp --http)"
+"$PY" -m sturdyrpc check --mcp --slow slow --leak-probe fail --call-tools echo,add,fail \
+    --json "$REPORTS/demo-mcp-http.json" --url "http://127.0.0.1:$port/mcp" || status=1
+kill $server 2>/dev/null
+
 echo
 echo "reports: $REPORTS/demo*.json, $REPORTS/demo*.xml"
 exit $status
