@@ -89,6 +89,7 @@ RESULT_OF = {
     "prompts/get": "GetPromptResult",
     "completion/complete": "CompleteResult",
     "logging/setLevel": "EmptyResult",
+    "subscriptions/listen": "SubscriptionsListenResult",
 }
 NOTIFICATION_OF = {
     "notifications/progress": "ProgressNotification",
@@ -98,6 +99,7 @@ NOTIFICATION_OF = {
     "notifications/prompts/list_changed": "PromptListChangedNotification",
     "notifications/resources/updated": "ResourceUpdatedNotification",
     "notifications/cancelled": "CancelledNotification",
+    "notifications/subscriptions/acknowledged": "SubscriptionsAcknowledgedNotification",
 }
 REQUEST_OF = {
     "sampling/createMessage": "CreateMessageRequest",

@@ -22,6 +22,7 @@ answer the ``inputRequests`` of an ``input_required`` result, and the request is
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 import logging
@@ -45,7 +46,7 @@ from .versions import (
     SUPPORTED_VERSIONS,
 )
 
-__all__ = ["MCPClient", "connect", "NegotiationFailed"]
+__all__ = ["MCPClient", "Subscription", "connect", "NegotiationFailed"]
 
 log = logging.getLogger("sturdyrpc.mcp")
 
@@ -105,6 +106,9 @@ class MCPClient:
         self.server_capabilities: dict[str, Any] = {}
         self.instructions: str | None = None
         self.supported_versions: list[str] = []
+        #: Open ``subscriptions/listen`` streams by subscription id.
+        self._listens: dict[str, Subscription] = {}
+        self._listen_seq = 0
 
     # ------------------------------------------------------------------ negotiation
 
@@ -308,6 +312,48 @@ class MCPClient:
         if not self.modern:
             await self.request("logging/setLevel", {"level": level})
 
+    async def listen(
+        self, notifications: dict[str, Any], on_notification: Callable[[str, dict[str, Any]], Any], *, timeout: float | None = 30.0
+    ) -> Subscription:
+        """Open a ``subscriptions/listen`` stream (2026-07-28) and wait for its acknowledgement.
+
+        ``notifications`` is the filter (``toolsListChanged``, ``promptsListChanged``,
+        ``resourcesListChanged``: bool; ``resourceSubscriptions``: list of URIs).
+        ``on_notification(method, params)`` (sync or async) gets each notification of this
+        stream. The returned :class:`Subscription` says what the server agreed to
+        (``acknowledged``); ``await sub.close()`` cancels it (stdio: ``notifications/cancelled``;
+        HTTP: the stream is closed), ``await sub.wait()`` waits for the server to end it.
+        Raises the server's error (e.g. -32601 from an older server) or ``TimeoutError``.
+        """
+        if not self.modern or self.version is None:
+            raise RuntimeError("subscriptions/listen needs protocol version 2026-07-28")
+        self._listen_seq += 1
+        sub = Subscription(f"sturdyrpc-listen-{self._listen_seq}", on_notification)
+        self._listens[sub.id] = sub
+        params = {"notifications": notifications, "_meta": self._envelope(self.version)}
+        sub._task = asyncio.ensure_future(self._run_listen(sub, params))
+        sub._task.add_done_callback(lambda t: t.cancelled() or t.exception())  # errors are seen by wait()
+        try:
+            await asyncio.wait_for(asyncio.shield(sub._acked), timeout)
+        except BaseException:
+            await sub.close()
+            raise
+        return sub
+
+    async def _run_listen(self, sub: Subscription, params: dict[str, Any]) -> dict[str, Any] | None:
+        try:
+            result: dict[str, Any] = await self.peer.request("subscriptions/listen", params, id=sub.id, timeout=None)
+            sub.result = result
+            return result
+        except Exception as exc:
+            if not sub._acked.done():
+                sub._acked.set_exception(exc)
+            raise
+        finally:
+            self._listens.pop(sub.id, None)
+            if not sub._acked.done():
+                sub._acked.cancel()
+
     # ------------------------------------------------------------------ the server's calls
 
     def dispatcher(self) -> Dispatcher:
@@ -336,6 +382,15 @@ class MCPClient:
         d.add_method(roots, "roots/list")
         d.add_method(ping, "ping")
         d.add_method(message, "notifications/message")
+
+        async def acknowledged(ctx: Context, **params: Any) -> None:
+            sub = client._listen_of(params)
+            notes = params.get("notifications")
+            if sub is not None and not sub._acked.done():
+                sub.acknowledged = notes if type(notes) is dict else {}
+                sub._acked.set_result(None)
+
+        d.add_method(acknowledged, "notifications/subscriptions/acknowledged")
         for name in (
             "notifications/tools/list_changed",
             "notifications/resources/list_changed",
@@ -347,10 +402,57 @@ class MCPClient:
 
     def _notification_handler(self, name: str) -> Callable[..., Awaitable[None]]:
         async def handler(ctx: Context, **params: Any) -> None:
+            meta = params.get("_meta")
+            if type(meta) is dict and "io.modelcontextprotocol/subscriptionId" in meta:
+                sub = self._listen_of(params)  # a listen stream's: to its callback (none once closed)
+                if sub is not None and sub._acked.done():
+                    await _maybe(sub.callback(name, params))
+                return
             if self.on_notification is not None:
                 await _maybe(self.on_notification(name, params))
 
         return handler
+
+
+    def _listen_of(self, params: dict[str, Any]) -> Subscription | None:
+        meta = params.get("_meta")
+        sid = meta.get("io.modelcontextprotocol/subscriptionId") if type(meta) is dict else None
+        return self._listens.get(sid) if type(sid) is str else None
+
+
+class Subscription:
+    """An open ``subscriptions/listen`` stream (see :meth:`MCPClient.listen`)."""
+
+    def __init__(self, sub_id: str, callback: Callable[[str, dict[str, Any]], Any]) -> None:
+        #: The subscription id: the listen request's JSON-RPC id.
+        self.id = sub_id
+        self.callback = callback
+        #: The filter the server agreed to honour (from ``notifications/subscriptions/acknowledged``).
+        self.acknowledged: dict[str, Any] = {}
+        #: The final result when the server ended the stream gracefully.
+        self.result: dict[str, Any] | None = None
+        self._acked: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._task: asyncio.Future[dict[str, Any] | None] | None = None
+
+    async def close(self) -> None:
+        """Cancel the stream; no notification reaches the callback afterwards."""
+        self.callback = _ignore
+        t = self._task
+        if t is not None and not t.done():
+            t.cancel()
+        if t is not None:
+            await asyncio.wait((t,))
+            if not t.cancelled():
+                t.exception()  # seen: an error after the close is of no interest
+
+    async def wait(self) -> dict[str, Any] | None:
+        """Wait until the server ends the stream; its final result."""
+        assert self._task is not None
+        return await self._task
+
+
+def _ignore(method: str, params: dict[str, Any]) -> None:
+    return None
 
 
 @contextlib.asynccontextmanager

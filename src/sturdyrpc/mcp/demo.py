@@ -3,7 +3,9 @@
 Tools ``echo``, ``add``, ``fail`` (an exception inside a tool: the client sees only a generic
 error and an incident id) and ``slow`` (progress and cancellation), plus the fixtures the
 official MCP conformance suite's server scenarios call (``test_*`` tools, ``test://``
-resources, prompts, completion, logging, sampling, elicitation).
+resources, prompts, completion, logging, sampling, elicitation), and ``update_watched`` /
+``toggle_extra_tool``, which make the notifications a ``subscriptions/listen`` stream (or, in
+the handshake era, a subscription) carries.
 """
 
 from __future__ import annotations
@@ -244,9 +246,33 @@ def make_mcp_demo() -> MCPServer:
     def static_binary() -> bytes:
         return base64.b64decode(RED_PIXEL_PNG)
 
+    watched_text = ["Watched resource content"]
+
     @server.resource("test://watched-resource", name="watched-resource", description="A resource to subscribe to", mime_type="text/plain")
     def watched() -> str:
-        return "Watched resource content"
+        return watched_text[0]
+
+    # ------------------------------------------------------------------ something to watch (list_changed, resources/updated)
+
+    @server.tool()
+    async def update_watched(text: str) -> str:
+        """Set the text of test://watched-resource; its subscribers get notifications/resources/updated."""
+        watched_text[0] = text
+        await server.resource_updated("test://watched-resource")
+        return "updated"
+
+    @server.tool()
+    async def toggle_extra_tool() -> str:
+        """Add the tool `extra_tool`, or remove it if present: the tool list changes (notifications/tools/list_changed)."""
+        if server.remove_tool("extra_tool"):
+            return "removed"
+
+        @server.tool(name="extra_tool")
+        async def extra_tool() -> str:
+            """A tool that comes and goes (see toggle_extra_tool)."""
+            return "extra"
+
+        return "added"
 
     @server.resource("test://template/{id}/data", name="template-data", description="Data for an id", mime_type="application/json")
     def template_data(id: str) -> str:

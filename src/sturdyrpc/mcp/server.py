@@ -41,7 +41,7 @@ import types
 import typing
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import msgspec
 
@@ -688,6 +688,70 @@ class MCPContext:
         return result
 
 
+# ----------------------------------------------------------------------------- the stdio fast path
+
+
+class _FastParams(msgspec.Struct, gc=False, forbid_unknown_fields=True):
+    """``params`` of a plain ``tools/call`` as the fast path decodes it; any other member
+    (``requestState``, ``inputResponses``, anything unknown) fails the decode."""
+
+    name: str
+    arguments: dict[str, Any] | None | msgspec.UnsetType = msgspec.UNSET
+    meta: dict[str, Any] | msgspec.UnsetType = msgspec.field(default=msgspec.UNSET, name="_meta")
+
+
+class _FastCall(msgspec.Struct, gc=False, forbid_unknown_fields=True):
+    """A ``tools/call`` request of the usual shape (typed in C; anything else fails the decode
+    and takes the dict path, which sorts it out)."""
+
+    jsonrpc: Literal["2.0"]
+    method: Literal["tools/call"]
+    params: _FastParams
+    id: int | str
+
+
+_decode_fast_call = msgspec.json.Decoder(_FastCall).decode
+_MISSING: Any = object()
+
+
+# ----------------------------------------------------------------------------- subscriptions/listen (2026-07-28)
+
+#: ``_meta`` key naming the ``subscriptions/listen`` stream a message belongs to.
+META_SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
+
+#: Seconds between checks, on a quiet listen stream, that its connection is still open.
+_LISTEN_POLL = 0.25
+
+
+class _Listener:
+    """One open ``subscriptions/listen`` stream: the filter the server agreed to, and a queue
+    of ``(method, params)`` waiting to be sent (None: the server ends the stream)."""
+
+    __slots__ = ("sub_id", "tools", "prompts", "resources", "uris", "queue", "ending")
+
+    def __init__(self, sub_id: Any, agreed: dict[str, Any]) -> None:
+        self.sub_id = sub_id
+        self.tools = agreed.get("toolsListChanged") is True
+        self.prompts = agreed.get("promptsListChanged") is True
+        self.resources = agreed.get("resourcesListChanged") is True
+        self.uris: frozenset[str] = frozenset(agreed.get("resourceSubscriptions") or ())
+        self.queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue(maxsize=256)
+        #: The server ends this stream (also seen without the queue's None, should it be full).
+        self.ending = False
+
+    def push(self, item: tuple[str, dict[str, Any]] | None) -> None:
+        try:
+            self.queue.put_nowait(item)
+        except asyncio.QueueFull:  # a stalled reader: drop (list changes coalesce anyway)
+            log.debug("subscription %r: queue full, %r dropped", self.sub_id, item)
+
+    def wants(self, method: str, params: dict[str, Any]) -> bool:
+        if method == "notifications/resources/updated":
+            return params.get("uri") in self.uris
+        kind = method.split("/")[1]
+        return (kind == "tools" and self.tools) or (kind == "prompts" and self.prompts) or (kind == "resources" and self.resources)
+
+
 # ----------------------------------------------------------------------------- the server
 
 
@@ -726,6 +790,8 @@ class MCPServer:
         #: Called with the session when the client says its roots changed.
         self.on_roots_changed: Callable[[Session], Awaitable[None] | None] | None = None
         self._sessions: weakref.WeakKeyDictionary[Peer, Session] = weakref.WeakKeyDictionary()
+        #: Open ``subscriptions/listen`` streams (2026-07-28), over every transport.
+        self._listeners: set[_Listener] = set()
         self._state_key = os.urandom(32)
         self.dispatcher: Dispatcher = _MCPDispatcher(self, limits, log)
         self._register_protocol()
@@ -794,6 +860,13 @@ class MCPServer:
 
         return register
 
+    def remove_tool(self, name: str) -> bool:
+        """Unregister the tool ``name`` (listeners are told the list changed); False if absent."""
+        if self.tools.pop(name, None) is None:
+            return False
+        self._changed("tools")
+        return True
+
     def completion(self) -> Callable[[F], F]:
         """Register the completion handler ``fn(ref, argument, context) -> list[str] | dict``."""
 
@@ -810,7 +883,7 @@ class MCPServer:
         return [s for p, s in list(self._sessions.items()) if not p.is_closing]
 
     def _changed(self, kind: str) -> None:
-        if not self._sessions:
+        if not self._sessions and not self._listeners:
             return
         try:
             loop = asyncio.get_running_loop()
@@ -820,16 +893,35 @@ class MCPServer:
 
     async def notify_list_changed(self, kind: str) -> None:
         """Send ``notifications/{kind}/list_changed`` (kind: tools, resources, prompts) to every
-        handshake-era session that finished initializing."""
+        handshake-era session that finished initializing, and to every ``subscriptions/listen``
+        stream that asked for them."""
+        self._publish(f"notifications/{kind}/list_changed", {})
         for s in self.sessions():
             if s.profile.era == "handshake" and s.profile.initialize_seen:
                 await s.notify(f"notifications/{kind}/list_changed")
 
     async def resource_updated(self, uri: str) -> None:
-        """Send ``notifications/resources/updated`` to the sessions subscribed to ``uri``."""
+        """Send ``notifications/resources/updated`` to the sessions subscribed to ``uri`` (and the
+        ``subscriptions/listen`` streams naming it)."""
+        self._publish("notifications/resources/updated", {"uri": uri})
         for s in self.sessions():
             if uri in s.subscriptions:
                 await s.notify("notifications/resources/updated", {"uri": uri})
+
+    def _publish(self, method: str, params: dict[str, Any]) -> None:
+        for listener in list(self._listeners):
+            if listener.wants(method, params):
+                listener.push((method, params))
+
+    def close_subscriptions(self) -> int:
+        """End every open ``subscriptions/listen`` stream gracefully (e.g. at shutdown): each
+        gets its final ``resultType: "complete"`` result, then nothing more. Returns how many."""
+        n = 0
+        for listener in list(self._listeners):
+            listener.ending = True
+            listener.push(None)
+            n += 1
+        return n
 
     # ------------------------------------------------------------------ serving
 
@@ -873,8 +965,87 @@ class MCPServer:
         short = 2 * max_depth  # valid JSON of n bytes nests at most n // 2 deep
         finish = self._finish
         encode = codec.encode
+        get_tool = tools.get
+        get_rules = RULES.get
+        unset = msgspec.UNSET
+        #: Per tool: its parameters as ((name, checker), ...) when an object holding exactly
+        #: those names binds by position after each checker (what Binder.bind would do), else None.
+        plain_binds: dict[Tool, tuple[tuple[str, Callable[[Any], Any] | None], ...] | None] = {}
+
+        def plain_bind(tool: Tool) -> tuple[tuple[str, Callable[[Any], Any] | None], ...] | None:
+            b = tool.binder
+            if b.has_var_positional or b.has_var_keyword or b.positional_only or b.context_name is not None:
+                return None
+            spec = tuple(b.positional)
+            names = [nm for nm, _ in spec]
+            if set(names) != set(b.by_name) or sorted(b.required) != sorted(names):
+                return None  # keyword-only or optional parameters: Binder.bind decides
+            return spec
 
         def answer(frame: bytes) -> bytes | None:
+            era = profile.era
+            n = len(frame)
+            if era is None or n > short or peer.is_closing:
+                return answer_dict(frame)
+            try:
+                req = _decode_fast_call(frame)  # the usual shape, typed in C
+            except Exception:
+                return answer_dict(frame)  # anything else: the dict path sorts it out
+            id_ = req.id
+            p = req.params
+            name = p.name
+            tool = get_tool(name)
+            if tool is None or not tool.inline:
+                return None
+            arguments = p.arguments
+            meta = p.meta
+            params: dict[str, Any] = {"name": name}  # the request's params, member for member
+            if arguments is not unset:
+                params["arguments"] = arguments
+            if meta is not unset:
+                params["_meta"] = meta
+            if era == "handshake":
+                # a handshake-era session takes tools/call once initialized
+                version = profile.version
+                rules = get_rules(version) if version is not None else None
+                if rules is None:
+                    return None
+            else:
+                if profile.check_request("tools/call", params, id_, False) is not None:
+                    return None
+                rules = self._rules_of(session, params)
+            if arguments is None or arguments is unset:
+                arguments = {}
+            if peer.incoming_in_flight and any(type(r) is type(id_) and r == id_ for r in peer.running_ids()):
+                return None
+            spec = plain_binds.get(tool, _MISSING)
+            if spec is _MISSING:
+                spec = plain_binds[tool] = plain_bind(tool)
+            args: Any = None
+            kwargs: dict[str, Any] = {}
+            if spec is not None and len(arguments) == len(spec):
+                try:
+                    args = tuple(arguments[nm] if check is None else check(arguments[nm]) for nm, check in spec)
+                except Exception:  # a name missing, a value of the wrong type: Binder.bind says which
+                    args = None
+            if args is None:
+                try:
+                    args, kwargs = tool.binder.bind(arguments)
+                except InvalidParams:
+                    return None
+            try:
+                value = tool.fn(*args, **kwargs)
+                result = finish(rules, tool.result(value, rules))
+            except RPCError as exc:
+                return d.failure(Call(id_, "tools/call", inline_entry, (), params, params), exc)
+            except HANDLER_ERRORS as exc:
+                result = self._tool_failed(rules, tool.name, exc)
+            try:
+                return encode({"jsonrpc": "2.0", "result": result, "id": id_})
+            except Exception:  # NaN, unencodable: the dispatcher's careful way
+                return d.result(Call(id_, "tools/call", inline_entry, (), params, params), result)
+
+        def answer_dict(frame: bytes) -> bytes | None:
             era = profile.era
             n = len(frame)
             if era is None or n > max_bytes or peer.is_closing:
@@ -988,6 +1159,7 @@ class MCPServer:
         add(self._prompts_get, "prompts/get")
         add(self._complete, "completion/complete")
         add(self._set_level, "logging/setLevel")
+        add(self._listen, "subscriptions/listen")
         add(self._on_initialized, "notifications/initialized")
         add(self._on_cancelled, "notifications/cancelled")
         add(self._on_roots_changed, "notifications/roots/list_changed")
@@ -1041,16 +1213,16 @@ class MCPServer:
 
     def capabilities(self, rules: VersionRules) -> dict[str, Any]:
         """The server capabilities advertised under ``rules``."""
-        modern = rules.stateless
         caps: dict[str, Any] = {}
         if self.completer is not None and rules.audio:
             caps["completions"] = {}
         caps["logging"] = {}
+        # 2026-07-28: the same notifications, delivered on subscriptions/listen streams
         if self.prompts:
-            caps["prompts"] = {} if modern else {"listChanged": True}
+            caps["prompts"] = {"listChanged": True}
         if self.resources or self.templates:
-            caps["resources"] = {} if modern else {"subscribe": True, "listChanged": True}
-        caps["tools"] = {} if modern else {"listChanged": True}
+            caps["resources"] = {"subscribe": True, "listChanged": True}
+        caps["tools"] = {"listChanged": True}
         return caps
 
     def _finish(self, rules: VersionRules, result: dict[str, Any], cacheable: bool = False) -> dict[str, Any]:
@@ -1348,6 +1520,63 @@ class MCPServer:
             raise InvalidParams("Invalid params: unknown log level", {"param": "level"})
         session.log_level = level
         return {}
+
+    # -- subscriptions/listen (2026-07-28)
+
+    def _agree(self, wanted: dict[str, Any]) -> dict[str, Any]:
+        """The part of a listen filter this server honours (unsupported types are left out)."""
+        for key in ("toolsListChanged", "promptsListChanged", "resourcesListChanged"):
+            if key in wanted and type(wanted[key]) is not bool:
+                raise InvalidParams(f"Invalid params: 'notifications.{key}' must be a boolean", {"param": f"notifications.{key}"})
+        uris = wanted.get("resourceSubscriptions")
+        if uris is not None and (type(uris) is not list or not all(type(u) is str for u in uris)):
+            raise InvalidParams("Invalid params: 'notifications.resourceSubscriptions' must be a list of strings", {"param": "notifications.resourceSubscriptions"})
+        has_resources = bool(self.resources or self.templates)
+        agreed: dict[str, Any] = {}
+        if wanted.get("toolsListChanged") is True:
+            agreed["toolsListChanged"] = True
+        if wanted.get("promptsListChanged") is True and self.prompts:
+            agreed["promptsListChanged"] = True
+        if wanted.get("resourcesListChanged") is True and has_resources:
+            agreed["resourcesListChanged"] = True
+        if uris and has_resources:
+            agreed["resourceSubscriptions"] = list(dict.fromkeys(uris))
+        return agreed
+
+    async def _listen(self, ctx: Context, **params: Any) -> dict[str, Any]:
+        """``subscriptions/listen``: acknowledge, then forward the agreed notifications (each with
+        the subscription id in ``_meta``) until the client cancels (no reply then) or the server
+        ends the stream (:meth:`close_subscriptions`, or its connection closing): then the final
+        ``resultType: "complete"`` result, and nothing after it."""
+        session = self._session(ctx)
+        rules = self._request_rules(session, ctx)
+        if not rules.stateless:
+            raise MethodNotFound("Method not found")  # handshake era: resources/subscribe, list_changed, GET stream
+        wanted = params.get("notifications")
+        if type(wanted) is not dict:
+            raise InvalidParams("Invalid params: 'notifications' must be an object", {"param": "notifications"})
+        agreed = self._agree(wanted)
+        notify: Callable[[str, Any], Awaitable[None]] = getattr(ctx, "notify")  # noqa: B009  # PeerContext, _StatelessContext
+        sub_id = ctx.id
+        listener = _Listener(sub_id, agreed)
+        peer = session.peer
+        self._listeners.add(listener)  # before the acknowledgement: nothing after it is missed
+        try:
+            await notify("notifications/subscriptions/acknowledged", {"_meta": {META_SUBSCRIPTION_ID: sub_id}, "notifications": agreed})
+            while not listener.ending:
+                try:
+                    item = await asyncio.wait_for(listener.queue.get(), _LISTEN_POLL)
+                except TimeoutError:
+                    if peer is not None and peer.is_closing:
+                        break  # the connection is ending: end the stream gracefully
+                    continue
+                if item is None:
+                    break
+                method, p = item
+                await notify(method, {**p, "_meta": {META_SUBSCRIPTION_ID: sub_id}})
+        finally:
+            self._listeners.discard(listener)
+        return self._finish(rules, {"_meta": {META_SUBSCRIPTION_ID: sub_id}})
 
     def _on_initialized(self, **params: Any) -> None:
         return None

@@ -102,13 +102,17 @@ class StreamableHTTPClientTransport:
         except Exception:
             obj = None
         modern = self._modern_version(obj)
-        if modern is not None and type(obj) is dict and obj.get("method") == "notifications/cancelled":
-            # 2026-07-28 over HTTP: closing the response stream IS the cancellation.
-            params = obj.get("params") or {}
-            task = self._modern_posts.pop(_key(params.get("requestId")), None)
+        if type(obj) is dict and obj.get("method") == "notifications/cancelled":
+            # 2026-07-28 over HTTP: closing the response stream IS the cancellation. (The cancel
+            # notification has no _meta, so a request of ours on a modern POST is what says so.)
+            params = obj.get("params")
+            rid = params.get("requestId") if type(params) is dict else None
+            task = self._modern_posts.pop(_key(rid), None) if type(rid) in (str, int) else None
             if task is not None:
                 task.cancel()
-            return
+                return
+            if modern is not None:
+                return
         ids = _request_ids(obj)
         if not ids:
             await self._post(data, obj, ids, modern)  # notifications and responses: 202 expected, quick

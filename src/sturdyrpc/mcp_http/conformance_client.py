@@ -66,7 +66,10 @@ def _client_dispatcher() -> Dispatcher:
 
 
 async def run(url: str, scenario: str) -> None:
-    transport = StreamableHTTPClientTransport(url)
+    # sse-retry times the GET that resumes the dropped tools/call stream, and its server takes
+    # any GET for that resumption: an optional standalone GET stream opened late (the machine
+    # busy) would be timed instead and look like a reconnection that ignored `retry`.
+    transport = StreamableHTTPClientTransport(url, open_get_stream=scenario != "sse-retry")
     profile = MCPProfile(role="client")
     peer = Peer(transport, _client_dispatcher(), profile=profile, name="conformance-client", default_timeout=30.0)
     async with peer:

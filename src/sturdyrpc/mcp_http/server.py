@@ -43,7 +43,7 @@ from ..transports.asgi import (
 )
 from .events import SSE_HEADERS, EventStore, MemoryEventStore, sse_event, sse_priming
 from .modern import HeaderProblem, check_modern_headers
-from .session import Connection, Session, Stream, current_session
+from .session import Connection, Key, Session, Stream, current_session, key_of
 
 __all__ = ["StreamableHTTPApp", "ServeSession", "ModernHandler"]
 
@@ -57,6 +57,9 @@ ServeSession = Callable[[Any], Awaitable[None]]
 ModernHandler = Callable[[bytes, Callable[[bytes], Awaitable[None]]], Awaitable[bytes | None]]
 
 _STATELESS_INIT_ID = "sturdyrpc-stateless-init"
+
+#: The reply to a batch element that is no JSON-RPC message (its id cannot be read: null, as 2025-03-26 wants).
+_INVALID_ELEMENT = b'{"jsonrpc":"2.0","error":{"code":-32600,"message":"Invalid Request"},"id":null}'
 
 
 def _media_types(accept: bytes | None) -> set[bytes]:
@@ -208,15 +211,34 @@ class StreamableHTTPApp:
         items = obj if type(obj) is list else [obj]
         if not items:
             raise HTTPRefusal(400, -32600, "Invalid Request: empty batch")
+        batch = type(obj) is list
         requests: list[dict[str, Any]] = []
+        # JSON-RPC §6: in a batch, each element that is no valid message gets its own -32600 in the
+        # reply array (a request reusing an id of the same batch too); the others are served.
+        invalid: list[bytes] = []
+        valid: list[Any] = []
+        seen: set[Key] = set()
         for m in items:
             kind = _kind(m)
             if kind is None:
-                raise HTTPRefusal(400, -32600, "Invalid Request: not a JSON-RPC message")
+                if not batch:
+                    raise HTTPRefusal(400, -32600, "Invalid Request: not a JSON-RPC message")
+                invalid.append(_INVALID_ELEMENT)
+                continue
             if kind == "request":
+                k = key_of(m["id"])
+                if k in seen:
+                    invalid.append(codec.encode({"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request"},
+                                                 "id": m["id"]}))
+                    continue
+                seen.add(k)
                 requests.append(m)
+            valid.append(m)
+        items = valid
+        # A batch is fed element by element (the server answers each alone); a single message as it came.
+        raw = None if batch else body
         is_init = any(r.get("method") == "initialize" for r in requests)
-        if is_init and type(obj) is list:
+        if is_init and batch:
             raise HTTPRefusal(400, -32600, "Invalid Request: initialize must not be part of a batch")
         if self.stateless:
             session = await self._stateless_session(version, principal, skip_init=is_init)
@@ -226,14 +248,13 @@ class StreamableHTTPApp:
             session = self._new_session(principal)
         else:
             session = self._find_session(scope, principal)
-        if type(obj) is list and session.version not in (None, "2025-03-26"):
+        if batch and session.version not in (None, "2025-03-26"):
             raise HTTPRefusal(400, -32600, "Invalid Request: batches are not supported in this protocol version")
         session.last_active = time.monotonic()
         extra = [] if session.id is None else [(b"mcp-session-id", session.id.encode("ascii"))]
         try:
-            if not requests:
-                for m in items:
-                    await session.pipe.feed(body if len(items) == 1 else codec.encode(m))
+            if not requests and not invalid:
+                await self._feed(session, items, raw)
                 await respond(send, 202, b"", extra=extra)
                 return
             if any(session.in_flight(r["id"]) for r in requests):
@@ -241,44 +262,57 @@ class StreamableHTTPApp:
             if len(session.streams) >= self.max_streams_per_session:
                 raise HTTPRefusal(503, -32600, "Too many open streams", [(b"retry-after", b"1")])
             use_sse = sse_ok and (not self.json_response or not json_ok)
+            if not requests:
+                # Only invalid elements need an answer (the rest are notifications or responses): reply now.
+                await self._feed(session, items, raw)
+                if use_sse:
+                    await respond(send, 200, b"".join(sse_event(e) for e in invalid), None, SSE_HEADERS + extra)
+                else:
+                    await respond(send, 200, b"[" + b",".join(invalid) + b"]", extra=extra)
+                return
             stream = session.open_stream([r["id"] for r in requests], [r.get("params") for r in requests])
             if use_sse:
-                await self._answer_sse(session, stream, items, body, receive, send, extra, prime=not is_init)
+                await self._answer_sse(session, stream, items, raw, invalid, receive, send, extra, prime=not is_init)
             else:
-                await self._answer_json(session, stream, items, body, type(obj) is list, receive, send, extra)
+                await self._answer_json(session, stream, items, raw, invalid, receive, send, extra)
         finally:
             if self.stateless:
                 await session.end()
 
-    async def _feed(self, session: Session, items: list[Any], body: bytes) -> None:
-        if len(items) == 1:
+    async def _feed(self, session: Session, items: list[Any], body: bytes | None) -> None:
+        """Feed a single message (``body``, as received) or a batch's elements (``body`` None) one by one."""
+        if body is not None:
             await session.pipe.feed(body)
         else:
             for m in items:
                 await session.pipe.feed(codec.encode(m))
 
-    async def _answer_sse(self, session: Session, stream: Stream, items: list[Any], body: bytes, receive: Receive,
-                          send: Send, extra: list[tuple[bytes, bytes]], *, prime: bool) -> None:
+    async def _answer_sse(self, session: Session, stream: Stream, items: list[Any], body: bytes | None,
+                          invalid: list[bytes], receive: Receive, send: Send, extra: list[tuple[bytes, bytes]], *,
+                          prime: bool) -> None:
         conn = Connection()
         stream.attach(conn)
         head = b""
         if prime and self._primes(session) and self.store is not None and session.id is not None:
             eid = await self.store.store(session.id, stream.id, None)
             head = sse_priming(eid, self.retry_ms)
+        for e in invalid:  # a batch's invalid elements: their -32600 errors, each its own event like the replies
+            await stream.emit(e)
         await self._feed(session, items, body)
         await self._pump(conn, receive, send, SSE_HEADERS + extra, head)
         stream.detach(conn)
-    async def _answer_json(self, session: Session, stream: Stream, items: list[Any], body: bytes, batch: bool,
-                           receive: Receive, send: Send, extra: list[tuple[bytes, bytes]]) -> None:
+    async def _answer_json(self, session: Session, stream: Stream, items: list[Any], body: bytes | None,
+                           invalid: list[bytes], receive: Receive, send: Send, extra: list[tuple[bytes, bytes]]) -> None:
         waiter: asyncio.Future[list[bytes]] = asyncio.get_running_loop().create_future()
         stream.json_waiter = waiter
+        stream.json_replies.extend(invalid)  # a batch's invalid elements: -32600 each, in the reply array
         await self._feed(session, items, body)
         await _until_done_or_gone(waiter, receive)
         if not waiter.done():
             waiter.cancel()  # the client left; the requests keep running (2025: a disconnect is no cancel)
             return
         replies = waiter.result()
-        out = b"[" + b",".join(replies) + b"]" if batch else replies[0]
+        out = replies[0] if body is not None else b"[" + b",".join(replies) + b"]"  # a batch always gets an array
         await respond(send, 200, out, extra=extra)
 
     def _primes(self, session: Session) -> bool:
@@ -497,6 +531,9 @@ class StreamableHTTPApp:
             await self.modern(body, _drop)
             await respond(send, 202)
             return
+        if not sse_ok and obj.get("method") == "subscriptions/listen":
+            # the listen channel IS this response's SSE stream; a JSON-only client cannot have one
+            raise HTTPRefusal(406, -32600, "Not Acceptable: subscriptions/listen needs Accept: text/event-stream")
         started = False
 
         async def emit(data: bytes) -> None:
