@@ -982,6 +982,39 @@ class MCPServer:
                 return None  # keyword-only or optional parameters: Binder.bind decides
             return spec
 
+        raw_encode = msgspec.json.encode
+        own_finish = type(self)._finish is MCPServer._finish
+        #: Per rules (and server identity): the reply of a wrapped str/int tool result cut around
+        #: its holes (text, structured value, id), worked out by the general code and checked.
+        templates: dict[Any, tuple[bytes, bytes | None, bytes] | None] = {}
+
+        def make_template(rules: VersionRules, wrap_tool: Tool) -> tuple[bytes, bytes | None, bytes] | None:
+            mark, id_mark = "\x00sturdyrpc-hole\x00", "\x00sturdyrpc-id\x00"
+            try:
+                out = encode({"jsonrpc": "2.0", "result": finish(rules, wrap_tool.result(mark, rules)), "id": id_mark})
+                parts = out.split(raw_encode(mark))
+                head, rest = parts[0], parts[1:]
+                after, end = rest[-1].split(raw_encode(id_mark))
+                if end != b"}" or len(rest) not in (1, 2):  # holes: text (and the structured value)
+                    return None
+                tpl = (head, rest[0] if len(rest) == 2 else None, after)
+                for sample in ('a"\u2028b', -12345, 2**70):  # the template must say what the general code says
+                    got = fill(tpl, sample, "i\\d")
+                    want = encode({"jsonrpc": "2.0", "result": finish(rules, wrap_tool.result(sample, rules)), "id": "i\\d"})
+                    if got != want:
+                        return None
+                return tpl
+            except Exception:
+                return None
+
+        def fill(tpl: tuple[bytes, bytes | None, bytes], value: Any, id_: Any) -> bytes:
+            v = raw_encode(value)
+            text = v if type(value) is str else raw_encode(str(value))
+            mid = tpl[1]
+            if mid is None:
+                return b"".join((tpl[0], text, tpl[2], raw_encode(id_), b"}"))
+            return b"".join((tpl[0], text, mid, v, tpl[2], raw_encode(id_), b"}"))
+
         def answer(frame: bytes) -> bytes | None:
             era = profile.era
             n = len(frame)
@@ -1025,7 +1058,11 @@ class MCPServer:
             kwargs: dict[str, Any] = {}
             if spec is not None and len(arguments) == len(spec):
                 try:
-                    args = tuple(arguments[nm] if check is None else check(arguments[nm]) for nm, check in spec)
+                    if len(spec) == 1:
+                        nm, check = spec[0]
+                        args = (arguments[nm] if check is None else check(arguments[nm]),)
+                    else:
+                        args = tuple([arguments[nm] if check is None else check(arguments[nm]) for nm, check in spec])
                 except Exception:  # a name missing, a value of the wrong type: Binder.bind says which
                     args = None
             if args is None:
@@ -1035,11 +1072,29 @@ class MCPServer:
                     return None
             try:
                 value = tool.fn(*args, **kwargs)
-                result = finish(rules, tool.result(value, rules))
             except RPCError as exc:
                 return d.failure(Call(id_, "tools/call", inline_entry, (), params, params), exc)
             except HANDLER_ERRORS as exc:
                 result = self._tool_failed(rules, tool.name, exc)
+            else:
+                t = type(value)
+                if (t is str or t is int) and tool.wrap and own_finish and type(tool) is Tool:
+                    # the common case: the reply from a template (same bytes as below)
+                    key: Any = (rules, self.name, self.version, self.title) if rules.result_type else rules
+                    tpl = templates.get(key, _MISSING)
+                    if tpl is _MISSING:
+                        tpl = templates[key] = make_template(rules, tool)
+                    if tpl is not None:
+                        try:
+                            return fill(tpl, value, id_)
+                        except Exception:
+                            pass  # e.g. a lone surrogate: the general code below decides
+                try:
+                    result = finish(rules, tool.result(value, rules))
+                except RPCError as exc:
+                    return d.failure(Call(id_, "tools/call", inline_entry, (), params, params), exc)
+                except HANDLER_ERRORS as exc:
+                    result = self._tool_failed(rules, tool.name, exc)
             try:
                 return encode({"jsonrpc": "2.0", "result": result, "id": id_})
             except Exception:  # NaN, unencodable: the dispatcher's careful way
