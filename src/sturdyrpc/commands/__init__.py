@@ -8,3 +8,11 @@ starts fast.
 
 #: Subcommand modules, in the order ``--help`` lists them.
 MODULES = ["demo", "call", "check", "mcp"]
+
+# Exit codes shared by the client subcommands (call, mcp), as timeout(1) and shells use them.
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_TIMEOUT = 124
+EXIT_NOT_STARTED = 127
+EXIT_INTERRUPTED = 130

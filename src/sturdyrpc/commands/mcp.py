@@ -24,12 +24,7 @@ import signal
 import sys
 from typing import Any
 
-EXIT_OK = 0
-EXIT_ERROR = 1
-EXIT_USAGE = 2
-EXIT_TIMEOUT = 124
-EXIT_NOT_STARTED = 127
-EXIT_INTERRUPTED = 130
+from . import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_NOT_STARTED, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE
 
 
 def register(sub: Any) -> None:
