@@ -982,6 +982,12 @@ class MCPServer:
                 return None  # keyword-only or optional parameters: Binder.bind decides
             return spec
 
+        # Read per frame without property calls: the peer's closing flag and its runner's task
+        # set (what Peer.is_closing and Peer.incoming_in_flight report); a peer built otherwise
+        # gets no fast path (the general path answers everything).
+        runner_tasks = getattr(getattr(peer, "_runner", None), "_tasks", None)
+        if type(runner_tasks) is not set or type(getattr(peer, "_closing", None)) is not bool or type(peer).is_closing is not Peer.is_closing:
+            return lambda frame: None
         raw_encode = msgspec.json.encode
         own_finish = type(self)._finish is MCPServer._finish
         #: Per rules (and server identity): the reply of a wrapped str/int tool result cut around
@@ -1015,10 +1021,23 @@ class MCPServer:
                 return b"".join((tpl[0], text, tpl[2], raw_encode(id_), b"}"))
             return b"".join((tpl[0], text, mid, v, tpl[2], raw_encode(id_), b"}"))
 
+        def params_of(p: _FastParams) -> dict[str, Any]:
+            """The request's params as the dict path sees them, member for member."""
+            params: dict[str, Any] = {"name": p.name}
+            if p.arguments is not msgspec.UNSET:
+                params["arguments"] = p.arguments
+            if p.meta is not msgspec.UNSET:
+                params["_meta"] = p.meta
+            return params
+
+        def call_of(id_: Any, p: _FastParams) -> Call:
+            params = params_of(p)
+            return Call(id_, "tools/call", inline_entry, (), params, params)
+
         def answer(frame: bytes) -> bytes | None:
             era = profile.era
             n = len(frame)
-            if era is None or n > short or peer.is_closing:
+            if era is None or n > short or peer._closing:
                 return answer_dict(frame)
             try:
                 req = _decode_fast_call(frame)  # the usual shape, typed in C
@@ -1031,12 +1050,6 @@ class MCPServer:
             if tool is None or not tool.inline:
                 return None
             arguments = p.arguments
-            meta = p.meta
-            params: dict[str, Any] = {"name": name}  # the request's params, member for member
-            if arguments is not unset:
-                params["arguments"] = arguments
-            if meta is not unset:
-                params["_meta"] = meta
             if era == "handshake":
                 # a handshake-era session takes tools/call once initialized
                 version = profile.version
@@ -1044,18 +1057,18 @@ class MCPServer:
                 if rules is None:
                     return None
             else:
+                params = params_of(p)
                 if profile.check_request("tools/call", params, id_, False) is not None:
                     return None
                 rules = self._rules_of(session, params)
             if arguments is None or arguments is unset:
                 arguments = {}
-            if peer.incoming_in_flight and any(type(r) is type(id_) and r == id_ for r in peer.running_ids()):
+            if runner_tasks and any(type(r) is type(id_) and r == id_ for r in peer.running_ids()):
                 return None
             spec = plain_binds.get(tool, _MISSING)
             if spec is _MISSING:
                 spec = plain_binds[tool] = plain_bind(tool)
             args: Any = None
-            kwargs: dict[str, Any] = {}
             if spec is not None and len(arguments) == len(spec):
                 try:
                     if len(spec) == 1:
@@ -1065,15 +1078,16 @@ class MCPServer:
                         args = tuple([arguments[nm] if check is None else check(arguments[nm]) for nm, check in spec])
                 except Exception:  # a name missing, a value of the wrong type: Binder.bind says which
                     args = None
+            kwargs: Any = None
             if args is None:
                 try:
                     args, kwargs = tool.binder.bind(arguments)
                 except InvalidParams:
                     return None
             try:
-                value = tool.fn(*args, **kwargs)
+                value = tool.fn(*args) if kwargs is None else tool.fn(*args, **kwargs)
             except RPCError as exc:
-                return d.failure(Call(id_, "tools/call", inline_entry, (), params, params), exc)
+                return d.failure(call_of(id_, p), exc)
             except HANDLER_ERRORS as exc:
                 result = self._tool_failed(rules, tool.name, exc)
             else:
@@ -1086,19 +1100,23 @@ class MCPServer:
                         tpl = templates[key] = make_template(rules, tool)
                     if tpl is not None:
                         try:
-                            return fill(tpl, value, id_)
+                            v = raw_encode(value)
+                            mid = tpl[1]
+                            if mid is None:
+                                return b"".join((tpl[0], v if t is str else raw_encode(str(value)), tpl[2], raw_encode(id_), b"}"))
+                            return b"".join((tpl[0], v if t is str else raw_encode(str(value)), mid, v, tpl[2], raw_encode(id_), b"}"))
                         except Exception:
                             pass  # e.g. a lone surrogate: the general code below decides
                 try:
                     result = finish(rules, tool.result(value, rules))
                 except RPCError as exc:
-                    return d.failure(Call(id_, "tools/call", inline_entry, (), params, params), exc)
+                    return d.failure(call_of(id_, p), exc)
                 except HANDLER_ERRORS as exc:
                     result = self._tool_failed(rules, tool.name, exc)
             try:
                 return encode({"jsonrpc": "2.0", "result": result, "id": id_})
             except Exception:  # NaN, unencodable: the dispatcher's careful way
-                return d.result(Call(id_, "tools/call", inline_entry, (), params, params), result)
+                return d.result(call_of(id_, p), result)
 
         def answer_dict(frame: bytes) -> bytes | None:
             era = profile.era
