@@ -1500,24 +1500,24 @@ class MCPServer:
         return self._finish(rules, {"contents": res.contents(uri, value)}, True)
 
     def _subscribe(self, **params: Any) -> dict[str, Any]:
-        session = self._current()
-        if self._rules_of(session, params).stateless:
-            raise MethodNotFound("Method not found")  # 2026-07-28: subscriptions/listen instead
-        uri = params.get("uri")
-        if type(uri) is not str:
-            raise InvalidParams("Invalid params: 'uri' must be a string", {"param": "uri"})
+        session, uri = self._subscription_target(params)
         session.subscriptions.add(uri)
         return {}
 
     def _unsubscribe(self, **params: Any) -> dict[str, Any]:
+        session, uri = self._subscription_target(params)
+        session.subscriptions.discard(uri)
+        return {}
+
+    def _subscription_target(self, params: dict[str, Any]) -> tuple[Session, str]:
+        """The session and URI of a resources/(un)subscribe request, after the version's checks."""
         session = self._current()
         if self._rules_of(session, params).stateless:
             raise MethodNotFound("Method not found")  # 2026-07-28: subscriptions/listen instead
         uri = params.get("uri")
         if type(uri) is not str:
             raise InvalidParams("Invalid params: 'uri' must be a string", {"param": "uri"})
-        session.subscriptions.discard(uri)
-        return {}
+        return session, uri
 
     # -- prompts
 
