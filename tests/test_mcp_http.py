@@ -512,3 +512,23 @@ def test_caps_on_sessions_and_open_streams() -> None:
             await app.aclose()
 
     asyncio.run(go())
+
+
+def test_header_timer_survives_a_new_event_loop() -> None:
+    """The module-wide header timer must work on every event loop, not only the first one that used
+    it: a handle left pending on a closed loop used to stall every later SSE response's start."""
+    from sturdyrpc.mcp_http.server import _GenerationTimer
+
+    timer = _GenerationTimer(0.01)
+
+    async def leave_pending() -> None:
+        timer.add(asyncio.get_running_loop().create_future())  # the loop ends before the tick
+
+    async def fires() -> bool:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        timer.add(fut)
+        await asyncio.wait_for(fut, 2)
+        return True
+
+    asyncio.run(leave_pending())
+    assert asyncio.run(fires())

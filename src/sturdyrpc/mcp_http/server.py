@@ -674,11 +674,19 @@ class _GenerationTimer:
         self.current: list[asyncio.Future[None]] = []
         self.previous: list[asyncio.Future[None]] = []
         self.handle: asyncio.TimerHandle | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
 
     def add(self, fut: asyncio.Future[None]) -> None:
+        loop = fut.get_loop()
+        if loop is not self.loop:
+            # The timer is module-wide but a timer handle belongs to one event loop: an app served
+            # again on a new loop (each asyncio.run) would otherwise wait for a handle whose loop is
+            # gone, and its responses would never start (nor notice a disconnect).
+            self.loop = loop
+            self.current, self.previous, self.handle = [], [], None
         self.current.append(fut)
         if self.handle is None:
-            self.handle = asyncio.get_running_loop().call_later(self.tick, self._fire)
+            self.handle = loop.call_later(self.tick, self._fire)
 
     def _fire(self) -> None:
         due, self.previous, self.current = self.previous, self.current, []
@@ -686,8 +694,8 @@ class _GenerationTimer:
             if not fut.done():
                 fut.set_result(None)
         self.handle = None
-        if self.previous:
-            self.handle = asyncio.get_running_loop().call_later(self.tick, self._fire)
+        if self.previous and self.loop is not None:
+            self.handle = self.loop.call_later(self.tick, self._fire)
 
 
 _header_timer = _GenerationTimer(HEADER_DELAY)
