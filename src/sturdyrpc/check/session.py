@@ -335,16 +335,7 @@ class Session:
 
     def drain_until_closed(self, timeout: float) -> list[Any]:
         """Everything that arrives until the server closes stdout (at most ``timeout`` seconds)."""
-        out: list[Any] = []
-        deadline = time.monotonic() + timeout
-        while (left := deadline - time.monotonic()) > 0:
-            frame = self.proc.next_message(left)
-            if frame is None:
-                if self.proc.stdout_closed.is_set():
-                    break
-                continue
-            out.append(frame.value)
-        return out
+        return self.drain(timeout)  # drain() already stops early once stdout is closed
 
     # -- MCP -----------------------------------------------------------------------------------
 
