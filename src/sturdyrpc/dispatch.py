@@ -21,6 +21,7 @@ import msgspec
 
 from . import codec
 from .errors import (
+    HANDLER_ERRORS,
     INTERNAL_ERROR,
     InternalError,
     InvalidRequest,
@@ -46,9 +47,6 @@ _encode_result = msgspec.json.Encoder().encode
 #: What encoding a value may raise: NaN/inf, unsupported types, and RecursionError for a cyclic or
 #: too deeply nested result (a RuntimeError, so it needs naming).
 _UNENCODABLE = (codec.NonFiniteFloat, TypeError, ValueError, OverflowError, RecursionError)
-#: What a handler may raise that is answered -32603 rather than let through: sys.exit() and a
-#: KeyboardInterrupt raised by handler code must not stop the server (CancelledError is not caught).
-HANDLER_ERRORS = (Exception, SystemExit, KeyboardInterrupt)
 
 
 class _Request(msgspec.Struct, gc=False, forbid_unknown_fields=True):

@@ -25,7 +25,14 @@ __all__ = [
     "METHOD_NOT_FOUND",
     "INVALID_PARAMS",
     "INTERNAL_ERROR",
+    "HANDLER_ERRORS",
 ]
+
+#: What a handler may raise that is answered as a failure (-32603 with an incident id, or an MCP
+#: ``isError`` result) rather than let through: ``sys.exit()``, a ``KeyboardInterrupt`` raised by
+#: handler code and a stray ``GeneratorExit`` must not stop the server. ``asyncio.CancelledError``
+#: is deliberately absent: a cancelled request is never answered.
+HANDLER_ERRORS: tuple[type[BaseException], ...] = (Exception, SystemExit, KeyboardInterrupt, GeneratorExit)
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600

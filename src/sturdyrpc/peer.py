@@ -1133,6 +1133,10 @@ class Peer:
         """Ids of incoming requests being handled now."""
         return self._runner.running_ids()
 
+    def is_running(self, id_: Id) -> bool:
+        """Whether an incoming request with exactly this id (type and value) is being handled."""
+        return self._runner.is_running(id_)
+
     def __repr__(self) -> str:
         state = "closed" if self._closed.is_set() else "closing" if self._closing else "open"
         return f"<Peer {self.name} {state} pending={len(self._pending)} running={self._runner.in_flight}>"

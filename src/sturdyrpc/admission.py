@@ -1,0 +1,92 @@
+"""Admission: the one place where ``max_in_flight``-style limits are counted.
+
+Every request that will run, alone or as a batch element, over any transport, takes one
+slot before its handler starts and gives it back when the handler is done. Stream
+transports hold back their reader while no slot is free (backpressure: nothing dropped,
+nothing buffered without bound); HTTP, which has no connection to hold back, refuses with
+503 when a server-wide :class:`Admission` is full.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable
+
+__all__ = ["Admission"]
+
+
+class Admission:
+    """A counter of running requests with a fixed number of slots.
+
+    ``on_pressure(True)`` is called when the last slot is taken and ``on_pressure(False)``
+    when one is free again, so a transport can pause and resume reading. :meth:`acquire`
+    waits (oldest first) for a slot; :meth:`try_acquire` never waits.
+    """
+
+    __slots__ = ("limit", "_used", "_waiters", "_on_pressure", "_pressed")
+
+    def __init__(self, limit: int, on_pressure: Callable[[bool], None] | None = None) -> None:
+        if type(limit) is not int or limit < 1:
+            raise ValueError("limit must be a positive integer")
+        self.limit = limit
+        self._used = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._on_pressure = on_pressure
+        self._pressed = False
+
+    @property
+    def in_use(self) -> int:
+        """Slots taken now."""
+        return self._used
+
+    @property
+    def full(self) -> bool:
+        """Whether a new request would have to wait (or be refused)."""
+        return self._used >= self.limit
+
+    def try_acquire(self) -> bool:
+        """Take a slot if one is free (and nobody is queued for one); never waits."""
+        if self._used >= self.limit or self._waiters:
+            return False
+        self._take()
+        return True
+
+    async def acquire(self) -> None:
+        """Take a slot, waiting for one in arrival order."""
+        if self._used < self.limit and not self._waiters:
+            self._take()
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        try:
+            await fut  # release() hands its slot over: _used already counts us
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                self.release()  # the slot arrived as we were cancelled: pass it on
+            else:
+                try:
+                    self._waiters.remove(fut)
+                except ValueError:
+                    pass
+            raise
+
+    def release(self) -> None:
+        """Give a slot back (to the oldest waiter, if any)."""
+        while self._waiters:
+            fut = self._waiters.popleft()
+            if not fut.done():
+                fut.set_result(None)  # the slot passes straight on: _used is unchanged
+                return
+        self._used -= 1
+        if self._pressed and self._used < self.limit:
+            self._pressed = False
+            if self._on_pressure is not None:
+                self._on_pressure(False)
+
+    def _take(self) -> None:
+        self._used += 1
+        if not self._pressed and self._used >= self.limit:
+            self._pressed = True
+            if self._on_pressure is not None:
+                self._on_pressure(True)

@@ -1,0 +1,160 @@
+"""Running one handler: the only place in sturdyrpc where user code is invoked.
+
+Every path that runs a handler (the stdio/TCP runner, the peer, plain JSON-RPC over HTTP,
+stateless MCP, MCP tools, resources and prompts) goes through :func:`execute`, so they share
+one policy:
+
+- async handlers are awaited on the running loop;
+- blocking sync handlers run on the one bounded pool of daemon threads for their
+  ``Limits.max_threads`` (daemons: a handler stuck in ``time.sleep`` never holds the process
+  open after SIGTERM);
+- non-blocking sync handlers are called right here;
+- anything the handler raises, ``SystemExit``, ``KeyboardInterrupt`` and ``GeneratorExit``
+  included, comes back as a failed :data:`Outcome` instead of propagating: an asyncio task
+  that lets ``SystemExit`` out stops the event loop, and with it the server. Turning the
+  exception into a reply (-32603 with an incident id, an MCP ``isError`` result) is the
+  caller's protocol's business; only ``asyncio.CancelledError`` passes through, because a
+  cancelled request is never answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from .errors import HANDLER_ERRORS
+
+__all__ = ["HANDLER_ERRORS", "DaemonThreadPool", "Outcome", "call_now", "execute", "shared_pool"]
+
+
+#: ``(True, value)`` when the handler returned, ``(False, exception)`` when it raised.
+Outcome = tuple[bool, Any]
+
+
+class DaemonThreadPool(concurrent.futures.Executor):
+    """A bounded thread pool whose threads are daemons, for sync handlers.
+
+    The stdlib pool (and ``asyncio.to_thread``) joins its threads at interpreter exit, so one
+    handler stuck in a slow call would hold the process open after SIGTERM. Daemon threads
+    let the process exit promptly; on EOF the servers still wait for running requests.
+    """
+
+    def __init__(self, max_workers: int, name: str = "sturdyrpc") -> None:
+        self._max = max_workers
+        self._name = name
+        self._queue: queue.SimpleQueue[tuple[concurrent.futures.Future[Any], Callable[..., Any], tuple[Any, ...], dict[str, Any]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._threads: list[threading.Thread] = []
+        self._idle = threading.Semaphore(0)
+        self._lock = threading.Lock()
+        self._shutdown = False
+
+    @property
+    def max_workers(self) -> int:
+        return self._max
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        with self._lock:
+            if self._shutdown:
+                raise RuntimeError("cannot schedule new futures after shutdown")
+            future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+            self._queue.put((future, fn, args, kwargs))
+            if not self._idle.acquire(blocking=False) and len(self._threads) < self._max:
+                t = threading.Thread(target=self._work, name=f"{self._name}-{len(self._threads)}", daemon=True)
+                self._threads.append(t)
+                t.start()
+            return future
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            future, fn, args, kwargs = item
+            del item
+            if future.set_running_or_notify_cancel():
+                try:
+                    result = fn(*args, **kwargs)
+                except BaseException as exc:  # handed to the awaiting task, like the stdlib pool
+                    future.set_exception(exc)
+                else:
+                    future.set_result(result)
+            del future, fn, args, kwargs
+            self._idle.release()
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        with self._lock:
+            self._shutdown = True
+            if cancel_futures:
+                while True:
+                    try:
+                        item = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if item is not None:
+                        item[0].cancel()
+            for _ in self._threads:
+                self._queue.put(None)
+        if wait:
+            for t in self._threads:
+                t.join()
+
+
+_pools: dict[int, DaemonThreadPool] = {}
+_pools_lock = threading.Lock()
+
+
+def shared_pool(max_threads: int) -> DaemonThreadPool:
+    """The process's one pool of ``max_threads`` daemon threads (made on first use).
+
+    Every server with the same ``Limits.max_threads`` shares it, so the bound holds for the
+    process and not once per connection, request or transport.
+    """
+    pool = _pools.get(max_threads)
+    if pool is None:
+        with _pools_lock:
+            pool = _pools.get(max_threads)
+            if pool is None:
+                pool = _pools[max_threads] = DaemonThreadPool(max_threads)
+    return pool
+
+
+async def execute(
+    fn: Callable[..., Any],
+    args: tuple[Any, ...] | list[Any],
+    kwargs: dict[str, Any],
+    *,
+    is_async: bool,
+    blocking: bool,
+    pool: concurrent.futures.Executor | None,
+) -> Outcome:
+    """Run ``fn(*args, **kwargs)`` as its kind requires and return its :data:`Outcome`.
+
+    ``blocking`` sync handlers go to ``pool`` (the caller's, normally :func:`shared_pool`);
+    the thread sees the caller's context variables. Raises only ``asyncio.CancelledError``.
+    """
+    try:
+        if is_async:
+            return True, await fn(*args, **kwargs)
+        if blocking and pool is not None:
+            cv = contextvars.copy_context()
+            return True, await asyncio.wrap_future(pool.submit(cv.run, fn, *args, **kwargs))
+        return True, fn(*args, **kwargs)
+    except asyncio.CancelledError:
+        raise
+    except HANDLER_ERRORS as exc:
+        return False, exc
+
+
+def call_now(fn: Callable[..., Any], args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any]) -> Outcome:
+    """:func:`execute` for a non-blocking sync handler, without a coroutine: the inline path."""
+    try:
+        return True, fn(*args, **kwargs)
+    except HANDLER_ERRORS as exc:
+        return False, exc
