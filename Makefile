@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 CACHE  ?= $(CURDIR)/.cache
 
-.PHONY: all demo test lint bench clean peers
+.PHONY: all demo test fuzz lint bench clean peers
 
 # Third-party peers (official MCP SDKs from npm, the conformance suite, Node 22) go into $(CACHE).
 # Each scripts/install_*.sh installs one group and is idempotent (fast when already there).
@@ -29,12 +29,18 @@ peers: $(STAMP)
 test: $(STAMP) peers
 	$(PY) -m pytest -q
 
+# The property tests with many more random examples (tests/conftest.py: the "fuzz" hypothesis
+# profile); `make test` runs them derandomized, the same examples every time.
+fuzz: $(STAMP)
+	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q -m hypothesis --timeout=3600 tests
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src
 	$(VENV)/bin/mypy --strict src
+	$(VENV)/bin/lint-imports --no-cache  # the import layers of pyproject.toml [tool.importlinter]
 
 bench: $(STAMP) peers
 	$(PY) bench/run_all.py
 
 clean:
-	rm -rf $(VENV) $(CACHE) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(CACHE) .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache .grimp_cache

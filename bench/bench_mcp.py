@@ -12,8 +12,8 @@ Each MCP server is initialized (``initialize`` 2025-11-25 + ``notifications/init
 then gets ``n`` ``tools/call echo`` requests with 64 outstanding. Also: start-up to the
 ``initialize`` reply (spawn -> reply), and RSS after 10,000 calls.
 
-Targets (issue 4): ours >= 50x the SDK's throughput; ours >= 0.4x the bare loop;
-start-up < 200 ms; RSS after 10,000 calls < 40 MiB.
+Targets: ours >= 50x the SDK's throughput (issue 4); ours >= 0.6x the bare loop (issue 9: the
+one ``tools/call`` path, decoded once); start-up < 200 ms; RSS after 10,000 calls < 40 MiB.
 
 Run alone: ``.venv/bin/python bench/bench_mcp.py [n_calls]``.
 """
@@ -41,7 +41,7 @@ WARMUP = 500
 ROUNDS = 5
 STARTUP_RUNS = 9
 TARGET_VS_SDK = 50.0
-TARGET_VS_BARE = 0.4
+TARGET_VS_BARE = 0.6
 TARGET_STARTUP_MS = 200.0
 TARGET_RSS_MIB = 40.0
 

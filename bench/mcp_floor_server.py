@@ -12,9 +12,8 @@ from typing import Any
 
 from sturdyrpc.dispatch import Dispatcher
 from sturdyrpc.mcp.profile import MCPProfile
-from sturdyrpc.mcp.stdio import StdioMCPTransport
 from sturdyrpc.peer import Peer
-from sturdyrpc.transports.stdio import claim_stdout
+from sturdyrpc.transports.stdio import StdioTransport, claim_stdout
 
 d = Dispatcher()
 
@@ -37,7 +36,7 @@ def call(**kw: Any) -> dict[str, Any]:
 async def main() -> None:
     # The transport of `sturdyrpc demo --mcp`, without its tools/call fast path: every message
     # goes through the peer.
-    transport = StdioMCPTransport(0, claim_stdout())
+    transport = StdioTransport(0, claim_stdout())
     await transport.start()
     async with Peer(transport, d, profile=MCPProfile()) as peer:
         await peer.wait_closed()

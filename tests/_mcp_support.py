@@ -14,7 +14,8 @@ import jsonschema
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SCHEMAS = ROOT.parent / "shared" / "mcp-schema"
+#: The official schemas, kept in the repository (source and licence: tests/data/mcp-schema/README.md).
+SCHEMAS = Path(__file__).resolve().parent / "data" / "mcp-schema"
 TEE = str(Path(__file__).resolve().parent / "mcp_tee.py")
 MCP_DEMO_CMD = [sys.executable, "-m", "sturdyrpc", "demo", "--mcp"]
 VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28")

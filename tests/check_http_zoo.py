@@ -55,14 +55,14 @@ def rewriting(app: Any, statuses: set[int], fn: Rewrite) -> Any:
 
 
 def plain_app(**security: Any) -> Any:
-    from sturdyrpc.demo import make_demo
+    from sturdyrpc.demos.jsonrpc import make_demo
     from sturdyrpc.transports.http import JSONRPCHTTPApp
 
     return JSONRPCHTTPApp(make_demo(), security=HTTPSecurity(**security) if security else None)
 
 
 def mcp_app(**security: Any) -> Any:
-    from sturdyrpc.mcp_http.demo import make_demo_app
+    from sturdyrpc.demos.mcp_http import make_demo_app
 
     return make_demo_app(security=HTTPSecurity(**security)) if security else make_demo_app()
 

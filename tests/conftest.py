@@ -14,10 +14,25 @@ from typing import Any
 import msgspec
 import pytest
 
-from sturdyrpc.demo import make_demo
+from sturdyrpc.demos.jsonrpc import make_demo
 from sturdyrpc.dispatch import Dispatcher
 
 DEMO_CMD = [sys.executable, "-m", "sturdyrpc", "demo"]
+
+
+def _hypothesis_profiles() -> None:
+    """``ci`` (the default): the same examples on every run, so a red CI run is a real defect
+    and re-running reproduces it; ``fuzz`` (``HYPOTHESIS_PROFILE=fuzz``, ``make fuzz``): many
+    more random examples, to look for new ones. A test's own ``max_examples`` wins over both."""
+    from hypothesis import HealthCheck, settings
+
+    slow_ok = [HealthCheck.too_slow]
+    settings.register_profile("ci", derandomize=True, database=None, deadline=None, max_examples=100, suppress_health_check=slow_ok)
+    settings.register_profile("fuzz", derandomize=False, deadline=None, max_examples=5000, suppress_health_check=slow_ok)
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+_hypothesis_profiles()
 
 
 @pytest.fixture

@@ -75,6 +75,8 @@ ZOO_CASES = [
     ("crashes_on_deep_nesting.py", ["robustness", "errors"], {"robustness.deep-nesting": "fail"}),
     ("accepts_nan.py", ["framing", "messages"], {"framing.nonfinite-literal": "fail"}),
     ("answers_responses.py", ["messages", "ids"], {"messages.response-not-answered": "warn"}),
+    # A SHOULD-level check whose input crashes the server is a MUST failure.
+    ("exits_on_response.py", ["messages", "ids"], {"messages.response-not-answered": "fail"}),
     ("one_at_a_time.py", ["concurrency", "ids"], {"concurrency.out-of-order": "warn", "concurrency.batch-parallel": "warn"}),
 ]
 
@@ -210,6 +212,44 @@ def test_cli_exit_codes_and_reports_of_failures(tmp_path: Path) -> None:
     assert warn.returncode == 0, warn.stdout
     assert warn.stdout.rstrip().splitlines()[-1] == "0 passed, 0 failed, 1 warnings"
     assert sturdyrpc(*args[:1], "--strict", *args[1:]).returncode == 1
+
+
+def test_cli_server_exiting_after_a_should_checks_input_fails_the_run_naming_the_crash() -> None:
+    """The response check is SHOULD-level; a server that dies on its input must not pass with exit 0."""
+    args = ["check", "--no-mcp", "--only", "messages.response-not-answered", "--", PY, str(ZOO / "exits_on_response.py")]
+    out = sturdyrpc(*args)
+    assert out.returncode == 1, out.stdout
+    assert out.stdout.rstrip().splitlines()[-1] == "0 passed, 1 failed"
+    assert "messages.response-not-answered" in out.stdout and "exited with code 3" in out.stdout
+
+
+def test_crash_noticed_only_after_the_check_finished_is_still_blamed_on_its_input(tmp_path: Path) -> None:
+    """A server that still answers the follow-up request and exits right after: the check that sent
+    the input fails (MUST), although its own exchange completed, and the process is not silently
+    replaced."""
+    script = tmp_path / "exits_late.py"
+    script.write_text(
+        "import os, sys\n"
+        f"sys.path.insert(0, {str(ZOO)!r})\n"
+        "from reference import Server\n"
+        "class Late(Server):\n"
+        "    doomed = False\n"
+        "    def handle(self, msg):\n"
+        "        if self.is_response(msg):\n"
+        "            self.doomed = True\n"
+        "        return super().handle(msg)\n"
+        "    def write(self, obj):\n"
+        "        super().write(obj)\n"
+        "        if self.doomed:\n"
+        "            os._exit(4)\n"
+        "Late().serve()\n"
+    )
+    report = run_checks(Config([PY, str(script)], mcp=False),
+                        only=["messages.response-not-answered", "messages.notification-silent"])
+    (o,) = [o for o in report.outcomes if o.spec.id == "messages.response-not-answered"]
+    assert o.status is Status.FAIL and o.level is not None and o.level.value == "MUST", describe(report)
+    assert "crashed" in o.detail and "code 4" in o.detail
+    assert report.exit_code() == 1
 
 
 def test_cli_progress_and_colour_only_on_a_terminal() -> None:

@@ -92,7 +92,7 @@ def test_all_server_scenarios(tmp_path: Path) -> None:
 def test_client_scenario(scenario: str, tmp_path: Path) -> None:
     suite = _suite()
     assert scenario in _scenarios(suite, "client")
-    command = f"{sys.executable} -m sturdyrpc.mcp_http.conformance_client"
+    command = f"{sys.executable} -m sturdyrpc.demos.conformance_client"
     r = subprocess.run(
         suite + ["client", "--command", command, "--scenario", scenario, "-o", str(tmp_path), "--timeout", "30000"],
         capture_output=True, text=True, timeout=120, env=_env(),

@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from sturdyrpc import ApplicationError, Dispatcher, InvalidRequest, Limits, RPCError, ServerError
-from sturdyrpc.demo import make_demo
+from sturdyrpc.demos.jsonrpc import make_demo
 from sturdyrpc.dispatch import BatchJob, Call
 
 

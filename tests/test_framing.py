@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import msgspec
 import pytest
+from conftest import DEMO_CMD, wait_until
 
 from sturdyrpc.framing import (
     BadHeader,
@@ -182,3 +186,49 @@ def test_junk_without_header_end_reported_once_and_bounded() -> None:
     assert out[-1] == b"[1]"
     # A later bad header is reported again.
     assert [type(e) for e in f.feed(b"Content-Length: q\r\n\r\n")] == [BadHeader]
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        b"Content-Length: 8\r\nContent-Length: 31\r\n\r\n",
+        b"Content-Length: 8\r\ncontent-length: 8\r\n\r\n",
+        b"Content-Length: 31\r\nContent-Type: x\r\nCONTENT-LENGTH: 8\r\n\r\n",
+    ],
+)
+def test_two_content_length_headers_are_a_bad_header_and_the_next_frame_is_read(header: bytes) -> None:
+    stream = header + b'{"id":1}' + encode_content_length(b'{"id":2}') + encode_content_length(b'{"id":3}')
+    for size in (1, 5, len(stream)):
+        out = feed_all(ContentLengthFramer(100), [stream[i : i + size] for i in range(0, len(stream), size)])
+        assert [type(e) for e in out] == [BadHeader, bytes, bytes], (size, out)
+        assert isinstance(out[0], BadHeader) and "more than one Content-Length" in out[0].reason
+        assert out[1:] == [b'{"id":2}', b'{"id":3}']
+
+
+def test_body_of_a_bad_header_arriving_late_is_not_reported_twice() -> None:
+    f = ContentLengthFramer(100)
+    out = f.feed(b"Content-Length: x\r\n\r\n" + b'{"id":')
+    out += f.feed(b"1}" + encode_content_length(b'{"id":2}'))
+    assert [type(e) for e in out] == [BadHeader, bytes]
+    assert out[-1] == b'{"id":2}'
+
+
+def test_two_content_length_headers_over_stdio_get_parse_error_and_the_stream_resynchronises(spawn: Any) -> None:
+    p = spawn([*DEMO_CMD, "--framing", "content-length"])
+    first = b'{"jsonrpc":"2.0","method":"echo","params":["swallowed?"],"id":1}'
+    second = b'{"jsonrpc":"2.0","method":"echo","params":["read"],"id":2}'
+    # Before: the second header won, and its length swallowed the next frame.
+    p.send(b"Content-Length: %d\r\nContent-Length: %d\r\n\r\n" % (len(first), len(first) + 30) + first + encode_content_length(second))
+    assert wait_until(lambda: bytes(p.raw_stdout).count(b"Content-Length") >= 2, 10), bytes(p.stderr)
+    replies = []
+    raw = bytes(p.raw_stdout)
+    while raw:
+        head, _, rest = raw.partition(b"\r\n\r\n")
+        n = int(head.split(b":", 1)[1])
+        replies.append(msgspec.json.decode(rest[:n]))
+        raw = rest[n:]
+    assert replies[0]["error"]["code"] == -32700 and replies[0]["id"] is None
+    assert "more than one Content-Length" in replies[0]["error"]["data"]["reason"]
+    assert replies[1] == {"jsonrpc": "2.0", "result": "read", "id": 2}
+    p.close_stdin()
+    assert p.wait(10) == 0

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from sturdyrpc.mcp.demo import make_mcp_demo
+from sturdyrpc.demos.mcp import make_mcp_demo
 from sturdyrpc.mcp_http import mcp_http_app
 from sturdyrpc.mcp_http.server import StreamableHTTPApp
 from sturdyrpc.mcp_http.sse import SSEParser

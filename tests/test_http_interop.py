@@ -27,7 +27,7 @@ import pytest
 from _http_support import CACHE, free_port, missing_peer, server_process
 from _mcp_support import has_def, validate_def, validate_server_message
 
-from sturdyrpc.mcp_http.demo import make_demo_app
+from sturdyrpc.demos.mcp_http import make_demo_app
 from sturdyrpc.mcp_http.sse import SSEParser
 
 pytestmark = [pytest.mark.timeout(90), pytest.mark.filterwarnings("ignore:.*2026-07-28")]
@@ -343,3 +343,138 @@ def test_typescript_sdk_client_against_our_http_server(major: str) -> None:
     if not modern:
         assert rec.resumed >= 1
     assert rec.validate(version) >= 8
+
+
+class _CuttingProxy:
+    """A TCP proxy on 127.0.0.1 that can drop the client side of the connections whose last request
+    was a GET, leaving the server side open: the server still holds the old SSE stream when the
+    client reconnects (as after a network change, or a NAT dropping an idle connection)."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.conns: list[dict[str, Any]] = []
+        self.server: asyncio.AbstractServer | None = None
+
+    async def start(self) -> int:
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        return int(self.server.sockets[0].getsockname()[1])
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        ur, uw = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        conn: dict[str, Any] = {"writer": writer, "get": False, "cut": False, "answered": False}
+        self.conns.append(conn)
+
+        async def up() -> None:
+            try:
+                while chunk := await reader.read(65536):
+                    if chunk[:4] in (b"GET ", b"POST", b"DELE"):
+                        conn["get"], conn["answered"] = chunk.startswith(b"GET "), False
+                    uw.write(chunk)
+            except OSError:
+                pass
+            if not conn["cut"]:
+                uw.close()  # the client closed: so does the server side (the cut keeps it open)
+
+        async def down() -> None:
+            try:
+                while chunk := await ur.read(65536):
+                    if not conn["cut"]:
+                        writer.write(chunk)
+                        conn["answered"] = True
+            except OSError:
+                pass
+            if not conn["cut"]:
+                writer.close()
+
+        await asyncio.gather(up(), down())
+
+    def get_stream_started(self) -> bool:
+        """Whether a GET response has begun reaching the client (cutting before would fail its fetch)."""
+        return any(c["get"] and c["answered"] and not c["cut"] for c in self.conns)
+
+    def cut_get_streams(self) -> int:
+        n = 0
+        for c in self.conns:
+            if c["get"] and not c["cut"]:
+                c["cut"] = True
+                c["writer"].transport.abort()
+                n += 1
+        return n
+
+    async def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+        for c in self.conns:
+            c["writer"].transport.abort()
+
+
+@pytest.mark.parametrize("version", ["2025-06-18", "2025-11-25"])
+def test_typescript_sdk_1x_client_reconnecting_its_get_stream_replaces_the_held_one(version: str) -> None:
+    """The TS SDK 1.x client reconnects its standalone GET stream while the server still holds the old
+    connection; it used to get 409 ("Failed to reconnect SSE stream: Conflict") and lose every
+    server notification from then on. Without a priming event (before 2025-11-25) the reconnect is a
+    plain GET; with one it carries Last-Event-ID."""
+    from sturdyrpc.mcp import MCPServer
+    from sturdyrpc.mcp_http import mcp_http_app
+
+    modules = _ts_sdk("1")
+    server = MCPServer("reconnect-test", supported_versions=(version,))
+    app = mcp_http_app(server)
+
+    def standalone_conn() -> Any:
+        for s in app.sessions.values():
+            st = s.standalone
+            if st is not None and not st.finished and st.conn is not None and not st.conn.closed:
+                return st.conn
+        return None
+
+    async def until(pred: Any, what: str, timeout: float = 15.0) -> Any:
+        for _ in range(int(timeout / 0.02)):
+            v = pred()
+            if v:
+                return v
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"timed out waiting for {what}")
+
+    async def main() -> tuple[int, list[str]]:
+        async with serve(app) as url:
+            port = int(url.rsplit(":", 1)[1].split("/", 1)[0])
+            proxy = _CuttingProxy(port)
+            pport = await proxy.start()
+            env = dict(os.environ, NODE_PATH=str(modules))
+            proc = await asyncio.create_subprocess_exec(_node(), str(HERE / "ts_http" / "reconnect.mjs"),
+                                                        f"http://127.0.0.1:{pport}/mcp", str(modules), env=env,
+                                                        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            assert proc.stdout is not None
+            lines: list[str] = []
+
+            async def line() -> str:
+                raw = await asyncio.wait_for(proc.stdout.readline(), 20)  # type: ignore[union-attr]
+                lines.append(raw.decode().strip())
+                return lines[-1]
+
+            try:
+                while await line() != "ready":
+                    pass
+                old = await until(standalone_conn, "the GET stream")
+                await until(proxy.get_stream_started, "the GET response")
+                assert proxy.cut_get_streams() == 1
+                await until(lambda: standalone_conn() not in (None, old), "the reconnected GET stream")
+                assert not old.closed or old.ended  # the held one was ended, not left dangling
+                for kind in ("tools", "tools"):
+                    await server.notify_list_changed(kind)
+                    while not (await line()).startswith("notified"):
+                        pass
+                code = await asyncio.wait_for(proc.wait(), 20)
+            finally:
+                if proc.returncode is None:
+                    proc.kill()
+                    await proc.wait()
+                await app.aclose()
+                await proxy.close()
+            return code, lines
+
+    code, lines = asyncio.run(main())
+    assert code == 0, lines
+    assert not any("Conflict" in ln for ln in lines), lines
+    assert lines.count("notified: notifications/tools/list_changed") == 2, lines

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from _http_support import demo_http_cmd, free_port, server_process
 
-from sturdyrpc.demo import make_demo
+from sturdyrpc.demos.jsonrpc import make_demo
 from sturdyrpc.transports.asgi import BearerAuth, HTTPSecurity, current_principal
 from sturdyrpc.transports.http import JSONRPCHTTPApp
 

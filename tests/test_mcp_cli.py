@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -90,3 +91,30 @@ def test_demo_mcp_starts_fast_and_exits_on_eof() -> None:
     reply = json.loads(p.stdout.splitlines()[0])
     assert reply["result"]["protocolVersion"] == "2025-11-25"
     assert time.monotonic() - t0 < 5
+
+
+def _cli_without(modules: list[str], args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """Run the CLI as if ``modules`` were not installed (None in sys.modules: import fails and
+    importlib.util.find_spec finds nothing, exactly as for a missing package)."""
+    (tmp_path / "sitecustomize.py").write_text(
+        "import sys\n" + "".join(f"sys.modules[{m!r}] = None\n" for m in modules)
+    )
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(tmp_path), env.get("PYTHONPATH")) if p)
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=30, env=env)
+
+
+@pytest.mark.parametrize(
+    ("args", "module", "extra"),
+    [
+        (["demo", "--http", "127.0.0.1:0"], "uvicorn", "http"),
+        (["demo", "--mcp", "--http", "127.0.0.1:0"], "uvicorn", "http"),
+        (["check", "--url", "http://127.0.0.1:9/mcp"], "httpx", "http"),
+        (["check", "--", sys.executable, "-c", "pass"], "rich", "cli"),
+    ],
+)
+def test_command_without_its_optional_extra_names_the_extra_and_exits_2(args: list[str], module: str, extra: str, tmp_path: Path) -> None:
+    r = _cli_without([module], args, tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr
+    assert f"pip install 'sturdyrpc[{extra}]'" in r.stderr and repr(module) in r.stderr

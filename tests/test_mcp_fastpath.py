@@ -1,8 +1,10 @@
-"""The stdio fast path (``MCPServer.fast_path``) answers exactly as the general path does.
+"""The stdio early answer (``MCPServer.fast_path``) answers exactly as the peer does.
 
-Random and edge ``tools/call`` frames are given to the fast path and, on the same session, to
-the peer's general path; whenever the fast path answers, its bytes must be the general path's
-bytes (incident ids aside, which are random by design), on every protocol version.
+There is one ``tools/call`` path (``mcp/tools_call.py``); the early answer is that path entered
+before the peer's queues. Random and edge ``tools/call`` frames are given to the early answer
+and, on the same session, to the peer; whenever the early answer answers, its bytes must be the
+peer's bytes (incident ids aside, which are random by design), on every protocol version, and
+it must leave to the peer what only the peer may decide (duplicates, closing).
 """
 
 from __future__ import annotations
@@ -311,5 +313,32 @@ def test_fast_path_leaves_a_duplicate_id_to_the_general_path(version: str) -> No
             gate.set()
             r = msgspec.json.decode(await asyncio.wait_for(w.client.receive(), 3.0))
             assert r["result"]["content"][0]["text"] == "done"
+
+    asyncio.run(main())
+
+
+def test_early_answer_leaves_every_frame_to_the_peer_once_the_connection_is_closing() -> None:
+    frame = _call(1, "echo", {"text": "x"})
+
+    async def main() -> None:
+        async with Wire(SERVER) as w:
+            await negotiate(w, "2025-11-25")
+            early = SERVER.fast_path(w.peer)
+            assert early(frame) is not None
+            w.peer.abort("test: closing")
+            assert w.peer.is_closing
+            assert early(frame) is None  # the peer refuses or drops it, as its rules say
+
+    asyncio.run(main())
+
+
+def test_early_answer_of_a_peer_not_made_by_the_server_answers_nothing() -> None:
+    from sturdyrpc.peer import Peer
+    from sturdyrpc.transports.memory import memory_pair
+
+    async def main() -> None:
+        _client, end = memory_pair()
+        peer = Peer(end, SERVER.dispatcher)
+        assert SERVER.fast_path(peer)(_call(1, "echo", {"text": "x"})) is None
 
     asyncio.run(main())

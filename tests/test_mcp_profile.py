@@ -281,6 +281,12 @@ def _messages(draw: Any) -> Any:
     return msg if kind != 2 else [msg]
 
 
+def _answered_with_its_id(m: Any) -> bool:
+    """A request object whose id MCP allows (string or integer) is answered exactly once with that
+    id, even when it is invalid otherwise (``"jsonrpc": "1.0"``: -32600 echoing the readable id)."""
+    return isinstance(m, dict) and isinstance(m.get("method"), str) and type(m.get("id")) in (int, str)
+
+
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_messages(), min_size=1, max_size=6))
 def test_any_messages_get_defined_answers(msgs: list[Any]) -> None:
@@ -288,7 +294,7 @@ def test_any_messages_get_defined_answers(msgs: list[Any]) -> None:
     request with an MCP-valid id is answered exactly once with that id, and nothing hangs."""
     from _mcp_support import Wire
 
-    from sturdyrpc.mcp.demo import make_mcp_demo
+    from sturdyrpc.demos.mcp import make_mcp_demo
 
     async def main() -> None:
         async with Wire(make_mcp_demo()) as w:
@@ -296,7 +302,7 @@ def test_any_messages_get_defined_answers(msgs: list[Any]) -> None:
             expected = []
             for m in msgs:
                 await w.send(msgspec.json.encode(m))
-                if isinstance(m, dict) and m.get("jsonrpc") == "2.0" and isinstance(m.get("method"), str) and type(m.get("id")) in (int, str):
+                if _answered_with_its_id(m):
                     expected.append(m["id"])
             await w.send({"jsonrpc": "2.0", "id": "final-ping", "method": "ping"})
             expected.append("final-ping")
@@ -310,5 +316,28 @@ def test_any_messages_get_defined_answers(msgs: list[Any]) -> None:
             await w.nothing(0.02)
             for k, n in want.items():
                 assert got[k] == n, (k, got, w.received)  # exactly one reply per request
+
+    asyncio.run(main())
+
+
+def test_a_jsonrpc_1_0_request_with_the_id_of_a_2_0_one_gets_its_own_reply_with_that_id() -> None:
+    """The seed that made the property test flaky: both messages carry id "", each is answered
+    once with it (the 1.0 one with -32600), so "" is expected twice."""
+    from _mcp_support import Wire
+
+    from sturdyrpc.demos.mcp import make_mcp_demo
+
+    msgs = [{"jsonrpc": "2.0", "method": "tools/call", "id": ""}, {"jsonrpc": "1.0", "method": "tools/call", "id": ""}]
+    assert [_answered_with_its_id(m) for m in msgs] == [True, True]
+
+    async def main() -> None:
+        async with Wire(make_mcp_demo()) as w:
+            await w.initialize("2025-11-25")
+            for m in msgs:
+                await w.send(m)
+            replies = [await w.recv(), await w.recv()]
+            assert [r["id"] for r in replies] == ["", ""]
+            assert sorted(r["error"]["code"] for r in replies) == [-32602, -32600]
+            await w.nothing(0.05)
 
     asyncio.run(main())

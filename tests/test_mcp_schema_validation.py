@@ -13,7 +13,7 @@ import pytest
 from _mcp_support import SCHEMAS, VERSIONS, Wire, has_def, modern_meta, validate_def, validate_server_message
 
 from sturdyrpc import codec
-from sturdyrpc.mcp.demo import make_mcp_demo
+from sturdyrpc.demos.mcp import make_mcp_demo
 from sturdyrpc.messages import classify, to_wire
 
 pytestmark = pytest.mark.timeout(60)

@@ -12,8 +12,8 @@ import msgspec
 import pytest
 from _mcp_support import Wire, modern_meta
 
+from sturdyrpc.demos.mcp import make_mcp_demo
 from sturdyrpc.mcp import MCPContext, MCPServer, ToolError, ToolResult
-from sturdyrpc.mcp.demo import make_mcp_demo
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -20,9 +20,9 @@ import pytest
 from _http_support import free_port
 from _mcp_support import Wire, modern_meta, recorded_cmd, validate_recording, validate_server_message
 
+from sturdyrpc.demos.mcp import make_mcp_demo
 from sturdyrpc.mcp import MCPServer
 from sturdyrpc.mcp.client import connect
-from sturdyrpc.mcp.demo import make_mcp_demo
 from sturdyrpc.mcp_http.sse import SSEParser
 
 pytestmark = pytest.mark.timeout(40)
@@ -85,7 +85,7 @@ def test_stdio_ack_first_only_requested_cancel_ends() -> None:
             await mcp.notify_list_changed("tools")
             await mcp.resource_updated(WATCHED)
             await w.nothing(0.5)
-            assert not mcp._listeners
+            assert not len(mcp.listeners)
             # the id is free again, and the session still works
             await w.send(listen_req("L", {"promptsListChanged": True}))
             ack = await w.recv()
@@ -299,13 +299,13 @@ def test_http_listen_stream() -> None:
                     assert upd == {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": WATCHED, "_meta": {SUB: "h1"}}}
                     await call_tool(3, "toggle_extra_tool")  # tools list changed: not asked for on this stream
                     await s.nothing(0.5)
-                    assert len(server._listeners) == 1
+                    assert len(server.listeners) == 1
                 # closing the stream is the cancellation: the server stops
                 for _ in range(100):
-                    if not server._listeners:
+                    if not len(server.listeners):
                         break
                     await asyncio.sleep(0.02)
-                assert not server._listeners
+                assert not len(server.listeners)
                 await call_tool(4, "toggle_extra_tool")
 
                 # the server ends a stream: a final complete result, then the stream ends
@@ -360,10 +360,10 @@ def test_http_our_client_listen_and_close() -> None:
                 assert seen == [("notifications/tools/list_changed", {"_meta": {SUB: sub.id}})]
                 await sub.close()
                 for _ in range(100):
-                    if not server._listeners:
+                    if not len(server.listeners):
                         break
                     await asyncio.sleep(0.02)
-                assert not server._listeners
+                assert not len(server.listeners)
                 sub2 = await client.listen({"resourceSubscriptions": [WATCHED]}, lambda m, p: None)
                 assert server.close_subscriptions() == 1
                 final = await asyncio.wait_for(sub2.wait(), 5)

@@ -13,7 +13,7 @@ from _peer_support import aio
 
 from sturdyrpc import InvalidParams, MethodNotFound
 from sturdyrpc.client import connect_stdio, connect_tcp, connect_unix
-from sturdyrpc.demo import make_demo
+from sturdyrpc.demos.jsonrpc import make_demo
 from sturdyrpc.errors import InternalError
 from sturdyrpc.peer import ConnectionClosed, Peer, RequestTimeout
 from sturdyrpc.transports.streams import StreamTransport
@@ -182,9 +182,9 @@ async def test_tcp_and_unix() -> None:
 
 PEER_SERVER = """
 import asyncio, sys
-from sturdyrpc.demo import make_demo
+from sturdyrpc.demos.jsonrpc import make_demo
 from sturdyrpc.peer import Peer, PeerContext
-from sturdyrpc.transports.streams import stdio_transport
+from sturdyrpc.transports.stdio import stdio_transport
 
 async def main():
     rpc = make_demo()

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from sturdyrpc import Dispatcher
-from sturdyrpc.demo import make_demo
+from sturdyrpc.demos.jsonrpc import make_demo
 from sturdyrpc.runner import Runner
 
 pytestmark = pytest.mark.timeout(60)

@@ -15,7 +15,7 @@ import pytest
 from _http_support import demo_http_cmd, free_port, server_process
 from _mcp_support import VERSIONS, Wire, modern_meta
 
-from sturdyrpc.mcp.demo import make_mcp_demo
+from sturdyrpc.demos.mcp import make_mcp_demo
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -12,7 +12,7 @@ import msgspec
 import pytest
 
 from sturdyrpc import Dispatcher, Limits
-from sturdyrpc.demo import make_demo
+from sturdyrpc.demos.jsonrpc import make_demo
 from sturdyrpc.framing import BadHeader, FrameTooLarge
 from sturdyrpc.runner import Runner
 

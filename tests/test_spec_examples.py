@@ -15,7 +15,7 @@ import msgspec
 import pytest
 from conftest import DEMO_CMD, ServerProcess
 
-from sturdyrpc.demo import make_demo
+from sturdyrpc.demos.jsonrpc import make_demo
 
 NO_RESPONSE = None
 

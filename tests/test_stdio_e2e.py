@@ -346,7 +346,7 @@ def test_user_server_with_blocking_sync_handler_sigterm_and_eof(spawn: Any, tmp_
 def test_daemon_thread_pool() -> None:
     import threading
 
-    from sturdyrpc.transports.stdio import DaemonThreadPool
+    from sturdyrpc.execute import DaemonThreadPool
 
     pool = DaemonThreadPool(2)
     gate = threading.Event()

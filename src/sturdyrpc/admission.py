@@ -71,13 +71,24 @@ class Admission:
                     pass
             raise
 
+    def force_acquire(self) -> None:
+        """Take a slot at once, even beyond the limit.
+
+        For a holder that gave its slot back while it waited on something outside this
+        side's control (a handler parked on a call back to the other side) and runs again:
+        making it wait for a slot could deadlock two peers calling each other. The count
+        may pass the limit for a moment; no new request starts until it is back below.
+        """
+        self._take()
+
     def release(self) -> None:
-        """Give a slot back (to the oldest waiter, if any)."""
-        while self._waiters:
-            fut = self._waiters.popleft()
-            if not fut.done():
-                fut.set_result(None)  # the slot passes straight on: _used is unchanged
-                return
+        """Give a slot back (to the oldest waiter, if any, unless the count is over the limit)."""
+        if self._used <= self.limit:
+            while self._waiters:
+                fut = self._waiters.popleft()
+                if not fut.done():
+                    fut.set_result(None)  # the slot passes straight on: _used is unchanged
+                    return
         self._used -= 1
         if self._pressed and self._used < self.limit:
             self._pressed = False

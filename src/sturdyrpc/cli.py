@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import logging
 import os
 import sys
@@ -16,6 +17,12 @@ from typing import Any
 from .commands import MODULES
 
 __all__ = ["main", "build_parser"]
+
+#: Optional dependencies, by top-level module, and the extra of ``pyproject.toml`` that installs each.
+OPTIONAL_MODULES = {"uvicorn": "http", "httptools": "http", "httpx": "http", "h11": "http", "rich": "cli"}
+#: What a subcommand always needs beyond the core, checked before it starts (a missing one
+#: otherwise shows only at the end, when ``check`` prints its report).
+REQUIRES = {"check": ("rich",)}
 
 
 def _setup_logging(verbose: int) -> None:
@@ -72,6 +79,15 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return p
 
 
+def _missing_extra(command: str, module: str) -> int:
+    extra = OPTIONAL_MODULES[module]
+    sys.stderr.write(
+        f"sturdyrpc {command}: this needs the optional dependency {module!r}, which is not installed;"
+        f" install it with: pip install 'sturdyrpc[{extra}]'\n"
+    )
+    return 2
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     own, command = _split_command(args_list)
@@ -82,4 +98,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(own)
     args.server_command = command
     _setup_logging(args.verbose)
-    return int(args.func(args))
+    for module in REQUIRES.get(args.command, ()):
+        if importlib.util.find_spec(module) is None:
+            return _missing_extra(args.command, module)
+    try:
+        return int(args.func(args))
+    except ModuleNotFoundError as exc:
+        # An optional dependency (uvicorn for --http, httpx for --url...) is imported where it is
+        # used: its absence is a usage problem with a one-line fix, not a traceback.
+        module = (exc.name or "").partition(".")[0]
+        if module not in OPTIONAL_MODULES:
+            raise
+        return _missing_extra(args.command, module)

@@ -29,7 +29,7 @@ from typing import Any
 
 from .errors import HANDLER_ERRORS
 
-__all__ = ["HANDLER_ERRORS", "DaemonThreadPool", "Outcome", "call_now", "execute", "shared_pool"]
+__all__ = ["HANDLER_ERRORS", "DaemonThreadPool", "Outcome", "call_now", "drive", "execute", "shared_pool"]
 
 
 #: ``(True, value)`` when the handler returned, ``(False, exception)`` when it raised.
@@ -139,12 +139,20 @@ async def execute(
     ``blocking`` sync handlers go to ``pool`` (the caller's, normally :func:`shared_pool`);
     the thread sees the caller's context variables. Raises only ``asyncio.CancelledError``.
     """
+    if blocking and not is_async and pool is not None:
+        # The outcome is made in the thread: an exception crossing into the task would be
+        # thrown in by the event loop, and a GeneratorExit thrown into a coroutine chain lands
+        # in the outermost frame (the caller's), past any handler in here.
+        cv = contextvars.copy_context()
+        try:
+            future = pool.submit(cv.run, call_now, fn, args, kwargs)
+        except RuntimeError as exc:  # the pool was shut down
+            return False, exc
+        outcome: Outcome = await asyncio.wrap_future(future)
+        return outcome
     try:
         if is_async:
             return True, await fn(*args, **kwargs)
-        if blocking and pool is not None:
-            cv = contextvars.copy_context()
-            return True, await asyncio.wrap_future(pool.submit(cv.run, fn, *args, **kwargs))
         return True, fn(*args, **kwargs)
     except asyncio.CancelledError:
         raise
@@ -158,3 +166,19 @@ def call_now(fn: Callable[..., Any], args: tuple[Any, ...] | list[Any], kwargs: 
         return True, fn(*args, **kwargs)
     except HANDLER_ERRORS as exc:
         return False, exc
+
+
+def drive(fn: Callable[..., Any], args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any]) -> Any:
+    """Run async handler ``fn`` to completion on this thread, without an event loop.
+
+    For synchronous callers (``Dispatcher.handle_sync``): an async handler that finishes without
+    suspending returns its value; one that suspends raises ``RuntimeError``. Pass it to
+    :func:`call_now` to get the error policy: ``call_now(drive, (fn, args, kwargs), {})``.
+    """
+    coro = fn(*args, **kwargs)
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        return stop.value
+    coro.close()
+    raise RuntimeError("async handler suspended; run it with an async runner")

@@ -173,7 +173,10 @@ class ContentLengthFramer:
                 if isinstance(length, str):
                     if not junk:
                         out.append(BadHeader(length))
-                    self._resync(buf, end + 4)
+                    # A bad header block is skipped as a whole (a second Content-Length inside it
+                    # must not be read as the next frame's); a body of unknown length may follow.
+                    # Junk that ran into the next header: resynchronise at that header.
+                    self._junk = not self._resync_after(buf, 1 if junk else end + 4, end + 4)
                     continue
                 del buf[: end + 4]
                 if length > self.max_frame:
@@ -196,6 +199,14 @@ class ContentLengthFramer:
         del buf[:drop]
 
     @staticmethod
+    def _resync_after(buf: bytearray, search_from: int, min_drop: int) -> bool:
+        # Drop up to the next header that starts like ours, or ``min_drop`` bytes when none has
+        # arrived yet: False then (what arrives before it is the bad frame's body: not reported).
+        nxt = buf.find(b"Content-Length:", search_from)
+        del buf[: nxt if nxt >= 0 else min_drop]
+        return nxt >= 0
+
+    @staticmethod
     def _parse_header(header: bytes) -> int | str:
         length: int | None = None
         for line in header.split(b"\r\n"):
@@ -204,6 +215,10 @@ class ContentLengthFramer:
                 return "malformed header line"
             if name.strip().lower() == b"content-length":
                 v = value.strip()
+                if length is not None:
+                    # Which one the sender meant is unknown: taking either one desynchronises
+                    # the stream (the last one used to win and swallow the next frame).
+                    return "more than one Content-Length header"
                 if not v.isdigit() or len(v) > 12:
                     return "invalid Content-Length"
                 length = int(v)

@@ -21,14 +21,17 @@ class Limits:
     max_depth: int = 256
     #: Most elements in one batch.
     max_batch: int = 1000
-    #: Most incoming requests running at once per connection; beyond it the transport stops
-    #: reading (backpressure) rather than buffering or dropping.
+    #: Most incoming requests running at once per connection, each batch element counting as
+    #: one; beyond it the transport stops reading (backpressure) rather than buffering or dropping.
     max_in_flight: int = 256
     #: Threads for synchronous (blocking) handlers, shared per server.
     max_threads: int = 16
+    #: Most requests running at once across a whole HTTP server, where there is no connection to
+    #: hold back: a POST arriving when it is full is answered 503 with ``Retry-After``.
+    max_server_in_flight: int = 1024
 
     def __post_init__(self) -> None:
-        for name in ("max_message_bytes", "max_depth", "max_batch", "max_in_flight", "max_threads"):
+        for name in ("max_message_bytes", "max_depth", "max_batch", "max_in_flight", "max_threads", "max_server_in_flight"):
             value = getattr(self, name)
             if type(value) is not int or value < 1:
                 raise ValueError(f"{name} must be a positive integer")

@@ -20,6 +20,7 @@ from typing import Any
 
 import msgspec
 
+from .codec import UnreadableNumber
 from .errors import InvalidRequest, RPCError, error_from_dict
 
 __all__ = [
@@ -108,9 +109,24 @@ def _invalid(reason: str, obj: dict[str, Any] | None = None) -> InvalidMessage:
     return bad
 
 
+def _unreadable(number: UnreadableNumber, obj: dict[str, Any] | None, *, is_response: bool = False) -> InvalidMessage:
+    # A number the decoder could not read exactly: say which bound, in the wire message too,
+    # since the sender's fix (a shorter or a string id) is not obvious from "Invalid Request".
+    id_ = None if obj is None or number.member == "id" else _readable_id(obj)
+    message = f"Invalid Request: {number.message}"
+    error = InvalidRequest(message) if number.data is None else InvalidRequest(message, number.data)
+    return InvalidMessage(error, id_, is_response=is_response, reason=number.message)
+
+
 def classify(obj: Any) -> Message:
-    """Turn one decoded JSON value into a message. Raises :class:`InvalidMessage`."""
+    """Turn one decoded JSON value into a message. Raises :class:`InvalidMessage`.
+
+    A member the codec marked as an :class:`~sturdyrpc.codec.UnreadableNumber` makes the
+    message invalid (-32600 naming the bound; id null when the id itself is the number).
+    """
     if type(obj) is not dict:
+        if type(obj) is UnreadableNumber:
+            raise _unreadable(obj, None)
         raise _invalid("a message must be a JSON object")
     if obj.get("jsonrpc") != "2.0" or type(obj.get("jsonrpc")) is not str:
         bad = InvalidMessage(
@@ -123,24 +139,35 @@ def classify(obj: Any) -> Message:
     if "method" in obj:
         method = obj["method"]
         if type(method) is not str:
+            if type(method) is UnreadableNumber:
+                raise _unreadable(method, obj)
             raise _invalid('member "method" must be a string', obj)
         params = obj.get("params")
         if "params" in obj and type(params) is not list and type(params) is not dict:
+            if type(params) is UnreadableNumber:
+                raise _unreadable(params, obj)
             raise _invalid('member "params" must be an array or an object', obj)
         if "id" not in obj:
             return Notification(method, params)
         id_ = obj["id"]
         if not is_valid_id(id_):
+            if type(id_) is UnreadableNumber:
+                raise _unreadable(id_, obj)
             raise _invalid('member "id" must be a string, a number or null')
         return Request(method, params, id_)
     if "result" in obj or "error" in obj:
         id_ = obj.get("id")
         if "id" not in obj or not is_valid_id(id_):
+            if type(id_) is UnreadableNumber:
+                raise _unreadable(id_, obj, is_response=True)
             raise InvalidMessage(InvalidRequest("Invalid Request"), None, is_response=True, reason="response without a valid id")
         if "result" in obj and "error" in obj:
             raise InvalidMessage(InvalidRequest("Invalid Request"), id_, is_response=True, reason="response holds both result and error")
         if "result" in obj:
-            return Response(id_, obj["result"])
+            result = obj["result"]
+            if type(result) is UnreadableNumber:
+                raise _unreadable(result, obj, is_response=True)
+            return Response(id_, result)
         err = obj["error"]
         if (
             type(err) is not dict

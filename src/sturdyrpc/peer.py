@@ -35,7 +35,7 @@ from .errors import InternalError, RPCError, ServerError
 from .framing import BadHeader, FrameTooLarge
 from .messages import ErrorResponse, Id, InvalidMessage, Message, Response
 from .profile import NO_CANCEL, JSONRPCProfile, Profile
-from .runner import Runner
+from .runner import Runner, current_call
 
 __all__ = [
     "Peer",
@@ -268,7 +268,9 @@ class Peer:
         #: a request, or its id). It settles no call by itself; a caller with one call in flight
         #: (``sturdyrpc call``) may take it as that call's answer rather than wait forever.
         self.on_error_without_id: Callable[[RPCError], None] | None = None
-        #: Deadline used when the other side closes and running handlers are drained.
+        #: Kept for compatibility: the end of the input (EOF) has no deadline any more. Every
+        #: request that was running or held back is answered, as the plain stdio server does;
+        #: the deadline of :meth:`close` (SIGTERM) is the one that cuts work short.
         self.close_deadline = close_deadline
         self.stats: dict[str, int] = {
             "requests_sent": 0,
@@ -310,7 +312,6 @@ class Peer:
         # incoming pressure and held frames
         self._runner_pressure = False
         self._write_pressure = False
-        self._parked = 0  # handlers waiting on a call back to the other side
         self._held: deque[tuple[bytes | FrameTooLarge | BadHeader, tuple[type, Any] | None]] = deque()
         self._max_held = max(1, max_held)
         self._resume_reading: asyncio.Event | None = None
@@ -329,6 +330,7 @@ class Peer:
         self._reader: asyncio.Task[None] | None = None
         self._writer: asyncio.Task[None] | None = None
         self._close_task: asyncio.Task[None] | None = None
+        self._draining_eof = False  # closing because the input ended: no deadline until close()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
         self._bg: set[asyncio.Task[Any]] = set()
@@ -387,9 +389,21 @@ class Peer:
             return
         if self._close_task is None:
             self._close_task = asyncio.get_running_loop().create_task(self._shutdown(deadline, eof=False))
-        if asyncio.current_task() in self._runner._tasks:
+        elif self._draining_eof:
+            self._draining_eof = False
+            asyncio.get_running_loop().call_later(max(deadline, 0.0), self._cut_short, self._close_task)
+        if self._runner.owns(asyncio.current_task()):
             return  # called by one of our handlers: closing waits for it, so it must not wait for closing
         await asyncio.shield(self._close_task)
+
+    def _cut_short(self, task: asyncio.Task[None]) -> None:
+        """The deadline of :meth:`close` passed while the end of the input was being drained:
+        refuse what is held back and cancel what still runs."""
+        if task.done():
+            return
+        self._refusing = True
+        self._refuse_held()
+        self._runner.cancel_all()
 
     def abort(self, reason: str = "connection aborted") -> None:
         """Close at once without draining: every pending call fails with ``ConnectionClosed(reason)``."""
@@ -400,9 +414,10 @@ class Peer:
         if self._close_task is None and self._started:
             self._close_task = asyncio.get_running_loop().create_task(self._shutdown(0.0, eof=True))
 
-    async def _shutdown(self, deadline: float, eof: bool) -> None:
+    async def _shutdown(self, deadline: float | None, eof: bool) -> None:
+        """Close; ``deadline`` None (the end of the input) waits for every request to be answered."""
         loop = asyncio.get_running_loop()
-        end = loop.time() + max(deadline, 0.0)
+        end = None if deadline is None else loop.time() + max(deadline, 0.0)
         self._closing = True
         if eof:
             # No reply can arrive any more: fail what waits for one now, not at the deadline.
@@ -414,21 +429,24 @@ class Peer:
             self._refuse_held()
         try:
             while True:
-                remaining = end - loop.time()
-                if remaining <= 0 or not await self._runner.drain(remaining):
+                remaining = None if end is None else end - loop.time()
+                if remaining is not None and remaining <= 0 or not await self._runner.drain(remaining):
                     break
                 if self._runner.in_flight:
                     continue  # held requests were started meanwhile
                 if not self._held or self._refusing:
                     break
                 self._release()  # requests held back before the end: start them now
-            while self._pending and loop.time() < end and not (self._reader is None or self._reader.done()):
-                await asyncio.sleep(min(0.01, max(end - loop.time(), 0)))
+            if end is not None:
+                while self._pending and loop.time() < end and not (self._reader is None or self._reader.done()):
+                    await asyncio.sleep(min(0.01, max(end - loop.time(), 0)))
             self._fail_pending(self._close_reason)
             self._refusing = True
             self._refuse_held()
             self._runner.cancel_all()
-            await self._flush(max(end - loop.time(), 0.05))
+            # After the end of the input the replies still go out, but a reader that never
+            # reads them must not hold the process forever.
+            await self._flush(10.0 if end is None else max(end - loop.time(), 0.05))
         finally:
             self._fail_pending(self._close_reason)
             self._runner.cancel_all()
@@ -478,7 +496,10 @@ class Peer:
         self._fail_pending(reason)
         if not eof:
             self._runner.cancel_all()  # nothing can be sent: replies are pointless
-        self._close_task = asyncio.get_running_loop().create_task(self._shutdown(self.close_deadline if eof else 0.0, eof=True))
+        # The end of the input is no reason to drop work: every request that was running or held
+        # back is answered (the deadline of close()/SIGTERM still applies if it comes meanwhile).
+        self._draining_eof = eof
+        self._close_task = asyncio.get_running_loop().create_task(self._shutdown(None if eof else 0.0, eof=True))
 
     # ------------------------------------------------------------------ outgoing
 
@@ -566,8 +587,10 @@ class Peer:
             self._pending[key] = rec
             self.stats["requests_sent"] += 1
             self._enqueue(data)
-            if nested:
-                self._parked += 1
+            parked = current_call.get() if nested else None
+            if parked is not None:
+                # While it waits for the other side, this handler's slot serves others.
+                self._runner.park(parked)
                 if self._held:
                     self._schedule_release()
             try:
@@ -583,8 +606,8 @@ class Peer:
                         self._send_cancel(id_, "cancelled by the caller")
                 raise
             finally:
-                if nested:
-                    self._parked -= 1
+                if parked is not None:
+                    self._runner.unpark(parked)
                 if self._pending.get(key) is rec:
                     del self._pending[key]
         finally:
@@ -945,6 +968,8 @@ class Peer:
             return False
         method = obj.get("method")
         params = obj.get("params")
+        if "params" in obj and type(params) is not dict and type(params) is not list:
+            return False  # not a valid message at all: the dispatcher answers -32600, as for any method
         if method is not None and method == profile.cancel_method:
             self._on_cancel(profile.read_cancel(params))
             return True
@@ -993,15 +1018,10 @@ class Peer:
                 self._refuse(None, key)
 
     def _full(self) -> bool:
-        """Whether a new incoming request must wait. Handlers parked on a call back to the
-        other side do not count: otherwise two busy peers calling each other could each hold
-        the very requests the other is waiting for."""
-        if self._write_pressure:
-            return True
-        if not self._runner_pressure:
-            return False
-        runner = self._runner
-        return runner.in_flight - self._parked >= runner.max_in_flight
+        """Whether a new incoming request must wait: the outgoing queue is above its high water,
+        or no slot of the runner's admission is free (handlers parked on a call back to the
+        other side have given theirs back, see :meth:`Runner.park`)."""
+        return self._write_pressure or not self._runner.accepting
 
     def _on_runner_pressure(self, on: bool) -> None:
         self._runner_pressure = on

@@ -4,13 +4,18 @@ A :class:`Runner` is fed whole frames (synchronously, straight from a protocol's
 ``data_received``) and sends each reply through a callback as soon as it is ready,
 so replies leave in completion order and a slow request never blocks a fast one.
 
-- async handlers run as tasks on the loop;
-- sync handlers run in a bounded thread pool (``Limits.max_threads``), unless
-  registered with ``blocking=False``, in which case they run inline;
-- batch elements run concurrently and the batch reply is sent when all are done;
-- at ``Limits.max_in_flight`` running requests the runner asks its transport to
-  stop reading (``on_pressure(True)``) and to resume once below the cap, so the
-  input is never buffered without bound and never dropped.
+- handlers run through :func:`sturdyrpc.execute.execute` (one error policy for every path):
+  async handlers as tasks on the loop, sync handlers on the process's bounded pool of daemon
+  threads (``Limits.max_threads``), sync handlers registered with ``blocking=False`` inline;
+- every request that runs as a task, alone or as a batch element, takes one slot of
+  ``Limits.max_in_flight`` (:attr:`Runner.admission`) before its handler starts; batch
+  elements beyond the free slots wait for one, in order. Inline handlers, which finish on
+  the spot, need none;
+- the batch reply is sent when all its elements are done;
+- while no slot is free the runner asks its transport to stop reading
+  (``on_pressure(True)``) and to resume once one is (:attr:`Runner.accepting` says the
+  same, for a transport that must decide whether to feed the rest of a chunk it has read),
+  so the input is never buffered without bound and never dropped.
 """
 
 from __future__ import annotations
@@ -23,8 +28,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from .admission import Admission
 from .dispatch import HANDLER_ERRORS, BatchJob, Call, Context, Dispatcher
 from .errors import InvalidRequest, ParseError
+from .execute import Outcome, execute, shared_pool
 from .framing import BadHeader, FrameTooLarge
 from .messages import Id, InvalidMessage, Message
 from .profile import Profile
@@ -45,7 +52,11 @@ def _key(id_: Id) -> tuple[type, Any]:
 
 
 class Runner:
-    """Executes incoming messages for one connection."""
+    """Executes incoming messages for one connection.
+
+    ``executor`` (optional) runs blocking sync handlers instead of the shared daemon pool of
+    ``Limits.max_threads``; it stays the caller's to shut down.
+    """
 
     def __init__(
         self,
@@ -65,18 +76,37 @@ class Runner:
         self.context_factory = context_factory
         self.profile = profile
         self.max_in_flight = dispatcher.limits.max_in_flight
-        self._own_executor = executor is None
-        self._executor = executor
+        #: The slots of ``max_in_flight``: one per request whose handler runs (or is about to).
+        self.admission = Admission(self.max_in_flight, on_pressure=self._pressure)
+        self._pool: concurrent.futures.Executor = executor if executor is not None else shared_pool(dispatcher.limits.max_threads)
         self._tasks: set[asyncio.Task[None]] = set()
         self._by_id: dict[tuple[type, Any], asyncio.Task[None]] = {}
         self._suppressed: set[asyncio.Task[None]] = set()
-        self._pressed = False
+        # Calls holding a slot -> how many calls back to the other side they are parked on
+        # (a parked call has given its slot back; see park()).
+        self._holding: dict[Call, int] = {}
+        self._parked = 0
         self._idle: asyncio.Event | None = None
+
+    def _pressure(self, on: bool) -> None:
+        cb = self.on_pressure
+        if cb is not None:
+            cb(on)
+
+    @property
+    def accepting(self) -> bool:
+        """True while a new request could start without waiting for a slot.
+
+        A stream transport that has read a chunk of several frames stops feeding the rest
+        while this is False (and resumes on ``on_pressure(False)``), so no more than
+        ``max_in_flight`` handlers ever run for one connection.
+        """
+        return not self.admission.full
 
     @property
     def in_flight(self) -> int:
-        """Requests (and batches) running now."""
-        return len(self._tasks)
+        """Requests whose handlers are running now (each batch element counts)."""
+        return self.admission.in_use + self._parked
 
     def running_ids(self) -> list[Id]:
         """Ids of the requests running now."""
@@ -85,6 +115,10 @@ class Runner:
     def is_running(self, id_: Id) -> bool:
         """Whether a request with exactly this id (type and value) is running."""
         return _key(id_) in self._by_id
+
+    def owns(self, task: asyncio.Task[Any] | None) -> bool:
+        """Whether ``task`` is one of the tasks running this connection's handlers."""
+        return task in self._tasks
 
     # ------------------------------------------------------------------ input
 
@@ -125,7 +159,12 @@ class Runner:
                 if reply is not None:
                     self.send(reply)
                 return
-            task = self._start(self._run_call(call))
+            # A slot now if one is free (the transport learns at once that it must stop
+            # reading); otherwise the task waits for one, behind those already waiting.
+            admitted = self.admission.try_acquire()
+            if admitted:
+                self._holding[call] = 0
+            task = self._start(self._run_call(call, admitted), call)
             if not call.is_notification:
                 key = _key(call.id)
                 self._by_id[key] = task
@@ -133,7 +172,7 @@ class Runner:
             return
         job: BatchJob = todo  # type: ignore[assignment]
         # Elements for inline handlers run now, as they would alone: a batch of notifications
-        # has taken effect before the next message is read. The others run as one task.
+        # has taken effect before the next message is read. The others run in order as slots allow.
         factory = self.context_factory
         waiting: list[Call] = []
         seen: set[tuple[type, Any]] | None = set() if self.profile is not None and self.profile.refuse_duplicate_ids else None
@@ -155,28 +194,34 @@ class Runner:
             if reply is not None:
                 self.send(reply)
             return
-        self._start(self._run_batch(job))
+        self._start(self._run_batch(job), None)
 
     def _forget(self, key: tuple[type, Any], task: asyncio.Task[None]) -> None:
         if self._by_id.get(key) is task:
             del self._by_id[key]
 
-    def _start(self, coro: Any) -> asyncio.Task[None]:
+    def _start(self, coro: Any, call: Call | None) -> asyncio.Task[None]:
         task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
+        if call is not None:
+            # A done callback, not a finally: a task cancelled before its first step never
+            # runs its body, and its slot must come back all the same.
+            task.add_done_callback(functools.partial(self._finished, call))
         task.add_done_callback(self._done)
-        if not self._pressed and len(self._tasks) >= self.max_in_flight and self.on_pressure is not None:
-            self._pressed = True
-            self.on_pressure(True)
         return task
+
+    def _finished(self, call: Call, task: asyncio.Task[None]) -> None:
+        depth = self._holding.pop(call, None)
+        if depth is None:
+            return  # never got a slot (cancelled while waiting for one)
+        if depth:
+            self._parked -= 1  # its slot went back when it parked
+        else:
+            self.admission.release()
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
         self._suppressed.discard(task)
-        if self._pressed and len(self._tasks) < self.max_in_flight:
-            self._pressed = False
-            if self.on_pressure is not None:
-                self.on_pressure(False)
         if not self._tasks and self._idle is not None:
             self._idle.set()
         if not task.cancelled():
@@ -184,59 +229,85 @@ class Runner:
             if exc is not None:  # a bug of ours: log it, never let it pass silently
                 log.error("runner task failed", exc_info=exc)
 
+    # ------------------------------------------------------------------ parking
+
+    def park(self, call: Call) -> None:
+        """``call``'s handler waits on a call back to the other side: its slot serves others.
+
+        Otherwise two busy peers calling each other could each hold the very slots the other
+        is waiting for. Pair every :meth:`park` with :meth:`unpark`; calls that hold no slot
+        (inline, finished, or another runner's) are ignored.
+        """
+        depth = self._holding.get(call)
+        if depth is None:
+            return
+        self._holding[call] = depth + 1
+        if depth == 0:
+            self._parked += 1
+            self.admission.release()
+
+    def unpark(self, call: Call) -> None:
+        """The call back is answered: ``call``'s handler runs again and takes a slot back at once
+        (possibly over the limit for a moment; no new request starts until it is below)."""
+        depth = self._holding.get(call)
+        if not depth:
+            return
+        self._holding[call] = depth - 1
+        if depth == 1:
+            self._parked -= 1
+            self.admission.force_acquire()
+
     # -------------------------------------------------------------- execution
 
-    async def _invoke(self, call: Call) -> Any:
-        factory = self.context_factory
-        ctx = factory(call) if factory is not None and call.entry.binder.context_name is not None else None
-        entry = call.entry
-        if entry.is_async:
-            return await call.invoke(ctx)
-        if entry.blocking:
-            loop = asyncio.get_running_loop()
-            if self._executor is None:
-                self._executor = concurrent.futures.ThreadPoolExecutor(
-                    max_workers=self.dispatcher.limits.max_threads, thread_name_prefix="sturdyrpc"
-                )
-            cvctx = contextvars.copy_context()
-            return await loop.run_in_executor(self._executor, cvctx.run, call.invoke, ctx)
-        return call.invoke(ctx)
-
-    async def _run_call(self, call: Call) -> None:
+    async def _execute(self, call: Call) -> Outcome:
         current_call.set(call)  # each task has its own context copy: this never leaks across calls
+        entry = call.entry
+        factory = self.context_factory
+        if factory is not None and entry.binder.context_name is not None:
+            try:
+                ctx = factory(call)
+            except HANDLER_ERRORS as exc:
+                return False, exc
+            args, kwargs = call.arguments(ctx)
+        else:
+            args, kwargs = call.arguments()
+        return await execute(entry.fn, args, kwargs, is_async=entry.is_async, blocking=entry.blocking, pool=self._pool)
+
+    async def _run_call(self, call: Call, admitted: bool) -> None:
         try:
-            value = await self._invoke(call)
+            if not admitted:
+                await self.admission.acquire()
+                self._holding[call] = 0
+            ok, value = await self._execute(call)
         except asyncio.CancelledError:
             return  # cancelled requests are not answered
-        except HANDLER_ERRORS as exc:  # sys.exit() in a handler (argparse...) must not stop the server
-            reply = self.dispatcher.failure(call, exc)
-        else:
-            reply = self.dispatcher.result(call, value)
+        reply = self.dispatcher.result(call, value) if ok else self.dispatcher.failure(call, value)
         task = asyncio.current_task()
         if reply is not None and task not in self._suppressed:
             self.send(reply)
 
     async def _run_element(self, call: Call) -> None:
-        current_call.set(call)
-        try:
-            value = await self._invoke(call)
-        except asyncio.CancelledError:
-            raise
-        except HANDLER_ERRORS as exc:
-            self.dispatcher.failure(call, exc)
-        else:
+        ok, value = await self._execute(call)
+        if ok:
             self.dispatcher.result(call, value)
+        else:
+            self.dispatcher.failure(call, value)
 
     async def _run_batch(self, job: BatchJob) -> None:
+        elements: list[asyncio.Task[None]] = []
+        admission = self.admission
         try:
-            if len(job.calls) == 1:
-                await self._run_element(job.calls[0])
-            else:
-                await asyncio.gather(*(self._run_element(c) for c in job.calls))
+            for c in job.calls:
+                await admission.acquire()  # in order: element n+1 never starts before element n
+                self._holding[c] = 0
+                elements.append(self._start(self._run_element(c), c))
+            await asyncio.gather(*elements)
         except asyncio.CancelledError:
+            for t in elements:
+                t.cancel()
             return
         reply = job.finish()
-        if reply is not None:
+        if reply is not None and asyncio.current_task() not in self._suppressed:
             self.send(reply)
 
     # ---------------------------------------------------------------- control
@@ -269,7 +340,5 @@ class Runner:
         return True
 
     def close(self) -> None:
-        """Release the thread pool (threads still running finish on their own)."""
-        if self._own_executor and self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
+        """Kept for compatibility: the shared pool outlives the connection (an executor passed
+        in stays the caller's), so there is nothing to release."""

@@ -11,8 +11,8 @@ project's :class:`~sturdyrpc.peer.Peer`, whose tolerance would hide the bugs it 
 '48 passed, 0 failed'
 """
 
+from .config import Config
 from .engine import all_checks, run_checks
 from .model import AREAS, Check, CheckSpec, Level, Outcome, Report, Status
-from .session import Config
 
 __all__ = ["run_checks", "all_checks", "Config", "Report", "Outcome", "Status", "Level", "Check", "CheckSpec", "AREAS"]

@@ -114,6 +114,7 @@ class ServerProcess:
         self._stderr = bytearray()
         self._stderr_lock = threading.Lock()
         self.stdin_closed = False
+        self.signalled = False
         self._threads = [
             threading.Thread(target=self._read_stdout, daemon=True, name="check-stdout"),
             threading.Thread(target=self._read_stderr, daemon=True, name="check-stderr"),
@@ -231,6 +232,10 @@ class ServerProcess:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def ended_by_checker(self) -> bool:
+        """Whether the checker closed stdin, signalled or killed the server (so an exit is expected)."""
+        return self.stdin_closed or self.signalled
+
     def wait(self, timeout: float) -> int | None:
         """The exit code, or None if the process is still running after ``timeout``."""
         try:
@@ -239,6 +244,7 @@ class ServerProcess:
             return None
 
     def signal(self, sig: int) -> None:
+        self.signalled = True
         try:
             self.proc.send_signal(sig)
         except ProcessLookupError:

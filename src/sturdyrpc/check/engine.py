@@ -15,10 +15,13 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 from . import http, jsonrpc, mcp, robustness
+from .config import Config
+from .connect import new_probe
 from .driver import Frame
+from .http_probe import is_local_url
 from .model import AREAS, Check, CheckFailed, CheckSkipped, Level, Outcome, Report, Status
+from .probe import Probe
 from .rules import REGISTRY
-from .session import Config, Session, new_session
 
 __all__ = ["run_checks", "all_checks", "Progress"]
 
@@ -64,44 +67,70 @@ class _Run:
         if self.progress:
             self.progress(done, self.total, outcome.spec.id)
 
-    def collect_frames(self, session: Session, start: int, label: str) -> None:
-        frames = session.proc.frames[start:]
+    def collect_frames(self, probe: Probe, start: int, label: str) -> None:
+        frames = probe.proc.frames[start:]
         with self.lock:
             self.frames.extend((label, f) for f in frames)
 
+    def judge_exit(self, outcome: Outcome, probe: Probe) -> None:
+        """A server that exits after a check's input, which the checker did not end, fails that check
+        at MUST level whatever its own level (a crash is never a style issue)."""
+        if self.cfg.url or probe.proc.ended_by_checker() or outcome.status not in (Status.PASS, Status.WARN, Status.SKIP):
+            return
+        if probe.proc.alive() and not probe.proc.stdout_closed.is_set():
+            return
+        code = probe.proc.wait(0.5)
+        how = f"exited with code {code}" if code is not None else "closed its stdout"
+        was = f" (the check itself: {outcome.status.value}{': ' + outcome.detail if outcome.detail else ''})"
+        outcome.status, outcome.level = Status.FAIL, Level.MUST
+        outcome.detail = f"the server crashed: it {how} after this check's input{was}"
+        outcome.stderr_tail = probe.proc.stderr_tail(1500)
+
     def run_group(self, checks: list[Check]) -> None:
-        session: Session | None = None
+        probe: Probe | None = None
+        # An outcome is reported once the next check starts: a crash that comes a moment after a
+        # check's last exchange is still blamed on that check's input.
+        held: Outcome | None = None
         try:
             for c in checks:
-                if session is not None and (session.spoiled or not session.proc.alive() or session.proc.stdout_closed.is_set()):
-                    session.close()
-                    session = None
-                if session is None:
+                if held is not None and probe is not None:
+                    self.judge_exit(held, probe)
+                if held is not None:
+                    self.finished(held)
+                    held = None
+                if probe is not None and (probe.spoiled or not probe.proc.alive() or probe.proc.stdout_closed.is_set()):
+                    probe.close()
+                    probe = None
+                if probe is None:
                     t0 = time.monotonic()
                     try:
-                        session = new_session(self.cfg, handshake=c.handshake)
+                        probe = new_probe(self.cfg, handshake=c.handshake)
                     except CheckFailed as exc:
                         self.finished(Outcome(c.spec, Status.ERROR, f"could not start the server: {exc.detail}", duration=time.monotonic() - t0))
                         continue
                     except OSError as exc:
                         self.finished(Outcome(c.spec, Status.ERROR, f"could not start the server: {exc}", duration=time.monotonic() - t0))
                         continue
-                    self.collect_frames(session, 0, "startup")
-                outcome = self.run_one(c, session)
+                    self.collect_frames(probe, 0, "startup")
+                outcome = self.run_one(c, probe)
                 if outcome.status is Status.ERROR:
-                    session.spoiled = True
+                    probe.spoiled = True
                 # Otherwise the process is reused: every exchange ends with a sentinel that the
                 # server answered, so it is known to be responsive with nothing outstanding.
-                # A session that timed out, died or could not be written to is marked spoiled
-                # by the session itself and replaced before the next check.
-                self.finished(outcome)
+                # A probe that timed out, died or could not be written to is marked spoiled
+                # by the probe itself and replaced before the next check.
+                held = outcome
         finally:
-            if session is not None:
-                session.close()
+            if held is not None and probe is not None:
+                self.judge_exit(held, probe)
+            if probe is not None:
+                probe.close()
+            if held is not None:
+                self.finished(held)
 
-    def run_one(self, c: Check, session: Session) -> Outcome:
-        session.mark()
-        start_frame = len(session.proc.frames)
+    def run_one(self, c: Check, probe: Probe) -> Outcome:
+        probe.mark()
+        start_frame = len(probe.proc.frames)
         budget = c.budget * max(self.cfg.timeout, 5.0) + 10.0
         if not c.handshake:
             budget += self.cfg.startup_timeout  # its first read also waits for the server to start
@@ -109,7 +138,7 @@ class _Run:
 
         def watchdog() -> None:
             overran.set()
-            session.proc.stop()
+            probe.proc.stop()
 
         timer = threading.Timer(budget, watchdog)
         timer.daemon = True
@@ -117,7 +146,7 @@ class _Run:
         t0 = time.monotonic()
         status, detail, level = Status.PASS, "", None
         try:
-            c.run(session)
+            c.run(probe)
         except CheckFailed as exc:
             level = exc.level or c.spec.level
             status = Status.FAIL if level is Level.MUST else Status.WARN
@@ -130,11 +159,11 @@ class _Run:
             timer.cancel()
         if overran.is_set():
             status, detail = Status.ERROR, f"the check overran its time budget of {budget:.0f}s; the server was killed. {detail}"
-        sent, received = session.window()
-        self.collect_frames(session, start_frame, c.spec.id)
+        sent, received = probe.window()
+        self.collect_frames(probe, start_frame, c.spec.id)
         out = Outcome(c.spec, status, detail, level, sent, received, duration=time.monotonic() - t0)
         if status not in (Status.PASS, Status.SKIP):
-            out.stderr_tail = session.proc.stderr_tail(1500)
+            out.stderr_tail = probe.proc.stderr_tail(1500)
         return out
 
 
@@ -150,8 +179,6 @@ def run_checks(
     t0 = time.monotonic()
     report = Report(list(cfg.command) or [cfg.url or ""])
     if cfg.url:
-        from .http import is_local_url
-
         cfg.startup_timeout = min(cfg.startup_timeout, cfg.timeout)  # a running server: nothing starts
         if not is_local_url(cfg.url):
             report.notes.append("the URL is not on this machine: the checks send it malformed and oversized requests")
@@ -200,20 +227,20 @@ def _run_stdout_check(run: _Run, c: Check) -> None:
     """Run the stdout-hygiene check on a fresh process, then judge every line any process wrote."""
     t0 = time.monotonic()
     try:
-        session = new_session(run.cfg, handshake=c.handshake)
+        probe = new_probe(run.cfg, handshake=c.handshake)
     except (CheckFailed, OSError) as exc:
         run.finished(Outcome(c.spec, Status.ERROR, f"could not start the server: {exc}"))
         return
-    run.collect_frames(session, 0, "startup")
-    outcome = run.run_one(c, session)
-    session.close()
+    run.collect_frames(probe, 0, "startup")
+    outcome = run.run_one(c, probe)
+    probe.close()
     verdict = robustness.stdout_verdict(run.frames)
     outcome.duration = time.monotonic() - t0
     if outcome.status is Status.ERROR and "checker error" in outcome.detail:
         pass  # keep the checker's own error visible rather than a verdict on partial data
     elif verdict:
         outcome.status, outcome.detail, outcome.level = Status.FAIL, verdict, Level.MUST
-        outcome.stderr_tail = session.proc.stderr_tail(1500)
+        outcome.stderr_tail = probe.proc.stderr_tail(1500)
     else:
         outcome.status, outcome.detail = Status.PASS, f"{len(run.frames)} lines checked"
     run.finished(outcome)

@@ -10,7 +10,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from .config import SENTINEL_METHOD, Config, same_id
 from .model import CheckFailed, Level
+from .probe import Probe
 from .rules import (
     ANY,
     ANY_ERROR,
@@ -24,7 +26,6 @@ from .rules import (
     show,
     values_equal,
 )
-from .session import SENTINEL_METHOD, Config, Session, same_id
 
 MUST, SHOULD, QUALITY = Level.MUST, Level.SHOULD, Level.QUALITY
 UNKNOWN = "sturdyrpc.check/unknown-method"
@@ -61,7 +62,7 @@ def _needs_slow(cfg: Config) -> str | None:
     return None if cfg.slow else "needs --slow NAME (a method, or MCP tool, taking {\"seconds\": S} that waits that long)"
 
 
-def _slow_call(s: Session, seconds: float, id: Any) -> dict[str, Any]:
+def _slow_call(s: Probe, seconds: float, id: Any) -> dict[str, Any]:
     """A request that takes ``seconds``: the ``--slow`` method, or for MCP a ``tools/call`` of that tool."""
     slow = s.cfg.slow or ""
     if s.cfg.is_mcp:
@@ -75,11 +76,11 @@ def _needs_leak_probe(cfg: Config) -> str | None:
     return None if cfg.leak_probe else "needs --leak-probe METHOD (a method that fails)"
 
 
-def _unknown(s: Session, id: Any) -> dict[str, Any]:
+def _unknown(s: Probe, id: Any) -> dict[str, Any]:
     return s.request(UNKNOWN, id=id)
 
 
-def _with_raw_param(s: Session, id: str, raw: bytes) -> bytes:
+def _with_raw_param(s: Probe, id: str, raw: bytes) -> bytes:
     """A request for the unknown method whose params object holds ``raw`` (JSON text, valid or not)
     under "p"; in MCP 2026-07-28 mode it also carries the required ``_meta``."""
     encoded = _raw(s.request(UNKNOWN, {"p": 0}, id=id))
@@ -100,7 +101,7 @@ def _raw(obj: dict[str, Any]) -> bytes:
     f"{S51}; §7 'rpc call with invalid JSON'",
     "catch the decoder's exception and answer {\"code\":-32700} with \"id\": null; never drop the line",
 )
-def parse_error(s: Session) -> None:
+def parse_error(s: Probe) -> None:
     replies = s.exchange(b'{"jsonrpc": "2.0", "method": "foobar, "params": "bar", "baz]\n')
     if not replies:
         raise CheckFailed("no reply to invalid JSON (a client waits forever)")
@@ -114,7 +115,7 @@ def parse_error(s: Session) -> None:
     "RFC 8259 §8.1 (JSON text is UTF-8); JSON-RPC 2.0 §5.1 (-32700)",
     "decode stdin bytes inside the same try as the JSON parser (or with errors='replace'); answer -32700",
 )
-def invalid_utf8(s: Session) -> None:
+def invalid_utf8(s: Probe) -> None:
     replies = s.exchange(b'{"jsonrpc":"2.0","method":"\xff\xfe\xc3(","id":"u8"}\n')
     if not replies:
         raise CheckFailed("no reply to a line of invalid UTF-8")
@@ -131,7 +132,7 @@ def invalid_utf8(s: Session) -> None:
     "RFC 8259 §6 (NaN and Infinity are not JSON); JSON-RPC 2.0 §5.1 (-32700)",
     "use a strict decoder (Python: json.loads(..., parse_constant=reject) or msgspec/orjson)",
 )
-def nonfinite(s: Session) -> None:
+def nonfinite(s: Probe) -> None:
     for lit in ("NaN", "-Infinity"):
         line = _with_raw_param(s, "nf", lit.encode())
         replies = s.exchange(line)
@@ -148,7 +149,7 @@ def nonfinite(s: Session) -> None:
     "RFC 8259 §2 (one value per text); JSON-RPC 2.0 §5.1 (-32700)",
     "parse the whole line as one JSON value; do not ignore what follows it",
 )
-def trailing_garbage(s: Session) -> None:
+def trailing_garbage(s: Probe) -> None:
     replies = s.exchange(f'{{"jsonrpc":"2.0","method":"{UNKNOWN}","id":"tg"}} xyz\n'.encode())
     if not replies:
         raise CheckFailed("no reply to a line with trailing garbage")
@@ -163,7 +164,7 @@ def trailing_garbage(s: Session) -> None:
     "RFC 8259 §2 (CR is insignificant whitespace); newline-delimited JSON framing",
     "strip trailing whitespace (\\r) before decoding, or let the JSON parser skip it",
 )
-def crlf(s: Session) -> None:
+def crlf(s: Probe) -> None:
     line = _raw(_unknown(s, "crlf-1"))[:-1] + b"\r\n"
     replies = s.exchange(line)
     if not replies:
@@ -177,7 +178,7 @@ def crlf(s: Session) -> None:
     "buffer partial reads until the newline arrives; never parse each read() separately",
     stdio_only="over HTTP a body arrives whole",
 )
-def chunked(s: Session) -> None:
+def chunked(s: Probe) -> None:
     line = _raw(_unknown(s, "chunk-1"))
     third = len(line) // 3
     s.send(line[:third])
@@ -196,7 +197,7 @@ def chunked(s: Session) -> None:
     "split every read on newlines and handle each line; keep the remainder for the next read",
     stdio_only="over HTTP each message is its own POST",
 )
-def pipelined(s: Session) -> None:
+def pipelined(s: Probe) -> None:
     data = _raw(_unknown(s, "pipe-1")) + _raw(_unknown(s, "pipe-2"))
     replies = s.exchange(data, expect=2)
     got = sorted(str(r.get("id")) for r in replies if type(r) is dict)
@@ -214,7 +215,7 @@ def pipelined(s: Session) -> None:
     f"{S5}; {S51}",
     'write {"jsonrpc":"2.0","id":...} plus exactly one of "result"/"error"; error has integer code and string message',
 )
-def response_shape(s: Session) -> None:
+def response_shape(s: Probe) -> None:
     replies = s.exchange(_unknown(s, "shape-1"))
     if not replies:
         raise CheckFailed("no reply to a request for an unknown method")
@@ -228,7 +229,7 @@ def response_shape(s: Session) -> None:
     S41,
     "never write anything for a message without \"id\", even when its method is unknown or it fails",
 )
-def notification_silent(s: Session) -> None:
+def notification_silent(s: Probe) -> None:
     replies = s.exchange(s.notification(UNKNOWN, {"x": 1}), expect=0)
     if replies:
         raise CheckFailed(f"the server answered a notification: {show(replies[0])}")
@@ -239,7 +240,7 @@ def notification_silent(s: Session) -> None:
     S41,
     "treat a missing \"id\" as a notification whatever else the message holds",
 )
-def notification_no_params(s: Session) -> None:
+def notification_no_params(s: Probe) -> None:
     replies = s.exchange({"jsonrpc": "2.0", "method": UNKNOWN}, expect=0)
     if replies:
         raise CheckFailed(f"the server answered a notification: {show(replies[0])}")
@@ -250,7 +251,7 @@ def notification_no_params(s: Session) -> None:
     f"{S5} (responses answer requests; a reply to a reply can loop on a two-way link)",
     "recognise objects with \"result\"/\"error\" and no \"method\" as responses and never answer them",
 )
-def response_not_answered(s: Session) -> None:
+def response_not_answered(s: Probe) -> None:
     items = [
         {"jsonrpc": "2.0", "result": {"ok": True}, "id": "resp-1"},
         {"jsonrpc": "2.0", "error": {"code": -32601, "message": "Method not found"}, "id": "resp-2"},
@@ -264,7 +265,7 @@ def response_not_answered(s: Session) -> None:
         raise CheckFailed(f"the server answered a response object: {show(replies[0])}")
 
 
-def _invalid_requests(s: Session, cases: list[tuple[str, bytes]], codes: tuple[int, ...] = (INVALID,)) -> None:
+def _invalid_requests(s: Probe, cases: list[tuple[str, bytes]], codes: tuple[int, ...] = (INVALID,)) -> None:
     for what, line in cases:
         replies = s.exchange(line)
         if not replies:
@@ -280,7 +281,7 @@ def _invalid_requests(s: Session, cases: list[tuple[str, bytes]], codes: tuple[i
     f"{S4} (jsonrpc MUST be exactly \"2.0\"); {S51}",
     'reject any request whose "jsonrpc" is not the string "2.0" with -32600',
 )
-def invalid_jsonrpc(s: Session) -> None:
+def invalid_jsonrpc(s: Probe) -> None:
     _invalid_requests(s, [
         ('no "jsonrpc"', f'{{"method":"{UNKNOWN}","id":"bad"}}\n'.encode()),
         ('"jsonrpc": "1.0"', f'{{"jsonrpc":"1.0","method":"{UNKNOWN}","id":"bad"}}\n'.encode()),
@@ -293,7 +294,7 @@ def invalid_jsonrpc(s: Session) -> None:
     f"{S4}; §7 'rpc call with invalid Request object'",
     'check that "method" is a string before dispatching; answer -32600',
 )
-def invalid_method(s: Session) -> None:
+def invalid_method(s: Probe) -> None:
     _invalid_requests(s, [
         ('"method": 1', b'{"jsonrpc":"2.0","method":1,"params":"bar","id":"bad"}\n'),
         ('"method": null', b'{"jsonrpc":"2.0","method":null,"id":"bad"}\n'),
@@ -306,7 +307,7 @@ def invalid_method(s: Session) -> None:
     f"{S42} (params MUST be an Array or an Object); {S51}",
     'reject "params" of any other type (string, number, null, true) with -32600 before dispatch',
 )
-def invalid_params(s: Session) -> None:
+def invalid_params(s: Probe) -> None:
     _invalid_requests(s, [
         ('"params": "bar"', f'{{"jsonrpc":"2.0","method":"{UNKNOWN}","params":"bar","id":"bad"}}\n'.encode()),
         ('"params": 1', f'{{"jsonrpc":"2.0","method":"{UNKNOWN}","params":1,"id":"bad"}}\n'.encode()),
@@ -319,7 +320,7 @@ def invalid_params(s: Session) -> None:
     f"{S4}; {S6} (only objects and arrays of objects are requests)",
     "answer a top-level string/number/null with a single -32600 (id null); do not iterate over a string",
 )
-def not_an_object(s: Session) -> None:
+def not_an_object(s: Probe) -> None:
     for line in (b'"ab"\n', b"42\n", b"null\n"):
         replies = s.exchange(line)
         if not replies:
@@ -335,7 +336,7 @@ def not_an_object(s: Session) -> None:
     "decode and encode with a codec that keeps big integers, escapes and non-ASCII text exact",
     applies=_needs_echo,
 )
-def echo_roundtrip(s: Session) -> None:
+def echo_roundtrip(s: Probe) -> None:
     value = {
         "text": "h\u00e9llo \u2713 \u2028 \U0001f511 \"q\" \\ \t \u0000",
         "big": 123456789012345678901234567890,
@@ -355,7 +356,7 @@ def echo_roundtrip(s: Session) -> None:
     "run the handler but drop its return value (and its errors) when the message has no id",
     applies=_needs_echo,
 )
-def echo_notification(s: Session) -> None:
+def echo_notification(s: Probe) -> None:
     replies = s.exchange(s.notification(s.cfg.echo_method or "", ["n"]), expect=0)
     if replies:
         raise CheckFailed(f"the server answered a notification: {show(replies[0])}")
@@ -364,7 +365,7 @@ def echo_notification(s: Session) -> None:
 # -- ids -------------------------------------------------------------------------------------
 
 
-def _id_roundtrip(s: Session, id: Any) -> None:
+def _id_roundtrip(s: Probe, id: Any) -> None:
     replies = s.exchange(_unknown(s, id))
     if not replies:
         raise CheckFailed(f"no reply to a request with id {show(id)}")
@@ -375,7 +376,7 @@ def _id_roundtrip(s: Session, id: Any) -> None:
 
 
 def _id_check(name: str, title: str, id: Any, hint: str) -> None:
-    def run(s: Session) -> None:
+    def run(s: Probe) -> None:
         _id_roundtrip(s, id)
 
     run.__name__ = f"ids_{name}"
@@ -397,7 +398,7 @@ _id_check("beyond-2-64", "an id beyond 2^64 comes back exactly", 123456789012345
     f"{S4} (Numbers SHOULD NOT contain fractional parts); {S5} (same id)",
     "either refuse fractional ids with -32600, or echo 1.5 as 1.5; never truncate to 1",
 )
-def ids_fractional(s: Session) -> None:
+def ids_fractional(s: Probe) -> None:
     replies = s.exchange(f'{{"jsonrpc":"2.0","method":"{UNKNOWN}","id":1.5}}\n'.encode())
     if not replies:
         raise CheckFailed("no reply to a request with id 1.5")
@@ -414,7 +415,7 @@ def ids_fractional(s: Session) -> None:
     "tell \"id\": null apart from a missing id; answer with \"id\": null",
     applies=_not_mcp,
 )
-def ids_null(s: Session) -> None:
+def ids_null(s: Probe) -> None:
     replies = s.exchange(f'{{"jsonrpc":"2.0","method":"{UNKNOWN}","id":null}}\n'.encode())
     if not replies:
         raise CheckFailed("a request with \"id\": null got no reply: it was treated as a notification")
@@ -428,7 +429,7 @@ def ids_null(s: Session) -> None:
     f"{S4} (id is a String, Number or Null); {S51}",
     "validate the id's type; answer -32600 with id null",
 )
-def ids_invalid_type(s: Session) -> None:
+def ids_invalid_type(s: Probe) -> None:
     _invalid_requests(s, [
         ("an object id", f'{{"jsonrpc":"2.0","method":"{UNKNOWN}","id":{{"a":1}}}}\n'.encode()),
         ("an array id", f'{{"jsonrpc":"2.0","method":"{UNKNOWN}","id":[1]}}\n'.encode()),
@@ -455,7 +456,7 @@ def _batch_reply(replies: list[Any], what: str) -> list[Any]:
     "answer an empty array with a single error object {\"code\":-32600}, id null",
     applies=_plain_batches,
 )
-def batch_empty(s: Session) -> None:
+def batch_empty(s: Probe) -> None:
     replies = s.exchange(b"[]\n")
     if not replies:
         raise CheckFailed("no reply to []")
@@ -470,7 +471,7 @@ def batch_empty(s: Session) -> None:
     "validate each batch element separately; answer each invalid one with its own -32600",
     applies=_plain_batches,
 )
-def batch_invalid_one(s: Session) -> None:
+def batch_invalid_one(s: Probe) -> None:
     arr = _batch_reply(s.exchange(b"[1]\n"), "[1]")
     if len(arr) != 1:
         raise CheckFailed(f"expected 1 error in the array, got {len(arr)}: {show(arr)}")
@@ -483,7 +484,7 @@ def batch_invalid_one(s: Session) -> None:
     "one error per invalid element, not one error for the whole batch",
     applies=_plain_batches,
 )
-def batch_invalid_three(s: Session) -> None:
+def batch_invalid_three(s: Probe) -> None:
     arr = _batch_reply(s.exchange(b"[1,2,3]\n"), "[1,2,3]")
     if len(arr) != 3:
         raise CheckFailed(f"expected 3 errors in the array, got {len(arr)}: {show(arr)}")
@@ -497,7 +498,7 @@ def batch_invalid_three(s: Session) -> None:
     "answer each request element (valid or not) and skip notifications; the replies may come in any order",
     applies=_plain_batches,
 )
-def batch_mixed(s: Session) -> None:
+def batch_mixed(s: Probe) -> None:
     batch = [
         s.request(UNKNOWN, id="b-1"),
         s.notification(UNKNOWN, ["n"]),
@@ -527,7 +528,7 @@ def batch_mixed(s: Session) -> None:
     "when no element produces a reply, write nothing (not [] and not null)",
     applies=_plain_batches,
 )
-def batch_notifications_only(s: Session) -> None:
+def batch_notifications_only(s: Probe) -> None:
     replies = s.exchange([s.notification(UNKNOWN, [1]), s.notification(UNKNOWN, [2])], expect=0)
     if replies:
         raise CheckFailed(f"a batch of notifications was answered: {show(replies[0])}")
@@ -539,7 +540,7 @@ def batch_notifications_only(s: Session) -> None:
     "always answer a batch with an array, even when it holds one reply",
     applies=_plain_batches,
 )
-def batch_single(s: Session) -> None:
+def batch_single(s: Probe) -> None:
     arr = _batch_reply(s.exchange([s.request(UNKNOWN, id="one-1")]), "a batch of one request")
     if len(arr) != 1:
         raise CheckFailed(f"expected 1 reply in the array, got {len(arr)}")
@@ -552,7 +553,7 @@ def batch_single(s: Session) -> None:
     "a parse failure of the whole line is one -32700 error object, not an array",
     applies=_plain_batches,
 )
-def batch_invalid_json(s: Session) -> None:
+def batch_invalid_json(s: Probe) -> None:
     line = f'[{{"jsonrpc":"2.0","method":"{UNKNOWN}","params":[1,2,4],"id":"1"}},{{"jsonrpc":"2.0","method"]\n'.encode()
     replies = s.exchange(line)
     if not replies:
@@ -568,7 +569,7 @@ def batch_invalid_json(s: Session) -> None:
     "give each element's reply the element's own id",
     applies=lambda cfg: _plain_batches(cfg) or _needs_echo(cfg),
 )
-def batch_echo(s: Session) -> None:
+def batch_echo(s: Probe) -> None:
     m = s.cfg.echo_method or ""
     arr = _batch_reply(
         s.exchange([s.request(m, ["first"], id="e-1"), s.notification(m, ["n"]), s.request(m, ["second"], id=2)]),
@@ -595,7 +596,7 @@ def batch_echo(s: Session) -> None:
     f"{S51} (-32601 Method not found)",
     "answer unknown methods with -32601, not -32000/-32603 or a custom code",
 )
-def method_not_found(s: Session) -> None:
+def method_not_found(s: Probe) -> None:
     reply = s.call(UNKNOWN, id="nf-1")
     expect_error(reply, NOT_FOUND, "nf-1")
 
@@ -605,7 +606,7 @@ def method_not_found(s: Session) -> None:
     f"{S51} (-32601 Method not found)",
     "look the method up before validating its params",
 )
-def method_not_found_params(s: Session) -> None:
+def method_not_found_params(s: Probe) -> None:
     reply = s.call(UNKNOWN, {"a": [1, 2]}, id="nf-2")
     expect_error(reply, NOT_FOUND, "nf-2")
     reply = s.call(UNKNOWN, [1, "two"] if not s.cfg.is_mcp else {"b": 1}, id="nf-3")
@@ -625,7 +626,7 @@ def _no_leak(reply: Any, what: str) -> None:
     f"{S51} (message: a short description); OWASP error handling (no stack traces to clients)",
     "answer with a fixed message ('Parse error'); log the exception on the server side only",
 )
-def no_leak_parse(s: Session) -> None:
+def no_leak_parse(s: Probe) -> None:
     for line in (b"{not json\n", b'{"jsonrpc":"2.0","method":"x","id":1,}\n'):
         replies = s.exchange(line)
         for r in replies:
@@ -637,7 +638,7 @@ def no_leak_parse(s: Session) -> None:
     f"{S51}; OWASP error handling",
     "build -32600 replies from fixed text; never str(exception) or a traceback",
 )
-def no_leak_invalid(s: Session) -> None:
+def no_leak_invalid(s: Probe) -> None:
     for line in (b'{"jsonrpc":"2.0","method":1,"id":"lk"}\n', b'{"jsonrpc":"2.0","id":"lk"}\n', b"[5]\n", b'"x"\n'):
         for r in s.exchange(line):
             for item in r if type(r) is list else [r]:
@@ -650,7 +651,7 @@ def no_leak_invalid(s: Session) -> None:
     "map unexpected exceptions to a bare -32603 (add an incident id); log the traceback on stderr",
     applies=_needs_leak_probe,
 )
-def no_leak_probe(s: Session) -> None:
+def no_leak_probe(s: Probe) -> None:
     method = s.cfg.leak_probe or ""
     params: Any
     for params in (None, [], {}):

@@ -5,9 +5,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from .config import HANDSHAKE_VERSIONS, KNOWN_VERSIONS, MODERN_VERSION, Config, modern_meta, same_id
+from .connect import new_probe
+from .http import header_mismatch as _http_header_mismatch
 from .model import CheckFailed, CheckSkipped, Level, Report
+from .probe import Probe
 from .rules import ANY, NULL, check, expect_error, expect_id, expect_result, leaks, show
-from .session import HANDSHAKE_VERSIONS, KNOWN_VERSIONS, MODERN_VERSION, Config, Session, modern_meta, new_session, same_id
 
 __all__ = ["detect"]
 
@@ -16,7 +19,7 @@ def detect(cfg: Config, report: Report) -> None:
     """Find out whether the server speaks MCP, and which versions: ``server/discover`` first
     (2026-07-28), then ``initialize``. Fills in ``cfg``; never fails."""
     offer = cfg.protocol if cfg.protocol in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[-1]
-    session = new_session(cfg, handshake=False)
+    session = new_probe(cfg, handshake=False)
     try:
         wait = max(cfg.timeout, cfg.startup_timeout)
         t0 = time.monotonic()
@@ -30,12 +33,12 @@ def detect(cfg: Config, report: Report) -> None:
                 cfg.capabilities = result["capabilities"]
         if not session.proc.alive() or session.proc.stdout_closed.is_set():
             session.close()
-            session = new_session(cfg, handshake=False)
+            session = new_probe(cfg, handshake=False)
         init = session.initialize(offer, id="detect-init", timeout=wait)
         if cfg.discover_versions and not (init and type(init.get("result")) is dict):
             # A server may fix a connection's era at its first message: ask a fresh process.
             session.close()
-            session = new_session(cfg, handshake=False)
+            session = new_probe(cfg, handshake=False)
             init = session.initialize(offer, id="detect-init", timeout=wait)
         result = init.get("result") if init else None
         if type(result) is dict and type(result.get("protocolVersion")) is str:
@@ -113,7 +116,7 @@ def _result_of(reply: Any, what: str) -> dict[str, Any]:
     return dict(result)
 
 
-def _error_or_fail(s: Session, reply: Any, codes: tuple[int, ...], what: str, *, success_level: Level = MUST) -> dict[str, Any]:
+def _error_or_fail(s: Probe, reply: Any, codes: tuple[int, ...], what: str, *, success_level: Level = MUST) -> dict[str, Any]:
     """``reply`` must be an error with one of ``codes`` (any code when empty)."""
     if type(reply) is dict and "result" in reply and "error" not in reply:
         raise CheckFailed(f"{what} was accepted: {show(reply)}", level=success_level)
@@ -126,7 +129,7 @@ def _error_or_fail(s: Session, reply: Any, codes: tuple[int, ...], what: str, *,
     "answer initialize with {protocolVersion, capabilities, serverInfo: {name, version}}",
     group="fresh", handshake=False, applies=_handshake_era,
 )
-def initialize(s: Session) -> None:
+def initialize(s: Probe) -> None:
     version = s.cfg.version or HANDSHAKE_VERSIONS[-1]
     reply = s.initialize(version, id=1)
     if reply is None:
@@ -153,7 +156,7 @@ def initialize(s: Session) -> None:
     "if the client's version is not supported, answer with the newest version the server supports (never echo it)",
     group="fresh", handshake=False, applies=_handshake_era,
 )
-def version_negotiation(s: Session) -> None:
+def version_negotiation(s: Probe) -> None:
     reply = s.initialize("1999-01-01", id="neg-1")
     if reply is None:
         raise CheckFailed(f"no reply to initialize with an unsupported version{s.exit_note()}")
@@ -178,7 +181,7 @@ def version_negotiation(s: Session) -> None:
     "answer requests other than ping before initialize with an error (e.g. -32600 'Server not initialized')",
     group="fresh", handshake=False, applies=_handshake_era,
 )
-def before_initialize(s: Session) -> None:
+def before_initialize(s: Probe) -> None:
     s.send({"jsonrpc": "2.0", "id": "early-1", "method": "tools/list", "params": {}})
     last = getattr(s, "last", None)
     if last is not None and 400 <= last.status < 500:
@@ -199,7 +202,7 @@ def before_initialize(s: Session) -> None:
     "answer ping promptly with {}",
     group="mcp", applies=_handshake_era,
 )
-def ping(s: Session) -> None:
+def ping(s: Probe) -> None:
     result = _result_of(s.call("ping", id="ping-1"), "ping")
     if result not in ({}, {"_meta": result.get("_meta")}):
         raise CheckFailed(f"ping must return an empty result, got {show(result)}", level=SHOULD)
@@ -211,7 +214,7 @@ def ping(s: Session) -> None:
     "return {tools: [{name, inputSchema: {type: 'object', ...}, ...}]}",
     group="mcp", applies=_needs_mcp,
 )
-def tools_list(s: Session) -> None:
+def tools_list(s: Probe) -> None:
     if s.cfg.capabilities and "tools" not in s.cfg.capabilities:
         raise CheckSkipped("the server does not advertise the tools capability")
     result = _result_of(s.call("tools/list", {}, id="tl-1"), "tools/list")
@@ -234,7 +237,7 @@ def tools_list(s: Session) -> None:
     "answer a request whose id is null with -32600 (id null, or omitted from 2025-11-25); never treat it as a notification",
     group="mcp", applies=_needs_mcp,
 )
-def id_null(s: Session) -> None:
+def id_null(s: Probe) -> None:
     msg = s.request("tools/list", {}, id=None)
     msg["id"] = None
     replies = s.exchange(msg)
@@ -249,7 +252,7 @@ def id_null(s: Session) -> None:
     "answer (or refuse with an error) every request, even a duplicate; never drop one or cross the replies",
     group="mcp", applies=_needs_mcp,
 )
-def duplicate_id(s: Session) -> None:
+def duplicate_id(s: Probe) -> None:
     first = s.request("tools/list", {}, id="dup-1")
     if s.cfg.slow:
         first = s.request("tools/call", {"name": s.cfg.slow, "arguments": {"seconds": 0.5}}, id="dup-1")
@@ -273,7 +276,7 @@ def duplicate_id(s: Session) -> None:
     "answer by-position params with -32602 (or -32600) instead of ignoring or guessing",
     group="mcp", applies=_needs_mcp,
 )
-def params_array(s: Session) -> None:
+def params_array(s: Probe) -> None:
     replies = s.exchange(s.request("tools/list", [], meta=False))
     if not replies:
         raise CheckFailed("no reply to a request whose params is an array (the client hangs)", level=MUST)
@@ -286,7 +289,7 @@ def params_array(s: Session) -> None:
     "on 2025-03-26 answer a batch with an array; on other versions answer it with one -32600 error",
     group="mcp", applies=_needs_mcp,
 )
-def batch(s: Session) -> None:
+def batch(s: Probe) -> None:
     batch = [s.request("tools/list", {}, id="mb-1"), s.request(UNKNOWN, {}, id="mb-2")]
     replies = s.exchange(batch, grace=1.5)
     if not replies:
@@ -307,7 +310,7 @@ def batch(s: Session) -> None:
     "answer tools/call for a name that is not listed with -32602, not with an isError result",
     group="mcp", applies=_needs_mcp,
 )
-def unknown_tool(s: Session) -> None:
+def unknown_tool(s: Probe) -> None:
     reply = s.call("tools/call", {"name": NO_SUCH_TOOL, "arguments": {}}, id="ut-1")
     found = leaks(reply, ignore=(NO_SUCH_TOOL,))
     if found:
@@ -323,7 +326,7 @@ def unknown_tool(s: Session) -> None:
     "turn tool exceptions into a generic isError result (or -32603) and log the details on stderr only",
     group="mcp", applies=_needs_leak_tool,
 )
-def tool_fail_no_leak(s: Session) -> None:
+def tool_fail_no_leak(s: Probe) -> None:
     reply = s.call("tools/call", {"name": s.cfg.leak_probe, "arguments": {}}, id="tf-1", timeout=max(s.cfg.timeout, 10.0))
     if "result" in reply and type(reply["result"]) is dict and reply["result"].get("isError") is not True:
         raise CheckFailed(f"the failing tool returned a result without isError: true: {show(reply['result'])}", level=SHOULD)
@@ -359,7 +362,7 @@ def _sample_args(schema: Any) -> dict[str, Any] | None:
     "return {content: [{type, ...}], isError?} (and structuredContent matching outputSchema when declared)",
     group="mcp-tools", applies=_needs_call_tools, budget=4.0,
 )
-def call_tools(s: Session) -> None:
+def call_tools(s: Probe) -> None:
     listed = _result_of(s.call("tools/list", {}, id="ct-list"), "tools/list").get("tools") or []
     called = 0
     for t in listed:
@@ -401,7 +404,7 @@ def _progress_events(msgs: list[Any], token: Any) -> list[Any]:
     "send notifications/progress only for the request's progressToken, with a growing value, and never after the response",
     group="mcp-slow", applies=_needs_slow_tool,
 )
-def progress(s: Session) -> None:
+def progress(s: Probe) -> None:
     token = "sturdyrpc-pt-1"
     msg = s.request("tools/call", {"name": s.cfg.slow, "arguments": {"seconds": 1.0}, "_meta": {"progressToken": token}}, id="pr-1")
     s.send(msg)
@@ -429,7 +432,7 @@ def progress(s: Session) -> None:
     "on notifications/cancelled stop the work and send nothing for that request id (not even an error)",
     group="mcp-slow", applies=_needs_slow_tool,
 )
-def cancel(s: Session) -> None:
+def cancel(s: Probe) -> None:
     if s.cfg.url and s.cfg.modern:
         raise CheckSkipped(f"over HTTP {MODERN_VERSION} a request is cancelled by closing its response stream (nothing to observe)")
     call = s.request("tools/call", {"name": s.cfg.slow, "arguments": {"seconds": 2.0}}, id="cx-1")
@@ -449,7 +452,7 @@ def cancel(s: Session) -> None:
     "answer server/discover with {supportedVersions, capabilities, resultType: 'complete'}",
     group="mcp", applies=_modern,
 )
-def discover(s: Session) -> None:
+def discover(s: Probe) -> None:
     result = _result_of(s.call("server/discover", {}, id="disc-1"), "server/discover")
     versions = result.get("supportedVersions")
     if type(versions) is not list or MODERN_VERSION not in versions:
@@ -464,7 +467,7 @@ def discover(s: Session) -> None:
     "reject requests whose params._meta lacks io.modelcontextprotocol/protocolVersion or clientCapabilities with -32602",
     group="mcp", applies=_modern,
 )
-def meta_required(s: Session) -> None:
+def meta_required(s: Probe) -> None:
     cases = [
         ("no params at all", {"jsonrpc": "2.0", "id": "meta-1", "method": "tools/list"}),
         ("no _meta", {"jsonrpc": "2.0", "id": "meta-2", "method": "tools/list", "params": {}}),
@@ -487,7 +490,7 @@ def meta_required(s: Session) -> None:
     "answer -32022 with data {supported: [...], requested: '<the version>'}",
     group="mcp", applies=_modern,
 )
-def unsupported_version(s: Session) -> None:
+def unsupported_version(s: Probe) -> None:
     # Over HTTP the header carries the same version, and a date older than every known version
     # is refused by the handshake-era rule (plain 400): a future one is unambiguous.
     requested = "2099-01-01" if s.cfg.url else "1999-01-01"
@@ -506,7 +509,7 @@ def unsupported_version(s: Session) -> None:
     "add resultType: 'complete' to every result (input_required / task where they apply)",
     group="mcp", applies=_modern,
 )
-def result_type(s: Session) -> None:
+def result_type(s: Probe) -> None:
     for method in ("server/discover", "tools/list"):
         result = _result_of(s.call(method, {}, id=s.new_id("rt")), method)
         rt = result.get("resultType")
@@ -520,7 +523,7 @@ def result_type(s: Session) -> None:
     "put {name, version} under result._meta['io.modelcontextprotocol/serverInfo']",
     group="mcp", applies=_modern,
 )
-def server_info_meta(s: Session) -> None:
+def server_info_meta(s: Probe) -> None:
     result = _result_of(s.call("tools/list", {}, id="si-1"), "tools/list")
     info = (result.get("_meta") or {}).get("io.modelcontextprotocol/serverInfo")
     if type(info) is not dict or type(info.get("name")) is not str:
@@ -533,7 +536,7 @@ def server_info_meta(s: Session) -> None:
     "use the standard codes; -32602 for a missing resource; no invented codes in -32020..-32099; data.requiredCapabilities with -32021",
     group="mcp", applies=_modern,
 )
-def error_codes(s: Session) -> None:
+def error_codes(s: Probe) -> None:
     probes: list[tuple[str, dict[str, Any]]] = [
         (UNKNOWN, {}),
         ("tools/call", {"name": NO_SUCH_TOOL, "arguments": {}}),
@@ -565,7 +568,5 @@ def error_codes(s: Session) -> None:
     "compare MCP-Protocol-Version / Mcp-Method / Mcp-Name headers with the body; answer 400 + -32020",
     group="mcp", applies=lambda cfg: _modern(cfg) or (None if cfg.url else "HTTP only (headers); stdio has none"),
 )
-def header_mismatch(s: Session) -> None:
-    from .http import header_mismatch as run
-
-    run(s)
+def header_mismatch(s: Probe) -> None:
+    _http_header_mismatch(s)

@@ -6,10 +6,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .session import Session
+from typing import Any
 
 __all__ = [
     "AREAS",
@@ -18,6 +15,7 @@ __all__ = [
     "CheckSpec",
     "Check",
     "CheckFailed",
+    "ServerStopped",
     "CheckSkipped",
     "Outcome",
     "Report",
@@ -69,7 +67,7 @@ class Check:
     """
 
     spec: CheckSpec
-    run: Callable[[Session], None]
+    run: Callable[[Any], None]  # takes a :class:`~.probe.Probe` (not imported: modules import one way)
     group: str = "fresh"
     handshake: bool = True
     applies: Callable[[Any], str | None] | None = None
@@ -85,6 +83,17 @@ class CheckFailed(Exception):
         super().__init__(detail)
         self.detail = detail
         self.level = level
+
+
+class ServerStopped(CheckFailed):
+    """The server exited, closed its output or stopped answering after the check's input.
+
+    Always a MUST-level failure, whatever the level of the check that sent the input: a
+    server that dies on a message it could have refused is broken, not merely impolite.
+    """
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail, level=Level.MUST)
 
 
 class CheckSkipped(Exception):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import signal
 import time
 
+from .config import same_id
 from .driver import Frame, trim
 from .jsonrpc import (
     INVALID,
@@ -22,13 +23,13 @@ from .jsonrpc import (
     _with_raw_param,
 )
 from .model import CheckFailed, CheckSkipped
+from .probe import Probe
 from .rules import NULL, check, expect_error, response_problems, show
-from .session import Session, same_id
 
 # -- robustness ------------------------------------------------------------------------------
 
 
-def _survives(s: Session, payload: bytes, what: str, *, timeout: float | None = None, reply_codes: tuple[int, ...] = ()) -> None:
+def _survives(s: Probe, payload: bytes, what: str, *, timeout: float | None = None, reply_codes: tuple[int, ...] = ()) -> None:
     """Send ``payload``; it must be answered (any error is fine, or one of ``reply_codes``) and the
     server must keep answering (the sentinel)."""
     replies = s.exchange(payload, timeout=timeout or max(s.cfg.timeout, 10.0), grace=2.0)
@@ -49,7 +50,7 @@ def _survives(s: Session, payload: bytes, what: str, *, timeout: float | None = 
     group="robustness-big", budget=5.0,
     stdio_only="over HTTP see http.body-too-large",
 )
-def huge_line(s: Session) -> None:
+def huge_line(s: Probe) -> None:
     payload = _with_raw_param(s, "huge", b'"' + b"x" * (20 * 1024 * 1024) + b'"')
     _survives(s, payload, "a 20 MB request", timeout=max(s.cfg.timeout, 20.0))
 
@@ -60,7 +61,7 @@ def huge_line(s: Session) -> None:
     "bound the nesting depth and catch RecursionError / stack overflow in the decoder; answer an error",
     budget=2.0,
 )
-def deep_nesting(s: Session) -> None:
+def deep_nesting(s: Probe) -> None:
     depth = 100_000
     payload = _with_raw_param(s, "deep", b"[" * depth + b"]" * depth)
     _survives(s, payload, f"a request nested {depth} levels deep")
@@ -72,7 +73,7 @@ def deep_nesting(s: Session) -> None:
     "cap the batch length; answer a too-large batch with one -32600 instead of stalling",
     group="robustness-big", applies=_plain_batches, budget=3.0,
 )
-def huge_batch(s: Session) -> None:
+def huge_batch(s: Probe) -> None:
     n = 5000
     batch = [s.request(UNKNOWN, id=i) for i in range(n)]
     replies = s.exchange(batch, timeout=max(s.cfg.timeout, 20.0), grace=3.0, ids=list(range(n)))
@@ -96,7 +97,7 @@ def huge_batch(s: Session) -> None:
     group="robustness-big", budget=8.0,
     stdio_only="over HTTP each message is its own POST",
 )
-def pipelined_2000(s: Session) -> None:
+def pipelined_2000(s: Probe) -> None:
     n = 2000
     data = b"".join(_raw(s.request(UNKNOWN, id=f"p{i}")) for i in range(n))
     # Generous: some servers need 5-10 ms per request, and this must not fail on a busy machine.
@@ -115,7 +116,7 @@ def pipelined_2000(s: Session) -> None:
     "skip lines that are empty or only whitespace instead of answering -32700",
     stdio_only="newline framing",
 )
-def blank_lines(s: Session) -> None:
+def blank_lines(s: Probe) -> None:
     replies = s.exchange(b"\n\n  \n\r\n" + _raw(_unknown(s, "after-blank")))
     extra = [r for r in replies if not (type(r) is dict and same_id(r.get("id"), "after-blank"))]
     if not any(type(r) is dict and same_id(r.get("id"), "after-blank") for r in replies):
@@ -129,7 +130,7 @@ def blank_lines(s: Session) -> None:
     "RFC 8259 §8.2 (unpaired surrogates); JSON-RPC 2.0 §5",
     "reject \\ud800 with -32700 (or never copy input text into replies); never crash while encoding",
 )
-def lone_surrogate(s: Session) -> None:
+def lone_surrogate(s: Probe) -> None:
     start = len(s.proc.frames)
     payload = _with_raw_param(s, "sur", b'"a\\udfffb"').replace(UNKNOWN.encode(), UNKNOWN.encode() + b"\\ud800", 1)
     _survives(s, payload, "a request holding \\ud800")
@@ -146,7 +147,7 @@ def lone_surrogate(s: Session) -> None:
     "keep the read loop alive after any bad input; do not count errors towards a shutdown",
     stdio_only="newline framing",
 )
-def many_invalid(s: Session) -> None:
+def many_invalid(s: Probe) -> None:
     data = b"".join([b"}{\n", b"[]\n", b'{"jsonrpc":"2.0"}\n', b"\x80\n"] * 25)
     replies = s.exchange(data, expect=100, timeout=max(s.cfg.timeout, 10.0))
     if len(replies) < 100:
@@ -162,7 +163,7 @@ def many_invalid(s: Session) -> None:
     "run handlers concurrently (tasks or a thread pool) and write each reply when it is ready",
     applies=_needs_slow, group="fresh",
 )
-def out_of_order(s: Session) -> None:
+def out_of_order(s: Probe) -> None:
     s.send(_slow_call(s, 1.0, "slow-1"))
     s.send(s.request(UNKNOWN, id="fast-1"))
     first, _ = s.wait_for(lambda v: type(v) is dict and v.get("id") in ("slow-1", "fast-1"), 5.0)
@@ -179,7 +180,7 @@ def out_of_order(s: Session) -> None:
     "dispatch batch elements concurrently and gather the replies",
     applies=lambda cfg: _needs_slow(cfg) or _plain_batches(cfg), group="fresh",
 )
-def batch_parallel(s: Session) -> None:
+def batch_parallel(s: Probe) -> None:
     t0 = time.monotonic()
     replies = s.exchange([_slow_call(s, 0.5, i) for i in range(1, 5)], timeout=10.0)
     took = time.monotonic() - t0
@@ -201,7 +202,7 @@ def batch_parallel(s: Session) -> None:
     group="fresh", budget=2.0,
     stdio_only="stdin EOF",
 )
-def eof_inflight(s: Session) -> None:
+def eof_inflight(s: Probe) -> None:
     n = 200
     data = b"".join(_raw(s.request(UNKNOWN, id=f"eof{i}")) for i in range(n))
     if s.cfg.slow:
@@ -209,7 +210,7 @@ def eof_inflight(s: Session) -> None:
         n += 1
     s.send(data)
     s.proc.close_stdin()
-    got = [v for v in s.drain_until_closed(max(s.cfg.timeout, 10.0)) if type(v) is dict and "id" in v]
+    got = [v for v in s.drain(max(s.cfg.timeout, 10.0)) if type(v) is dict and "id" in v]
     ids = {str(v["id"]) for v in got}
     missing = n - len(ids)
     if missing:
@@ -223,7 +224,7 @@ def eof_inflight(s: Session) -> None:
     group="fresh", budget=2.0,
     stdio_only="stdin EOF",
 )
-def eof_exit(s: Session) -> None:
+def eof_exit(s: Probe) -> None:
     s.exchange(_unknown(s, "before-eof"))
     s.proc.close_stdin()
     code = s.proc.wait(5.0)
@@ -240,7 +241,7 @@ def eof_exit(s: Session) -> None:
     group="fresh",
     stdio_only="the checker did not start the server",
 )
-def sigterm(s: Session) -> None:
+def sigterm(s: Probe) -> None:
     s.exchange(_unknown(s, "before-term"))
     s.proc.signal(signal.SIGTERM)
     code = s.proc.wait(3.0)
@@ -260,12 +261,12 @@ STDOUT_CHECK_ID = "framing.stdout-only-jsonrpc"
     group="final",
     stdio_only="an HTTP server's stdout is not the channel",
 )
-def stdout_only(s: Session) -> None:
+def stdout_only(s: Probe) -> None:
     # Give a banner or late startup output time to appear, then provoke a few error paths.
     time.sleep(0.3)
     s.exchange_many([b"{oops\n", b"[]\n", s.notification(UNKNOWN), _unknown(s, "hyg-1")], expect=1, settle=0.2)
     s.proc.close_stdin()
-    s.drain_until_closed(3.0)
+    s.drain(3.0)
     raise CheckSkipped("evaluated by the engine")  # replaced by the engine's verdict
 
 

@@ -12,9 +12,10 @@ from typing import Any
 
 import msgspec
 
+from .config import same_id
 from .driver import trim
 from .model import Check, CheckFailed, CheckSpec, Level
-from .session import Session, same_id
+from .probe import Probe
 
 __all__ = [
     "REGISTRY",
@@ -55,10 +56,10 @@ def check(
     applies: Callable[[Any], str | None] | None = None,
     budget: float = 1.0,
     stdio_only: str = "",
-) -> Callable[[Callable[[Session], None]], Callable[[Session], None]]:
+) -> Callable[[Callable[[Probe], None]], Callable[[Probe], None]]:
     """Register ``fn`` as a check. ``group`` defaults to the area (a shared process per area)."""
 
-    def deco(fn: Callable[[Session], None]) -> Callable[[Session], None]:
+    def deco(fn: Callable[[Probe], None]) -> Callable[[Probe], None]:
         spec = CheckSpec(id, area, level, title, rule, hint)
         REGISTRY.append(Check(spec, fn, group or area, handshake, applies, budget, stdio_only))
         return fn

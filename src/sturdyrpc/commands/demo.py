@@ -19,11 +19,11 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.http:
-        from ._demo_http import run_demo_http
+        from ..demos.http import run_demo_http
 
         return run_demo_http(args.http, mcp=args.mcp, allow_remote=args.allow_remote)
     if args.mcp and not args.http:
-        from ..mcp.demo import make_mcp_demo
+        from ..demos.mcp import make_mcp_demo
         from ..mcp.stdio import run_mcp_stdio
 
         code = run_mcp_stdio(make_mcp_demo())
@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     if args.mcp or args.http:
         print("sturdyrpc demo: --mcp and --http are not available in this version yet", file=sys.stderr)
         return 2
-    from ..demo import make_demo
+    from ..demos.jsonrpc import make_demo
     from ..transports.stdio import run_stdio
 
     code = run_stdio(make_demo(), framing=args.framing)

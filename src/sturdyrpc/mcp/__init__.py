@@ -10,7 +10,7 @@ from .profile import MCPProfile, MissingRequiredClientCapability, UnsupportedPro
 from .server import (
     MCPContext,
     MCPServer,
-    Session,
+    SessionState,
     ToolError,
     ToolResult,
     audio_content,
@@ -28,6 +28,11 @@ def __getattr__(name: str) -> object:
         from . import client
 
         return getattr(client, name)
+    if name == "Session":  # the old name of SessionState (one `Session` per package: HTTP's)
+        import warnings
+
+        warnings.warn("sturdyrpc.mcp.Session is now sturdyrpc.mcp.SessionState", DeprecationWarning, stacklevel=2)
+        return SessionState
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
@@ -36,7 +41,7 @@ __all__ = [
     "MissingRequiredClientCapability",
     "MCPServer",
     "MCPContext",
-    "Session",
+    "SessionState",
     "ToolError",
     "ToolResult",
     "text_content",

@@ -17,11 +17,16 @@ version as soon as it is known:
   ``io.modelcontextprotocol/protocolVersion`` and ``io.modelcontextprotocol/clientCapabilities``
   (-32602 if not) and an unsupported version gets -32022 with ``data.supported``/``requested``;
 - cancellation is ``notifications/cancelled`` ``{requestId, reason?}`` (``initialize`` cannot be
-  cancelled); progress is ``notifications/progress`` with the token in ``params._meta.progressToken``.
+  cancelled); progress is ``notifications/progress`` with the token in ``params._meta.progressToken``;
+- one rule for every notification: ``params`` that is neither an object nor an array makes
+  the message invalid JSON-RPC (-32600, unreadable id), whatever the method; a well-formed
+  notification whose params MCP does not accept (an array, a cancel naming no request) is
+  never answered, only dropped (and logged at debug level, or counted in the peer's stats).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Literal
 
 from ..errors import InvalidParams, InvalidRequest, MethodNotFound, RPCError
@@ -41,6 +46,8 @@ from .versions import (
 __all__ = ["MCPProfile", "UnsupportedProtocolVersion", "MissingRequiredClientCapability", "HeaderMismatch", "Era"]
 
 Era = Literal["handshake", "modern"]
+
+log = logging.getLogger("sturdyrpc.mcp")
 
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
@@ -81,6 +88,10 @@ def _is_id(v: Any) -> bool:
 
 def _newest_first(versions: tuple[str, ...]) -> list[str]:
     return list(reversed(versions))
+
+
+#: Methods a handshake-era session refuses (see ``_check_handshake``).
+_HANDSHAKE_REFUSED = frozenset({"initialize", "server/discover", "ping"})
 
 
 class MCPProfile(Profile):
@@ -151,9 +162,18 @@ class MCPProfile(Profile):
         return _is_id(id_)
 
     def check_request(self, method: str, params: Any, id_: Id, is_notification: bool) -> RPCError | None:
-        if not is_notification and not _is_id(id_):
+        # Runs for every request (the stdio early answer included): the common case first, a
+        # request on a negotiated handshake-era session, answered by the same rules as below.
+        t = type(id_)
+        if self.era == "handshake" and not is_notification and (t is str or t is int) and type(params) is dict and self.role == "server":
+            if method in _HANDSHAKE_REFUSED or method.startswith("notifications/"):
+                return self._check_handshake(method)
+            return None
+        if not is_notification and t is not str and t is not int:
             return InvalidRequest("Invalid Request", {"reason": "an MCP request id must be a string or an integer"})
         if params is not None and type(params) is not dict:
+            if is_notification:  # never answered (JSON-RPC); the same for every notification
+                log.debug("notification %r with params that are not an object dropped", method)
             return InvalidParams("Invalid params", {"reason": "params must be an object"})
         if not is_notification and method.startswith("notifications/"):
             return MethodNotFound("Method not found")  # a notification's name with an id: no such request (a reply would be result null)
@@ -161,10 +181,12 @@ class MCPProfile(Profile):
             if is_notification and method == "notifications/initialized" and self.era == "handshake":
                 self.initialized = True
             return None
+        era = self.era
+        if era == "handshake":
+            return self._check_handshake(method)
         meta = params.get("_meta") if params is not None else None
         # either envelope key marks a 2026-07-28 request (one missing is -32602, not "not initialized")
         envelope = type(meta) is dict and (META_PROTOCOL_VERSION in meta or META_CLIENT_CAPABILITIES in meta)
-        era = self.era
         if era is None:
             if method == "initialize":
                 return self._accept_initialize(params, id_)
@@ -178,14 +200,6 @@ class MCPProfile(Profile):
                     self.set_version(meta[META_PROTOCOL_VERSION])  # type: ignore[index]
                 return err
             return InvalidRequest("Invalid Request", {"reason": "the server is not initialized: send initialize first"})
-        if era == "handshake":
-            if method == "initialize":
-                return InvalidRequest("Invalid Request", {"reason": "initialize was already received"})
-            if method == "server/discover":
-                return MethodNotFound("Method not found")
-            if method == "ping" and self.rules is not None and not self.rules.ping:
-                return MethodNotFound("Method not found")
-            return None
         # the stateless era
         if method == "initialize":
             if self.stateless:
@@ -196,6 +210,18 @@ class MCPProfile(Profile):
             return MethodNotFound("Method not found")
         supported = _newest_first(self.supported) if self.stateless else _newest_first(MODERN_VERSIONS)
         return self._check_envelope(meta, supported)
+
+    def _check_handshake(self, method: str) -> RPCError | None:
+        """A request on a session in the handshake era, after the message checks."""
+        if method.startswith("notifications/"):
+            return MethodNotFound("Method not found")
+        if method == "initialize":
+            return InvalidRequest("Invalid Request", {"reason": "initialize was already received"})
+        if method == "server/discover":
+            return MethodNotFound("Method not found")
+        if method == "ping" and self.rules is not None and not self.rules.ping:
+            return MethodNotFound("Method not found")
+        return None
 
     def _check_envelope(self, meta: Any, supported: list[str]) -> RPCError | None:
         if type(meta) is not dict:

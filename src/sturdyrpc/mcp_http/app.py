@@ -37,4 +37,5 @@ def mcp_http_app(server: MCPServer, **options: Any) -> StreamableHTTPApp:
             await peer.wait_closed()
 
     options.setdefault("modern", server.handle_stateless)
+    options.setdefault("limits", server.dispatcher.limits)  # the same limits as the server has on stdio
     return StreamableHTTPApp(serve_session, **options)

@@ -14,6 +14,19 @@ One endpoint (default ``/mcp``) serving two eras:
 Security on every request: Host/Origin allow-lists (403), optional bearer auth (401), body
 limit (413), caps on sessions and open streams (503), session ids bound to the principal that
 created them (another principal gets 404: session ids are never credentials).
+
+Limits (:class:`~sturdyrpc.limits.Limits`, the MCP server's own when built by
+:func:`~sturdyrpc.mcp_http.mcp_http_app`) apply as on stdio, in every mode: a body over
+``max_message_bytes`` (413), nesting over ``max_depth`` or a batch over ``max_batch`` (400) gets
+the same single -32600 error stdio sends, and nothing runs. Every request that will run (each
+batch element) takes a slot of one server-wide :class:`~sturdyrpc.admission.Admission` of
+``max_server_in_flight`` slots until it is answered; a POST that finds too few free slots gets
+503 with ``Retry-After``.
+
+Sessions idle (no request and no open response) for ``session_idle_timeout`` seconds end on a
+timer. At ``max_sessions`` a new session evicts the least recently active one (idle ones
+first), and an authenticated principal at ``max_sessions_per_principal`` evicts its own least
+recently active session: an abandoned client can never lock anyone out.
 """
 
 from __future__ import annotations
@@ -26,6 +39,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .. import codec
+from ..admission import Admission
+from ..errors import InvalidRequest
+from ..limits import DEFAULT_LIMITS, Limits
 from ..mcp.versions import HANDSHAKE_VERSIONS, META_PROTOCOL_VERSION, MODERN_VERSIONS
 from ..transports.asgi import (
     BodyTooLarge,
@@ -39,11 +55,12 @@ from ..transports.asgi import (
     error_body,
     header,
     read_body,
+    refuse_busy,
     respond,
 )
 from .events import SSE_HEADERS, EventStore, MemoryEventStore, sse_event, sse_priming
 from .modern import HeaderProblem, check_modern_headers
-from .session import Connection, Key, Session, Stream, current_session, key_of
+from .session import HTTPSession, Key, SSEResponse, Stream, current_session, key_of
 
 __all__ = ["StreamableHTTPApp", "ServeSession", "ModernHandler"]
 
@@ -92,7 +109,10 @@ class StreamableHTTPApp:
     Options: ``json_response`` (answer requests with ``application/json`` instead of an SSE
     stream), ``stateless`` (no sessions in the handshake era), ``event_store`` (resumability;
     in-memory by default, None disables it), ``retry_ms`` (the SSE ``retry`` hint),
-    ``max_sessions``, ``max_streams_per_session``, ``session_idle_timeout`` (seconds).
+    ``max_sessions``, ``max_sessions_per_principal`` (authenticated principals only),
+    ``max_streams_per_session``, ``session_idle_timeout`` (seconds without a request or an
+    open response), ``limits`` (message size, depth, batch size and the server-wide
+    in-flight cap; ``max_depth`` overrides ``limits.max_depth``).
     """
 
     def __init__(
@@ -107,9 +127,11 @@ class StreamableHTTPApp:
         event_store: EventStore | None | bool = True,
         retry_ms: int | None = 1000,
         max_sessions: int = 1000,
+        max_sessions_per_principal: int = 16,
         max_streams_per_session: int = 64,
-        session_idle_timeout: float = 3600.0,
-        max_depth: int = 256,
+        session_idle_timeout: float = 600.0,
+        limits: Limits | None = None,
+        max_depth: int | None = None,
         handshake_versions: tuple[str, ...] = HANDSHAKE_VERSIONS,
         modern_versions: tuple[str, ...] = MODERN_VERSIONS,
     ) -> None:
@@ -122,12 +144,18 @@ class StreamableHTTPApp:
         self.store: EventStore | None = MemoryEventStore() if event_store is True else (event_store or None)
         self.retry_ms = retry_ms
         self.max_sessions = max_sessions
+        self.max_sessions_per_principal = max_sessions_per_principal
         self.max_streams_per_session = max_streams_per_session
         self.session_idle_timeout = session_idle_timeout
-        self.max_depth = max_depth
+        self.limits = limits or DEFAULT_LIMITS
+        self.max_depth = self.limits.max_depth if max_depth is None else max_depth
+        self.max_body_bytes = min(self.security.max_body_bytes, self.limits.max_message_bytes)
+        #: Requests running now across all sessions and modes (batch elements each).
+        self.admission = Admission(self.limits.max_server_in_flight)
+        self._sweeper: asyncio.Task[None] | None = None
         self.handshake_versions = handshake_versions
         self.modern_versions = modern_versions if modern is not None else ()
-        self.sessions: dict[str, Session] = {}
+        self.sessions: dict[str, HTTPSession] = {}
         self._bg: set[asyncio.Task[Any]] = set()
 
     # ------------------------------------------------------------------ entry
@@ -186,9 +214,10 @@ class StreamableHTTPApp:
         if not (sse_ok or json_ok):
             raise HTTPRefusal(406, -32600, "Not Acceptable: accept application/json and text/event-stream")
         try:
-            body = await read_body(scope, receive, self.security.max_body_bytes)
+            body = await read_body(scope, receive, self.max_body_bytes)
         except BodyTooLarge:
-            raise HTTPRefusal(413, -32600, "Request body too large") from None
+            await respond(send, 413, self._too_large())
+            return
         try:
             version = self._header_version(scope)
         except _Problem as p:
@@ -196,8 +225,15 @@ class StreamableHTTPApp:
             return
         try:
             obj = codec.decode_bounded(body, self.max_depth)
-        except codec.DecodeFailure:
-            await respond(send, 400, error_body(-32700, "Parse error", with_null_id=False))
+        except codec.DecodeFailure as exc:
+            if exc.too_deep:
+                await respond(send, 400, _limit_error("Nesting too deep", "max_depth", self.max_depth))
+            else:
+                await respond(send, 400, error_body(-32700, "Parse error", with_null_id=False))
+            return
+        if type(obj) is list and len(obj) > self.limits.max_batch:
+            # As on stdio: one error for the whole batch, and none of it runs.
+            await respond(send, 400, _limit_error("Batch too large", "max_batch", self.limits.max_batch))
             return
         if version is not None and version in self.modern_versions:
             await self._post_modern(scope, receive, send, body, obj, version, sse_ok)
@@ -217,6 +253,7 @@ class StreamableHTTPApp:
         # reply array (a request reusing an id of the same batch too); the others are served.
         invalid: list[bytes] = []
         valid: list[Any] = []
+        cancels: list[Any] = []
         seen: set[Key] = set()
         for m in items:
             kind = _kind(m)
@@ -233,6 +270,10 @@ class StreamableHTTPApp:
                     continue
                 seen.add(k)
                 requests.append(m)
+            elif kind == "notification" and m["method"] == "notifications/cancelled":
+                params = m.get("params")
+                if type(params) is dict and type(params.get("requestId")) in (str, int):
+                    cancels.append(params["requestId"])
             valid.append(m)
         items = valid
         # A batch is fed element by element (the server answers each alone); a single message as it came.
@@ -240,19 +281,30 @@ class StreamableHTTPApp:
         is_init = any(r.get("method") == "initialize" for r in requests)
         if is_init and batch:
             raise HTTPRefusal(400, -32600, "Invalid Request: initialize must not be part of a batch")
-        if self.stateless:
-            session = await self._stateless_session(version, principal, skip_init=is_init)
-        elif is_init:
-            if header(scope, b"mcp-session-id") is not None:
-                raise HTTPRefusal(400, -32600, "Bad Request: initialize must not carry Mcp-Session-Id")
-            session = self._new_session(principal)
-        else:
-            session = self._find_session(scope, principal)
-        if batch and session.version not in (None, "2025-03-26"):
-            raise HTTPRefusal(400, -32600, "Invalid Request: batches are not supported in this protocol version")
-        session.last_active = time.monotonic()
-        extra = [] if session.id is None else [(b"mcp-session-id", session.id.encode("ascii"))]
+        # Every request that will run holds a server-wide slot from here until it is answered.
+        if requests and not self._admit(len(requests)):
+            await refuse_busy(send, with_null_id=False)
+            return
+        slots = len(requests)
         try:
+            if self.stateless:
+                session = await self._stateless_session(version, principal, skip_init=is_init)
+            elif is_init:
+                if header(scope, b"mcp-session-id") is not None:
+                    raise HTTPRefusal(400, -32600, "Bad Request: initialize must not carry Mcp-Session-Id")
+                session = self._new_session(principal)
+            else:
+                session = self._find_session(scope, principal)
+        except BaseException:
+            self._give_back(slots)
+            raise
+        try:
+            if batch and session.version not in (None, "2025-03-26"):
+                raise HTTPRefusal(400, -32600, "Invalid Request: batches are not supported in this protocol version")
+            session.last_active = time.monotonic()
+            extra = [] if session.id is None else [(b"mcp-session-id", session.id.encode("ascii"))]
+            for id_ in cancels:
+                session.cancelled(id_)
             if not requests and not invalid:
                 await self._feed(session, items, raw)
                 await respond(send, 202, b"", extra=extra)
@@ -270,16 +322,36 @@ class StreamableHTTPApp:
                 else:
                     await respond(send, 200, b"[" + b",".join(invalid) + b"]", extra=extra)
                 return
-            stream = session.open_stream([r["id"] for r in requests], [r.get("params") for r in requests])
+            stream = session.open_stream([r["id"] for r in requests], [r.get("params") for r in requests], holds_slots=True)
+            slots = 0  # the session gives them back as the requests finish
             if use_sse:
                 await self._answer_sse(session, stream, items, raw, invalid, receive, send, extra, prime=not is_init)
             else:
                 await self._answer_json(session, stream, items, raw, invalid, receive, send, extra)
         finally:
+            self._give_back(slots)
+            session.last_active = time.monotonic()  # idle time counts from the end of the last response
             if self.stateless:
                 await session.end()
 
-    async def _feed(self, session: Session, items: list[Any], body: bytes | None) -> None:
+    def _admit(self, n: int) -> bool:
+        """Take ``n`` server-wide slots, all or none."""
+        for taken in range(n):
+            if not self.admission.try_acquire():
+                self._give_back(taken)
+                return False
+        return True
+
+    def _give_back(self, n: int) -> None:
+        for _ in range(n):
+            self.admission.release()
+
+    def _too_large(self) -> bytes:
+        if self.max_body_bytes == self.limits.max_message_bytes:
+            return _limit_error("Message too large", "max_message_bytes", self.max_body_bytes)
+        return _limit_error("Message too large", "max_body_bytes", self.max_body_bytes)
+
+    async def _feed(self, session: HTTPSession, items: list[Any], body: bytes | None) -> None:
         """Feed a single message (``body``, as received) or a batch's elements (``body`` None) one by one."""
         if body is not None:
             await session.pipe.feed(body)
@@ -287,10 +359,10 @@ class StreamableHTTPApp:
             for m in items:
                 await session.pipe.feed(codec.encode(m))
 
-    async def _answer_sse(self, session: Session, stream: Stream, items: list[Any], body: bytes | None,
+    async def _answer_sse(self, session: HTTPSession, stream: Stream, items: list[Any], body: bytes | None,
                           invalid: list[bytes], receive: Receive, send: Send, extra: list[tuple[bytes, bytes]], *,
                           prime: bool) -> None:
-        conn = Connection()
+        conn = SSEResponse()
         stream.attach(conn)
         head = b""
         if prime and self._primes(session) and self.store is not None and session.id is not None:
@@ -301,7 +373,7 @@ class StreamableHTTPApp:
         await self._feed(session, items, body)
         await self._pump(conn, receive, send, SSE_HEADERS + extra, head)
         stream.detach(conn)
-    async def _answer_json(self, session: Session, stream: Stream, items: list[Any], body: bytes | None,
+    async def _answer_json(self, session: HTTPSession, stream: Stream, items: list[Any], body: bytes | None,
                            invalid: list[bytes], receive: Receive, send: Send, extra: list[tuple[bytes, bytes]]) -> None:
         waiter: asyncio.Future[list[bytes]] = asyncio.get_running_loop().create_future()
         stream.json_waiter = waiter
@@ -315,11 +387,11 @@ class StreamableHTTPApp:
         out = replies[0] if body is not None else b"[" + b",".join(replies) + b"]"  # a batch always gets an array
         await respond(send, 200, out, extra=extra)
 
-    def _primes(self, session: Session) -> bool:
+    def _primes(self, session: HTTPSession) -> bool:
         # The priming event is from 2025-11-25 (SEP-1699); older clients may not expect empty data.
         return session.version is not None and session.version >= "2025-11-25" and self.store is not None
 
-    async def _pump(self, conn: Connection, receive: Receive, send: Send, headers: list[tuple[bytes, bytes]],
+    async def _pump(self, conn: SSEResponse, receive: Receive, send: Send, headers: list[tuple[bytes, bytes]],
                     head: bytes = b"") -> bool:
         """Write an SSE response from ``conn`` until it ends (True) or the client disconnects (False).
 
@@ -369,22 +441,58 @@ class StreamableHTTPApp:
 
     # --------------------------------------------------------------- sessions
 
-    def _new_session(self, principal: Any) -> Session:
+    def _new_session(self, principal: Any) -> HTTPSession:
         self._expire_idle()
+        if principal is not None:
+            own = [s for s in self.sessions.values() if s.principal == principal and not s.ended]
+            if len(own) >= self.max_sessions_per_principal:
+                # The principal's own least recently active session goes (a client that crashed
+                # never sends DELETE); the client holding it gets 404 and initializes again.
+                self._evict(own, "its principal opened more than max_sessions_per_principal")
         if len(self.sessions) >= self.max_sessions:
-            raise HTTPRefusal(503, -32600, "Too many sessions", [(b"retry-after", b"5")])
+            # Refusing would let whoever filled the table lock every other client out until the
+            # idle timeout; evicting the least recently active session keeps the server usable.
+            self._evict(list(self.sessions.values()), "the server reached max_sessions")
         sid = secrets.token_urlsafe(32)  # 256 random bits, visible ASCII (A-Z a-z 0-9 - _)
-        session = Session(sid, principal, self.store)
+        session = HTTPSession(sid, principal, self.store, admission=self.admission)
         self.sessions[sid] = session
         session.on_end = self._forget
         self._start(session)
+        self._ensure_sweeper()
         return session
 
-    async def _forget(self, session: Session) -> None:
+    def _evict(self, candidates: list[HTTPSession], why: str) -> None:
+        """End the least recently active of ``candidates``, preferring one with no open response."""
+        victim = min(candidates, key=lambda s: (s.has_open_response(), s.last_active))
+        log.info("MCP session %s evicted: %s", (victim.id or "")[:8], why)
+        if victim.id is not None:
+            self.sessions.pop(victim.id, None)  # gone at once, even before its end() has run
+        self._end_later(victim)
+
+    def _end_later(self, session: HTTPSession) -> None:
+        t = asyncio.get_running_loop().create_task(session.end())
+        self._bg.add(t)
+        t.add_done_callback(self._bg.discard)
+
+    def _ensure_sweeper(self) -> None:
+        """Idle sessions end on a timer, not only when someone opens a new one."""
+        loop = asyncio.get_running_loop()
+        t = self._sweeper
+        if t is not None and not t.done() and t.get_loop() is loop:
+            return
+        self._sweeper = loop.create_task(self._sweep())
+
+    async def _sweep(self) -> None:
+        interval = max(0.01, min(60.0, self.session_idle_timeout / 4))
+        while self.sessions:
+            await asyncio.sleep(interval)
+            self._expire_idle()
+
+    async def _forget(self, session: HTTPSession) -> None:
         if session.id is not None and self.sessions.get(session.id) is session:
             del self.sessions[session.id]
 
-    def _start(self, session: Session) -> None:
+    def _start(self, session: HTTPSession) -> None:
         async def run() -> None:
             current_session.set(session)
             try:
@@ -401,7 +509,7 @@ class StreamableHTTPApp:
         self._bg.add(task)
         task.add_done_callback(self._bg.discard)
 
-    def _find_session(self, scope: Scope, principal: Any) -> Session:
+    def _find_session(self, scope: Scope, principal: Any) -> HTTPSession:
         raw = header(scope, b"mcp-session-id")
         if raw is None:
             raise HTTPRefusal(400, -32600, "Bad Request: Mcp-Session-Id header is required")
@@ -414,15 +522,15 @@ class StreamableHTTPApp:
     def _expire_idle(self) -> None:
         now = time.monotonic()
         for s in list(self.sessions.values()):
-            if now - s.last_active > self.session_idle_timeout and not any(st.conn for st in s.streams.values()):
-                t = asyncio.get_running_loop().create_task(s.end())
-                self._bg.add(t)
-                t.add_done_callback(self._bg.discard)
+            if now - s.last_active > self.session_idle_timeout and not s.has_open_response():
+                if s.id is not None:
+                    self.sessions.pop(s.id, None)
+                self._end_later(s)
 
-    async def _stateless_session(self, version: str | None, principal: Any, *, skip_init: bool) -> Session:
+    async def _stateless_session(self, version: str | None, principal: Any, *, skip_init: bool) -> HTTPSession:
         """A throw-away session for one POST: initialized behind the scenes unless the POST is the
         initialize itself, so that no state has to survive between requests (any worker answers)."""
-        session = Session(None, principal, None)
+        session = HTTPSession(None, principal, None, admission=self.admission)
         self._start(session)
         if not skip_init:
             v = version or "2025-03-26"
@@ -461,12 +569,12 @@ class StreamableHTTPApp:
             await self._resume(session, last.decode("latin-1"), receive, send, extra)
             return
         st = session.standalone
-        if st is not None and not st.finished and st.conn is not None and not st.conn.closed:
-            raise HTTPRefusal(409, -32600, "Conflict: only one standalone SSE stream per session")
-        if len(session.streams) >= self.max_streams_per_session:
+        if (st is None or st.finished) and len(session.streams) >= self.max_streams_per_session:
             raise HTTPRefusal(503, -32600, "Too many open streams", [(b"retry-after", b"1")])
         st = session.open_standalone()
-        conn = Connection()
+        conn = SSEResponse()
+        # A new GET replaces the one still open (its response ends cleanly): a client that
+        # reconnects before the server noticed the old connection is gone must not be refused.
         st.attach(conn)
         head = b""
         if self._primes(session) and self.store is not None and session.id is not None:
@@ -474,10 +582,13 @@ class StreamableHTTPApp:
             head = sse_priming(eid, self.retry_ms)
         for data in session.take_held():
             await st.emit(data)
-        await self._pump(conn, receive, send, SSE_HEADERS + extra, head)
-        st.detach(conn)
+        try:
+            await self._pump(conn, receive, send, SSE_HEADERS + extra, head)
+        finally:
+            st.detach(conn)
+            session.last_active = time.monotonic()
 
-    async def _resume(self, session: Session, last_event_id: str, receive: Receive, send: Send,
+    async def _resume(self, session: HTTPSession, last_event_id: str, receive: Receive, send: Send,
                       extra: list[tuple[bytes, bytes]]) -> None:
         assert self.store is not None and session.id is not None
         found = await self.store.replay_after(session.id, last_event_id)
@@ -485,7 +596,7 @@ class StreamableHTTPApp:
             raise HTTPRefusal(400, -32600, "Bad Request: unknown Last-Event-ID")
         stream_id, events = found
         st = session.streams.get(stream_id)
-        conn = Connection()
+        conn = SSEResponse()
         if st is not None and not st.finished:
             st.attach(conn)  # events from now on go to this connection; older ones are replayed first
         else:
@@ -534,6 +645,16 @@ class StreamableHTTPApp:
         if not sse_ok and obj.get("method") == "subscriptions/listen":
             # the listen channel IS this response's SSE stream; a JSON-only client cannot have one
             raise HTTPRefusal(406, -32600, "Not Acceptable: subscriptions/listen needs Accept: text/event-stream")
+        if not self.admission.try_acquire():
+            await refuse_busy(send, with_null_id=False)
+            return
+        try:
+            await self._run_modern(receive, send, body, id_, sse_ok)
+        finally:
+            self.admission.release()
+
+    async def _run_modern(self, receive: Receive, send: Send, body: bytes, id_: Any, sse_ok: bool) -> None:
+        assert self.modern is not None
         started = False
 
         async def emit(data: bytes) -> None:
@@ -596,6 +717,9 @@ class StreamableHTTPApp:
             await s.end()
         for t in list(self._bg):
             t.cancel()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
 
 
 class _Problem(Exception):
@@ -606,6 +730,11 @@ class _Problem(Exception):
 
 async def _send_problem(send: Send, p: HeaderProblem, id_: Any) -> None:
     await respond(send, p.status, codec.encode(p.error(id_)))
+
+
+def _limit_error(message: str, limit: str, value: int) -> bytes:
+    """The error stdio sends for a breached limit (same class, message and data; id null)."""
+    return codec.encode({"jsonrpc": "2.0", "error": InvalidRequest(message, {"limit": limit, "max": value}).to_dict(), "id": None})
 
 
 async def _drop(data: bytes) -> None:
@@ -714,7 +843,7 @@ async def _until_done_or_gone(fut: asyncio.Future[Any], receive: Receive) -> Non
         gone.cancel()
 
 
-async def _watch_disconnect(receive: Receive, conn: Connection) -> None:
+async def _watch_disconnect(receive: Receive, conn: SSEResponse) -> None:
     await _wait_disconnect(receive)
     conn.gone()
 

@@ -3,7 +3,7 @@ on, and the routing of everything it sends onto the right HTTP stream.
 
 The server side sees a plain :class:`~sturdyrpc.peer.MessageTransport` (:class:`SessionPipe`):
 POSTed messages come out of :meth:`SessionPipe.receive`, and what the server sends goes
-through :meth:`Session.route`:
+through :meth:`HTTPSession.route`:
 
 - a response goes to the stream of the POST that carried its request (then that stream ends
   once all its requests are answered);
@@ -29,18 +29,19 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .. import codec
+from ..admission import Admission
 from ..dispatch import Call
 from ..runner import current_call
 from .events import EventStore, sse_event
 
-__all__ = ["Session", "SessionPipe", "Stream", "Connection", "current_session", "close_current_stream", "note_outgoing"]
+__all__ = ["HTTPSession", "SessionPipe", "Stream", "SSEResponse", "current_session", "close_current_stream", "note_outgoing"]
 
 log = logging.getLogger("sturdyrpc.http")
 
 Key = tuple[type, Any]
 
 #: The session whose server task is running (set around the MCP server's run; handler tasks inherit it).
-current_session: contextvars.ContextVar[Session | None] = contextvars.ContextVar("sturdyrpc_http_session", default=None)
+current_session: contextvars.ContextVar[HTTPSession | None] = contextvars.ContextVar("sturdyrpc_http_session", default=None)
 
 
 def key_of(id_: Any) -> Key:
@@ -48,7 +49,7 @@ def key_of(id_: Any) -> Key:
     return (type(id_), id_)
 
 
-class Connection:
+class SSEResponse:
     """One HTTP response currently attached to a stream: SSE chunks waiting to be written.
 
     Chunks accumulate in a list and one waiter future wakes the writer, so that everything
@@ -96,13 +97,13 @@ class Stream:
 
     __slots__ = ("id", "session", "pending", "conn", "finished", "standalone", "json_waiter", "json_replies")
 
-    def __init__(self, session: Session, *, standalone: bool = False) -> None:
+    def __init__(self, session: HTTPSession, *, standalone: bool = False) -> None:
         session.stream_counter += 1
         # Unique within the session, which is all event ids need: the session id (random) guards access.
         self.id = f"s{session.stream_counter}"
         self.session = session
         self.pending: set[Key] = set()
-        self.conn: Connection | None = None
+        self.conn: SSEResponse | None = None
         self.finished = False
         self.standalone = standalone
         #: JSON mode: the responses collected so far, handed over when ``pending`` empties.
@@ -119,13 +120,13 @@ class Stream:
         if conn is not None:
             conn.put(sse_event(data, eid))
 
-    def attach(self, conn: Connection) -> None:
+    def attach(self, conn: SSEResponse) -> None:
         old = self.conn
         self.conn = conn
         if old is not None and old is not conn:
             old.end()  # a resumed stream replaces the old connection; never two at once
 
-    def detach(self, conn: Connection) -> None:
+    def detach(self, conn: SSEResponse) -> None:
         if self.conn is conn:
             self.conn = None
 
@@ -139,7 +140,7 @@ class Stream:
 class SessionPipe:
     """The :class:`~sturdyrpc.peer.MessageTransport` the MCP server runs on for one session."""
 
-    def __init__(self, session: Session, max_queued: int = 1024) -> None:
+    def __init__(self, session: HTTPSession, max_queued: int = 1024) -> None:
         self.session = session
         self._inbox: asyncio.Queue[bytes | None] = asyncio.Queue(max_queued)
         self._closed = False
@@ -186,10 +187,16 @@ def note_outgoing(transport: Any, data: bytes) -> None:
         tags[id(data)] = key_of(call.request_id)
 
 
-class Session:
-    """A client's session: its pipe, its streams, and the task running the MCP server on it."""
+class HTTPSession:
+    """A client's session: its pipe, its streams, and the task running the MCP server on it.
 
-    def __init__(self, session_id: str | None, principal: Any, store: EventStore | None, *, hold_unrouted: int = 100) -> None:
+    ``admission`` is the app's server-wide counter of running requests: every request opened
+    with ``holds_slots`` keeps one of its slots until its response is routed, the client cancels
+    it, or the session ends.
+    """
+
+    def __init__(self, session_id: str | None, principal: Any, store: EventStore | None, *, hold_unrouted: int = 100,
+                 admission: Admission | None = None) -> None:
         self.id = session_id
         self.principal = principal
         self.store = store
@@ -204,17 +211,25 @@ class Session:
         self.last_active = time.monotonic()
         self.stream_counter = 0
         self.ended = False
-        self.on_end: Callable[[Session], Awaitable[None]] | None = None
+        self.on_end: Callable[[HTTPSession], Awaitable[None]] | None = None
+        self.admission = admission
+        self._slots: set[Key] = set()  # requests holding a slot of ``admission``
 
     # -------------------------------------------------------------- requests in
 
-    def open_stream(self, request_ids: list[Any], params_of: list[Any]) -> Stream:
-        """A stream for a POST carrying these requests (their ids must not be in flight)."""
+    def open_stream(self, request_ids: list[Any], params_of: list[Any], *, holds_slots: bool = False) -> Stream:
+        """A stream for a POST carrying these requests (their ids must not be in flight).
+
+        ``holds_slots``: the caller took one slot of :attr:`admission` per request; the session
+        gives each back when that request is done.
+        """
         st = Stream(self)
         for id_, params in zip(request_ids, params_of, strict=True):
             k = key_of(id_)
             st.pending.add(k)
             self.by_request[k] = st
+            if holds_slots:
+                self._slots.add(k)
             token = _progress_token(params)
             if token is not None:
                 self.progress[key_of(token)] = k
@@ -223,6 +238,21 @@ class Session:
 
     def in_flight(self, id_: Any) -> bool:
         return key_of(id_) in self.by_request
+
+    def cancelled(self, id_: Any) -> None:
+        """The client cancelled request ``id_``: the server will not answer it, so its slot is free."""
+        self._release(key_of(id_))
+
+    def _release(self, k: Key) -> None:
+        if k in self._slots:
+            self._slots.discard(k)
+            if self.admission is not None:
+                self.admission.release()
+
+    def has_open_response(self) -> bool:
+        """Whether an HTTP response (SSE stream or awaited JSON reply) of this session is open now."""
+        return any(st.conn is not None and not st.conn.closed or st.json_waiter is not None and not st.json_waiter.done()
+                   for st in self.streams.values())
 
     def open_standalone(self) -> Stream:
         st = self.standalone
@@ -266,6 +296,7 @@ class Session:
         id_ = obj.get("id")
         k = key_of(id_)
         st = self.by_request.pop(k, None)
+        self._release(k)
         if self.version is None and type(obj.get("result")) is dict:
             v = obj["result"].get("protocolVersion")
             if type(v) is str:
@@ -332,6 +363,8 @@ class Session:
         if self.ended:
             return
         self.ended = True
+        for k in list(self._slots):
+            self._release(k)
         for st in list(self.streams.values()):
             if st.json_waiter is not None and not st.json_waiter.done():
                 st.json_waiter.cancel()

@@ -1,1 +1,9 @@
-"""Transports: thin I/O layers that move frames between the outside world and the core."""
+"""Transports: thin I/O layers that move frames between the outside world and the core.
+
+- ``stdio``: the one stdio transport (:class:`~sturdyrpc.transports.stdio.StdioTransport`, this
+  process's stdin/stdout, framing by argument, an optional early-answer hook) and the plain
+  stdio server on it (``serve_stdio``/``run_stdio``);
+- ``streams``: asyncio streams (a subprocess's pipes, TCP, Unix sockets), same framers;
+- ``memory``: in-memory pairs and fault injection for tests;
+- ``asgi``, ``http``, ``http_protocol``, ``serve_http``: plain JSON-RPC over HTTP.
+"""

@@ -42,6 +42,9 @@ __all__ = [
     "read_body",
     "respond",
     "error_body",
+    "refuse",
+    "refuse_busy",
+    "SERVER_BUSY",
 ]
 
 Scope = MutableMapping[str, Any]
@@ -259,3 +262,24 @@ class HTTPSecurity:
 async def refuse(send: Send, refusal: HTTPRefusal, *, with_null_id: bool = True) -> None:
     """Answer an :class:`HTTPRefusal` with its status and a fixed JSON-RPC error body."""
     await respond(send, refusal.status, error_body(refusal.code, refusal.message, with_null_id=with_null_id), extra=refusal.headers)
+
+
+#: The JSON-RPC error code of a request refused because the server is at its
+#: ``Limits.max_server_in_flight`` (an implementation-defined server error, -32000..-32099).
+SERVER_BUSY = -32000
+
+
+async def refuse_busy(send: Send, *, with_null_id: bool = True, retry_after: int = 1) -> None:
+    """Answer ``503 Service Unavailable`` with ``Retry-After`` and a fixed JSON-RPC error (id null):
+    the server-wide cap of running requests is full and nothing of this request was run.
+
+    Shared by the HTTP apps (plain JSON-RPC and Streamable HTTP): hold one
+    :class:`~sturdyrpc.admission.Admission` of ``Limits.max_server_in_flight`` per app, call this
+    when a POST arrives while it is ``full``, and take one slot per request that will run.
+    """
+    await respond(
+        send,
+        503,
+        error_body(SERVER_BUSY, "Server busy: too many requests in flight, retry later", with_null_id=with_null_id),
+        extra=[(b"retry-after", str(retry_after).encode("ascii"))],
+    )

@@ -6,8 +6,16 @@
   JSON-RPC errors (parse error, invalid request, method not found, ...) are ordinary replies
   with status 200: the HTTP status describes the transport, the body the call.
 - HTTP-level refusals: 403 (Host/Origin not allowed), 401 (bearer auth), 405 (not POST),
-  413 (body too large), 415 (not JSON), 406 (``Accept`` excludes JSON). Their bodies are fixed
-  JSON-RPC errors with id null, never anything from an exception.
+  413 (body too large), 415 (not JSON), 406 (``Accept`` excludes JSON), 503 with
+  ``Retry-After: 1`` (``Limits.max_server_in_flight`` requests already running in this app).
+  Their bodies are fixed JSON-RPC errors with id null, never anything from an exception.
+- Handlers run through :func:`sturdyrpc.execute.execute`, as on stdio: ``sys.exit()`` or
+  ``KeyboardInterrupt`` in a handler is a -32603 reply with an incident id, never the end of the
+  server; blocking sync handlers run on the shared daemon pool of ``Limits.max_threads``.
+- Every request that runs, alone or as a batch element, takes one slot of the app's
+  ``max_server_in_flight`` (batch elements wait for slots in order); a POST arriving while none
+  is free is refused with 503 before anything of it runs. ``max_batch``, ``max_depth`` and
+  ``max_message_bytes`` apply as on every other transport.
 - A client that disconnects while its call runs cancels the call: nobody is left to answer.
 
 Mount it anywhere: ``Mount("/rpc", app=JSONRPCHTTPApp(rpc))`` in Starlette, or run it directly
@@ -17,12 +25,13 @@ with ``uvicorn.run(JSONRPCHTTPApp(rpc))``.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import contextvars
+import functools
 import logging
 from typing import Any
 
+from ..admission import Admission
 from ..dispatch import BatchJob, Call, Dispatcher
+from ..execute import execute, shared_pool
 from ..profile import Profile
 from ..runner import current_call
 from .asgi import (
@@ -37,6 +46,7 @@ from .asgi import (
     header,
     read_body,
     refuse,
+    refuse_busy,
     respond,
 )
 
@@ -64,6 +74,9 @@ def _is_json(content_type: bytes | None) -> bool:
     return media == b"application/json" or (media.startswith(b"application/") and media.endswith(b"+json"))
 
 
+_BUSY: Any = object()  # _serve's answer when no slot was free: the caller sends 503
+
+
 class JSONRPCHTTPApp:
     """An ASGI app serving ``dispatcher`` as plain JSON-RPC over HTTP POST.
 
@@ -78,7 +91,10 @@ class JSONRPCHTTPApp:
         self.security = security or HTTPSecurity(max_body_bytes=dispatcher.limits.max_message_bytes)
         self.profile = profile
         self.path = path
-        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        limits = dispatcher.limits
+        #: Requests running in this app, across all connections (``Limits.max_server_in_flight``).
+        self.admission = Admission(limits.max_server_in_flight)
+        self._pool = shared_pool(limits.max_threads)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -97,6 +113,9 @@ class JSONRPCHTTPApp:
                 raise HTTPRefusal(415, -32600, "Unsupported media type: use application/json")
             if not _accepts_json(header(scope, b"accept")):
                 raise HTTPRefusal(406, -32600, "Not acceptable: the reply is application/json")
+            if self.admission.full:
+                await refuse_busy(send)  # before reading the body: a busy server spends nothing on it
+                return
             try:
                 body = await read_body(scope, receive, self.security.max_body_bytes)
             except BodyTooLarge:
@@ -111,31 +130,59 @@ class JSONRPCHTTPApp:
             reply = await self._serve(body, receive)
         finally:
             current_principal.reset(token)
-        if reply is None:
+        if reply is _BUSY:
+            await refuse_busy(send)
+        elif reply is None:
             await respond(send, 204)
         else:
             await respond(send, 200, reply)
 
-    async def _serve(self, body: bytes, receive: Receive) -> bytes | None:
+    async def _serve(self, body: bytes, receive: Receive) -> Any:
         todo = self.dispatcher.receive(body, None, self.profile)
         if todo is None or type(todo) is bytes:
             return todo
+        loop = asyncio.get_running_loop()
         if type(todo) is Call:
             call: Call = todo
             entry = call.entry
             if not entry.is_async and not entry.blocking:
-                return self.dispatcher.run_inline(call)  # fast path: no task, no thread
-            work: Any = self._run_call(call)
+                return self.dispatcher.run_inline(call)  # finishes on the spot: no task, no thread, no slot
+            if not self.admission.try_acquire():
+                return _BUSY  # the last slot went while the body was being read
+            task: asyncio.Task[bytes | None] = loop.create_task(self._run_call(call))
+            # A done callback, not a finally: a task cancelled before its first step never runs
+            # its body, and its slot must come back all the same.
+            task.add_done_callback(self._release)
         else:
-            work = self._run_batch(todo)  # type: ignore[arg-type]
-        return await self._until_disconnect(work, receive)
+            job: BatchJob = todo  # type: ignore[assignment]
+            # A batch is admitted with the slot of its first element that will run, taken now
+            # (or 503): batches never queue up behind a full server, so what waits for a slot
+            # is bounded by the slots themselves. Its other elements wait for theirs in order.
+            first = [False]
+            if any(c.entry.is_async or c.entry.blocking for c in job.calls):
+                if not self.admission.try_acquire():
+                    return _BUSY
+                first[0] = True
+            task = loop.create_task(self._run_batch(job, first))
+            task.add_done_callback(functools.partial(self._release_unused, first))
+        return await self._until_disconnect(task, receive)
 
-    async def _until_disconnect(self, work: Any, receive: Receive) -> bytes | None:
-        """Run ``work``; if the client disconnects first, cancel it (the reply has nowhere to go)."""
-        task: asyncio.Task[bytes | None] = asyncio.ensure_future(work)
+    def _release_unused(self, first: list[bool], _task: asyncio.Task[Any]) -> None:
+        if first[0]:  # the batch ended (or was cancelled) before its first element started
+            first[0] = False
+            self.admission.release()
+
+    def _release(self, _task: asyncio.Task[Any]) -> None:
+        self.admission.release()
+
+    async def _until_disconnect(self, task: asyncio.Task[bytes | None], receive: Receive) -> bytes | None:
+        """Wait for ``task``; if the client disconnects first, cancel it (the reply has nowhere to go)."""
         watcher = asyncio.ensure_future(_wait_disconnect(receive))
         try:
             await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
         finally:
             watcher.cancel()
         if not task.done():
@@ -143,41 +190,45 @@ class JSONRPCHTTPApp:
             return None
         return task.result()
 
-    async def _invoke(self, call: Call) -> Any:
+    async def _run(self, call: Call) -> tuple[bool, Any]:
         current_call.set(call)
         entry = call.entry
-        if entry.is_async:
-            return await call.invoke()
-        if entry.blocking:
-            if self._executor is None:
-                self._executor = concurrent.futures.ThreadPoolExecutor(
-                    max_workers=self.dispatcher.limits.max_threads, thread_name_prefix="sturdyrpc-http"
-                )
-            ctx = contextvars.copy_context()
-            return await asyncio.get_running_loop().run_in_executor(self._executor, ctx.run, call.invoke)
-        return call.invoke()
+        args, kwargs = call.arguments()
+        return await execute(entry.fn, args, kwargs, is_async=entry.is_async, blocking=entry.blocking, pool=self._pool)
 
     async def _run_call(self, call: Call) -> bytes | None:
-        try:
-            value = await self._invoke(call)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            return self.dispatcher.failure(call, exc)
-        return self.dispatcher.result(call, value)
+        ok, value = await self._run(call)
+        return self.dispatcher.result(call, value) if ok else self.dispatcher.failure(call, value)
 
     async def _run_element(self, call: Call) -> None:
-        try:
-            value = await self._invoke(call)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            self.dispatcher.failure(call, exc)
-        else:
+        ok, value = await self._run(call)
+        if ok:
             self.dispatcher.result(call, value)
+        else:
+            self.dispatcher.failure(call, value)
 
-    async def _run_batch(self, job: BatchJob) -> bytes | None:
-        await asyncio.gather(*(self._run_element(c) for c in job.calls))
+    async def _run_batch(self, job: BatchJob, first: list[bool]) -> bytes | None:
+        loop = asyncio.get_running_loop()
+        elements: list[asyncio.Task[None]] = []
+        try:
+            for c in job.calls:
+                e = c.entry
+                if not e.is_async and not e.blocking:
+                    self.dispatcher.run_inline(c)  # finishes on the spot: no slot
+                    continue
+                if first[0]:
+                    first[0] = False  # the slot taken when the batch was admitted
+                else:
+                    await self.admission.acquire()  # in order, behind requests already waiting
+                t = loop.create_task(self._run_element(c))
+                t.add_done_callback(self._release)
+                elements.append(t)
+            if elements:
+                await asyncio.gather(*elements)
+        except asyncio.CancelledError:
+            for t in elements:
+                t.cancel()
+            raise
         return job.finish()
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
@@ -191,10 +242,7 @@ class JSONRPCHTTPApp:
                 return
 
     def close(self) -> None:
-        """Release the thread pool."""
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
+        """Kept for compatibility: handlers share the process's daemon pool, which outlives the app."""
 
 
 async def _wait_disconnect(receive: Receive) -> None:
@@ -202,4 +250,3 @@ async def _wait_disconnect(receive: Receive) -> None:
         msg = await receive()
         if msg["type"] == "http.disconnect":
             return
-

@@ -1,37 +1,85 @@
-"""Serving a dispatcher on stdin/stdout (newline-delimited JSON by default).
+"""stdio: the one transport on this process's stdin/stdout, and the servers that use it.
 
-- Nothing but protocol reaches stdout: on start the real stdout is moved to a private
-  file descriptor and fd 1 is pointed at stderr, so a stray ``print()`` (or a C library,
-  or a child process) writes to stderr instead of corrupting the stream.
-- Replies are written as whole lines as soon as each is ready.
-- stdin EOF: requests still running finish, their replies are flushed, and
-  :func:`serve_stdio` returns. SIGTERM/SIGINT (with :func:`run_stdio`): running requests
-  are cancelled and it returns promptly.
+:class:`StdioTransport` moves frames between two file descriptors and whoever consumes them:
+
+- a :class:`~sturdyrpc.peer.Peer` pulls messages with ``receive()`` and writes with ``send()``
+  (the plain two-way server, :func:`stdio_transport`, and the MCP server);
+- :func:`serve_stdio` has them pushed (:meth:`StdioTransport.deliver`) straight into a
+  :class:`~sturdyrpc.runner.Runner`, one frame at a time, and holds the rest back while the
+  runner is full (:meth:`StdioTransport.hold`).
+
+The framing (``"line"`` or ``"content-length"``) is chosen by argument and comes from
+:mod:`sturdyrpc.framing`, so frames are bounded (``Limits.max_message_bytes``). An optional
+early-answer hook replies to a frame on the reader's turn instead of delivering it (MCP's
+inline ``tools/call``).
+
+Guarantees:
+
+- Nothing but protocol reaches stdout: :func:`claim_stdout` moves the real stdout to a private
+  descriptor and points fd 1 at stderr, so a stray ``print()`` (or a C library, or a child
+  process) writes to stderr instead of corrupting the stream.
+- Backpressure both ways: reading pauses while frames wait (``max_buffered``), while the
+  consumer is held, and while stdout cannot take more; nothing is buffered without bound.
+- Replies written during one turn of the event loop leave in one ``write(2)``.
+- stdin EOF: every frame read before it is delivered (a last line without its newline too),
+  requests still running finish, and every reply is flushed before the server returns; no
+  deadline applies. SIGTERM/SIGINT (:func:`run_until_signalled`): running requests are
+  cancelled and the server returns promptly.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 import os
-import queue
 import signal
 import stat
 import sys
 import threading
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 from ..dispatch import Dispatcher
-from ..framing import ContentLengthFramer, LineFramer, encode_content_length
+from ..execute import shared_pool
+from ..framing import BadHeader, ContentLengthFramer, FrameTooLarge, LineFramer, encode_content_length
+from ..limits import DEFAULT_LIMITS
 from ..runner import Runner
 
-__all__ = ["serve_stdio", "run_stdio", "run_until_signalled", "hold_closed_stdout", "claim_stdout", "FdReader", "FdWriter"]
+__all__ = [
+    "Framing",
+    "Frame",
+    "StdioTransport",
+    "stdio_transport",
+    "serve_stdio",
+    "run_stdio",
+    "run_until_signalled",
+    "hold_closed_stdout",
+    "claim_stdout",
+    "make_framer",
+    "FdReader",
+    "FdWriter",
+]
 
 log = logging.getLogger("sturdyrpc")
 
 Framing = Literal["line", "content-length"]
+
+Frame = bytes | FrameTooLarge | BadHeader
+
+#: Replies to a long chunk of requests are written every this many frames (a power of two).
+_FLUSH_EVERY = int(os.environ.get("XFLUSH", "16"))
+_FLUSH_MASK = _FLUSH_EVERY - 1
+_FIRST = bool(os.environ.get("XFIRST"))
+
+
+def make_framer(framing: Framing, max_frame: int) -> LineFramer | ContentLengthFramer:
+    """The bounded framer of :mod:`sturdyrpc.framing` for ``framing``."""
+    if framing == "line":
+        return LineFramer(max_frame)
+    if framing == "content-length":
+        return ContentLengthFramer(max_frame)
+    raise ValueError(f"unknown framing {framing!r} (use 'line' or 'content-length')")
 
 
 def claim_stdout() -> int:
@@ -49,6 +97,20 @@ def claim_stdout() -> int:
     return proto
 
 
+def hold_closed_stdout() -> None:
+    """Started with fd 1 closed (``cmd >&-``): put /dev/null there before the event loop opens
+    its own descriptors, or fd 1 would be one of them and be claimed as "stdout". Served as a
+    client that closed stdout: requests run, replies go nowhere."""
+    try:
+        os.fstat(1)
+    except OSError:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        if fd != 1:
+            os.dup2(fd, 1)
+            os.close(fd)
+        log.warning("stdout is closed: replies will be discarded")
+
+
 def _pollable(fd: int) -> bool:
     """Whether the event loop can watch ``fd``: pipes, sockets and ttys (not files or /dev/null)."""
     try:
@@ -58,75 +120,11 @@ def _pollable(fd: int) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)
 
 
-class DaemonThreadPool(concurrent.futures.Executor):
-    """A bounded thread pool whose threads are daemons, for sync handlers.
-
-    The stdlib pool joins its threads at interpreter exit, so one handler stuck in
-    ``time.sleep`` or a slow call would hold the process open after SIGTERM. Daemon
-    threads let the process exit promptly; on EOF the server still waits for running
-    requests (see :func:`serve_stdio`).
-    """
-
-    def __init__(self, max_workers: int, name: str = "sturdyrpc") -> None:
-        self._max = max_workers
-        self._name = name
-        self._queue: queue.SimpleQueue[tuple[concurrent.futures.Future[Any], Callable[..., Any], tuple[Any, ...], dict[str, Any]] | None] = (
-            queue.SimpleQueue()
-        )
-        self._threads: list[threading.Thread] = []
-        self._idle = threading.Semaphore(0)
-        self._lock = threading.Lock()
-        self._shutdown = False
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
-        with self._lock:
-            if self._shutdown:
-                raise RuntimeError("cannot schedule new futures after shutdown")
-            future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-            self._queue.put((future, fn, args, kwargs))
-            if not self._idle.acquire(blocking=False) and len(self._threads) < self._max:
-                t = threading.Thread(target=self._work, name=f"{self._name}-{len(self._threads)}", daemon=True)
-                self._threads.append(t)
-                t.start()
-            return future
-
-    def _work(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            future, fn, args, kwargs = item
-            del item
-            if future.set_running_or_notify_cancel():
-                try:
-                    result = fn(*args, **kwargs)
-                except BaseException as exc:  # handed to the awaiting task, like the stdlib pool
-                    future.set_exception(exc)
-                else:
-                    future.set_result(result)
-            del future, fn, args, kwargs
-            self._idle.release()
-
-    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        with self._lock:
-            self._shutdown = True
-            if cancel_futures:
-                while True:
-                    try:
-                        item = self._queue.get_nowait()
-                    except queue.Empty:
-                        break
-                    if item is not None:
-                        item[0].cancel()
-            for _ in self._threads:
-                self._queue.put(None)
-        if wait:
-            for t in self._threads:
-                t.join()
+# ------------------------------------------------------------------ raw fd I/O
 
 
 class _ReadProtocol(asyncio.Protocol):
-    def __init__(self, on_data: Any, on_eof: Any) -> None:
+    def __init__(self, on_data: Callable[[bytes], None], on_eof: Callable[[], None]) -> None:
         self.on_data = on_data
         self.on_eof = on_eof
 
@@ -142,18 +140,23 @@ class _ReadProtocol(asyncio.Protocol):
 
 
 class FdReader:
-    """Reads a file descriptor on the loop (pipes, sockets, ttys) or, for regular files, in a thread."""
+    """Reads a file descriptor on the loop (pipes, sockets, ttys) or, for regular files, in a thread.
 
-    def __init__(self, fd: int, on_data: Any, on_eof: Any) -> None:
+    ``on_data(bytes)`` gets each chunk as it is read; ``on_eof()`` is called at the end (maybe
+    more than once).
+    """
+
+    def __init__(self, fd: int, on_data: Callable[[bytes], None], on_eof: Callable[[], None]) -> None:
         self.fd = fd
         self.on_data = on_data
         self.on_eof = on_eof
         self._transport: asyncio.ReadTransport | None = None
-        self._paused = threading.Event()
-        self._paused.set()  # set = running
+        self._running = threading.Event()  # the reading thread waits while it is clear
+        self._running.set()
         self._thread: threading.Thread | None = None
 
     async def start(self) -> None:
+        """Start reading."""
         loop = asyncio.get_running_loop()
         file = os.fdopen(self.fd, "rb", buffering=0, closefd=False)
         try:
@@ -169,7 +172,7 @@ class FdReader:
     def _read_thread(self, loop: asyncio.AbstractEventLoop) -> None:
         try:
             while True:
-                self._paused.wait()
+                self._running.wait()
                 data = os.read(self.fd, 65536)
                 if not data:
                     break
@@ -183,16 +186,17 @@ class FdReader:
                 pass
 
     def pause(self) -> None:
+        """Stop reading until :meth:`resume` (the writer on the other side is held by the pipe)."""
         if self._transport is not None:
             self._transport.pause_reading()
         else:
-            self._paused.clear()
+            self._running.clear()
 
     def resume(self) -> None:
         if self._transport is not None:
             self._transport.resume_reading()
         else:
-            self._paused.set()
+            self._running.set()
 
     def close(self) -> None:
         if self._transport is not None:
@@ -210,28 +214,34 @@ class _WriteProtocol(asyncio.Protocol):
         self.owner._set_paused(False)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.owner.broken = True
-        self.owner._set_paused(False)
+        self.owner._lost()
 
 
 class FdWriter:
-    """Writes to a file descriptor through the loop when it can, else with plain blocking writes."""
+    """Writes to a file descriptor through the loop when it can, else with plain blocking writes.
 
-    def __init__(self, fd: int, on_pause: Any = None) -> None:
+    Writes made during one turn of the event loop are joined and leave in one system call at
+    its end (typically the replies to all the requests of one read chunk). ``on_pause(True)``
+    is called when the pipe's buffer is above its high-water mark, ``on_pause(False)`` when it
+    drained (or broke).
+    """
+
+    def __init__(self, fd: int, on_pause: Callable[[bool], None] | None = None) -> None:
         self.fd = fd
         self.on_pause = on_pause
+        #: True once the other side stopped reading (or this writer was closed): writes are dropped.
         self.broken = False
         self._transport: asyncio.WriteTransport | None = None
-        self._paused = False
-        self._drained: asyncio.Event | None = None
-        # Writes made during one turn of the event loop are joined and leave in one system
-        # call at its end (replies to all the requests of one read chunk, typically).
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending: list[bytes] = []
+        self._scheduled = False  # a flush at the end of this loop turn is on its way
+        self._done: asyncio.Event | None = None  # set once everything written has left, after close()
 
     async def start(self) -> None:
+        """Attach to the running loop (until then, and for regular files, writes block)."""
         loop = asyncio.get_running_loop()
         self._loop = loop
+        self._done = asyncio.Event()
         file = os.fdopen(self.fd, "wb", buffering=0, closefd=False)
         try:
             self._transport, _ = await loop.connect_write_pipe(lambda: _WriteProtocol(self), file)
@@ -239,36 +249,43 @@ class FdWriter:
             self._transport = None
 
     def _set_paused(self, paused: bool) -> None:
-        self._paused = paused
         if self.on_pause is not None:
             self.on_pause(paused)
-        if not paused and self._drained is not None:
-            self._drained.set()
+
+    def _lost(self) -> None:
+        self.broken = True
+        if self._done is not None:
+            self._done.set()
+        self._set_paused(False)
 
     def write(self, data: bytes) -> None:
-        """Queue ``data``; it is written, in order, at the end of this turn of the event loop."""
-        if self.broken:
-            return
-        pending = self._pending
-        if pending:
-            pending.append(data)
-            return
-        if self._loop is not None:
-            pending.append(data)
-            self._loop.call_soon(self._flush_pending)
-            return
-        self._write_now(data)
+        """Queue ``data``; it is written, in order, at the end of this turn of the event loop
+        (or at an earlier :meth:`flush_now`)."""
+        self._pending.append(data)
+        if not self._scheduled:
+            self._schedule()
 
     def write_line(self, payload: bytes) -> None:
         """:meth:`write` ``payload`` and a newline (without copying ``payload``)."""
         pending = self._pending
-        if pending and not self.broken:
-            pending.append(payload)
-            pending.append(b"\n")
-            return
-        self.write(payload + b"\n")
+        pending.append(payload)
+        pending.append(b"\n")
+        if not self._scheduled:
+            self._schedule()
 
-    def _flush_pending(self) -> None:
+    def _schedule(self) -> None:
+        if self._loop is None:
+            self.flush_now()  # not started: nothing joins writes yet
+            return
+        self._scheduled = True
+        self._loop.call_soon(self._end_of_turn)
+
+    def _end_of_turn(self) -> None:
+        self._scheduled = False
+        self.flush_now()
+
+    def flush_now(self) -> None:
+        """Hand what was written so far to the system now (one ``write(2)`` for all of it)."""
         pending = self._pending
         if not pending:
             return
@@ -279,11 +296,12 @@ class FdWriter:
     def _write_now(self, data: bytes) -> None:
         if self.broken:
             return
-        if self._transport is not None:
-            if self._transport.is_closing():
+        t = self._transport
+        if t is not None:
+            if t.is_closing():
                 self.broken = True
                 return
-            self._transport.write(data)
+            t.write(data)
             return
         try:
             view = memoryview(data)
@@ -293,20 +311,325 @@ class FdWriter:
         except OSError:
             self.broken = True
 
-    async def flush(self, timeout: float = 10.0) -> None:
-        """Wait until everything written has left the process (or the pipe broke)."""
-        self._flush_pending()
-        t = self._transport
-        if t is None:
-            return
-        deadline = asyncio.get_running_loop().time() + timeout
-        while not self.broken and t.get_write_buffer_size() > 0 and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(0.005)
-
     def close(self) -> None:
-        self._flush_pending()
-        if self._transport is not None:
-            self._transport.close()
+        """Stop taking writes; what was written still leaves (see :meth:`wait_closed`)."""
+        self.flush_now()
+        t = self._transport
+        if t is not None:
+            if not t.is_closing():
+                t.close()  # asyncio keeps writing its buffer, then reports connection_lost
+        elif self._done is not None:
+            self._done.set()
+        self.broken = True
+
+    async def wait_closed(self) -> None:
+        """After :meth:`close`: wait until everything written has left the process (or the
+        other side stopped reading). No deadline: a reader that is slow holds us back."""
+        if self._done is not None:
+            await self._done.wait()
+
+
+# ------------------------------------------------------------------ the transport
+
+
+class StdioTransport:
+    """The server side of stdio: frames from ``stdin_fd``, messages to ``stdout_fd``.
+
+    As a :class:`~sturdyrpc.peer.MessageTransport` (``receive``/``receive_nowait``,
+    ``send``/``send_nowait``, ``close``) it serves a :class:`~sturdyrpc.peer.Peer`; in push mode
+    (:meth:`deliver`) each frame is handed to a callback as soon as it is read.
+
+    ``early_answer(frame) -> reply | None`` (optional, may be set after construction): for each
+    complete frame, while no earlier frame is still waiting, a reply it returns is written at
+    once and the frame is not delivered; None delivers the frame as usual.
+    """
+
+    def __init__(
+        self,
+        stdin_fd: int = 0,
+        stdout_fd: int = 1,
+        *,
+        framing: Framing = "line",
+        max_frame: int = DEFAULT_LIMITS.max_message_bytes,
+        max_buffered: int = 64,
+        early_answer: Callable[[bytes], bytes | None] | None = None,
+    ) -> None:
+        self.framing = framing
+        self.early_answer = early_answer
+        self._framer = make_framer(framing, max_frame)
+        self._frames: deque[Frame] = deque()
+        self._max_buffered = max_buffered
+        self._consumer: Callable[[Frame], None] | None = None
+        self._held = False
+        self._pump_scheduled = False
+        self._eof = False
+        self._closed = False
+        self._read_paused = False
+        self._write_paused = False
+        self._waiter: asyncio.Future[None] | None = None
+        self._write_ok = asyncio.Event()
+        self._write_ok.set()
+        self._input_done = asyncio.Event()
+        self._reader = FdReader(stdin_fd, self._on_data, self._on_eof)
+        self._writer = FdWriter(stdout_fd, on_pause=self._on_write_pause)
+        w = self._writer
+        #: ``write(payload)``: queue one message (framed) for this turn's write without waiting.
+        self.write: Callable[[bytes], None] = w.write_line if framing == "line" else (lambda payload: w.write(encode_content_length(payload)))
+
+    async def start(self) -> None:
+        """Start reading stdin and writing stdout (on the running loop)."""
+        await self._writer.start()
+        await self._reader.start()
+
+    # ------------------------------------------------------------ input
+
+    def deliver(self, on_frame: Callable[[Frame], None]) -> None:
+        """Push mode: hand every frame, in order, to ``on_frame`` as soon as it is read (or
+        released by :meth:`hold`), instead of waiting for :meth:`receive`."""
+        self._consumer = on_frame
+        self._schedule_pump()
+
+    def hold(self, on: bool) -> None:
+        """Push mode: while held, frames are not delivered; they wait in order (and reading
+        pauses). Released, they are delivered again from the oldest. A runner's ``on_pressure``."""
+        self._held = on
+        if on:
+            self._update_reading()
+        else:
+            self._schedule_pump()
+
+    @property
+    def input_done(self) -> bool:
+        """Whether stdin has ended and every frame read before the end was delivered."""
+        return self._input_done.is_set()
+
+    async def wait_input_done(self) -> None:
+        """Wait until stdin has ended and every frame read before the end was delivered."""
+        await self._input_done.wait()
+
+    def _on_data(self, data: bytes) -> None:
+        frames = self._framer.feed(data)
+        if frames:
+            self._take(frames)
+            self._writer.flush_now()
+
+    def _take(self, frames: list[Frame]) -> None:
+        queued = self._frames
+        if not queued:
+            early = self.early_answer
+            consumer = self._consumer
+            if early is not None or consumer is not None:
+                i = self._hand_over(frames, early, consumer)
+                if i == len(frames):
+                    return
+                frames = frames[i:]
+        queued.extend(frames)
+        self._update_reading()
+        self._wake()
+
+    def _hand_over(self, frames: list[Frame], early: Callable[[bytes], bytes | None] | None, consumer: Callable[[Frame], None] | None) -> int:
+        """Answer or deliver ``frames`` from the first; the index of the first one left waiting."""
+        i = 0
+        if early is not None:
+            i = self._answer_early(frames, early)
+        if consumer is None:
+            return i
+        flush = self._writer.flush_now
+        n = len(frames)
+        while i < n:
+            if self._held or self._write_paused:
+                return i
+            try:
+                consumer(frames[i])
+            except Exception:  # a bug of ours must not stop the server
+                log.exception("internal error while handling a frame")
+            i += 1
+            if (i == _FLUSH_EVERY) if _FIRST else (not i & _FLUSH_MASK):
+                # Replies leave in small groups while the rest of a long chunk is served: the
+                # client reads them (and writes its next requests) meanwhile, not after us.
+                flush()
+        return i
+
+    def _answer_early(self, frames: list[Frame], early: Callable[[bytes], bytes | None]) -> int:
+        """Answer frames with the hook from the first; the index of the first it did not answer."""
+        write = self.write
+        flush = self._writer.flush_now
+        i = 0
+        for frame in frames:
+            if type(frame) is not bytes:
+                return i
+            try:
+                reply = early(frame)
+            except Exception:  # a bug of ours: the frame is delivered as usual instead
+                log.exception("internal error in the early-answer hook")
+                return i
+            if reply is None:
+                return i
+            write(reply)
+            i += 1
+            if (i == _FLUSH_EVERY) if _FIRST else (not i & _FLUSH_MASK):
+                flush()
+        return i
+
+    def _schedule_pump(self) -> None:
+        if self._consumer is not None and not self._pump_scheduled:
+            self._pump_scheduled = True
+            asyncio.get_running_loop().call_soon(self._pump)
+
+    def _pump(self) -> None:
+        self._pump_scheduled = False
+        queued = self._frames
+        consumer = self._consumer
+        if consumer is None:
+            return
+        while queued and not (self._held or self._write_paused):
+            frame = queued.popleft()
+            try:
+                consumer(frame)
+            except Exception:
+                log.exception("internal error while handling a frame")
+        self._writer.flush_now()
+        self._update_reading()
+        if self._eof and not queued:
+            self._input_done.set()
+
+    def _update_reading(self) -> None:
+        n = len(self._frames)
+        stop = self._write_paused or n >= self._max_buffered or (self._held and self._consumer is not None)
+        if stop:
+            if not self._read_paused:
+                self._read_paused = True
+                self._reader.pause()
+        elif self._read_paused and n <= self._max_buffered // 2 and not self._eof:
+            self._read_paused = False
+            self._reader.resume()
+
+    def _wake(self) -> None:
+        w = self._waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    def _on_eof(self) -> None:
+        if self._eof:
+            return
+        self._eof = True
+        if self.framing == "line":
+            frames = self._framer.feed(b"\n")  # a last line without its newline is still a message
+            if frames:
+                self._take(frames)
+                self._writer.flush_now()
+        if not self._frames:
+            self._input_done.set()
+        self._wake()
+
+    async def receive(self) -> Frame | None:
+        """The next frame, or None once stdin has ended and every frame was received."""
+        frames = self._frames
+        while not frames:
+            if self._eof or self._closed:
+                self._input_done.set()
+                return None
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        frame = frames.popleft()
+        if self._read_paused:
+            self._update_reading()
+        return frame
+
+    def receive_nowait(self) -> Frame | None:
+        """A frame already read, or None when none waits now (the end of the stream is
+        reported by :meth:`receive`)."""
+        frames = self._frames
+        if not frames:
+            return None
+        frame = frames.popleft()
+        if self._read_paused:
+            self._update_reading()
+        return frame
+
+    # ------------------------------------------------------------ output
+
+    def _on_write_pause(self, paused: bool) -> None:
+        self._write_paused = paused
+        if paused:
+            self._write_ok.clear()
+        else:
+            self._write_ok.set()
+            self._schedule_pump()
+        self._update_reading()
+
+    async def send(self, data: bytes) -> None:
+        """Write one message; waits while stdout cannot take more. ``BrokenPipeError`` once
+        stdout is closed (by us or by the other side)."""
+        w = self._writer
+        if self._closed or w.broken:
+            raise BrokenPipeError("stdout is closed")
+        self.write(data)
+        if not self._write_ok.is_set():
+            await self._write_ok.wait()
+        if w.broken and not self._closed:
+            raise BrokenPipeError("stdout is closed")
+
+    def send_nowait(self, data: bytes) -> bool:
+        """Queue one message for this turn's write if stdout takes more now; False (nothing
+        written) when it is paused (flow control) or broken: then use :meth:`send`."""
+        if self._write_paused or self._closed or self._writer.broken:
+            return False
+        self.write(data)
+        return True
+
+    # ------------------------------------------------------------ closing
+
+    def close_nowait(self) -> None:
+        """Stop reading and writing at once; what was already written still leaves while the
+        loop runs (see :meth:`wait_closed`). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._reader.close()
+        self._writer.close()
+        self._write_ok.set()
+        self._wake()
+
+    async def close(self) -> None:
+        """Stop reading, and wait until everything written has left (or stdout broke)."""
+        self.close_nowait()
+        await self._writer.wait_closed()
+
+    async def wait_closed(self) -> None:
+        """After closing: wait, without a deadline, until every reply has left the process."""
+        await self._writer.wait_closed()
+
+
+async def stdio_transport(
+    framing: Framing = "line",
+    *,
+    stdin_fd: int = 0,
+    stdout_fd: int | None = None,
+    protect_stdout: bool = True,
+    max_frame: int = DEFAULT_LIMITS.max_message_bytes,
+    early_answer: Callable[[bytes], bytes | None] | None = None,
+) -> StdioTransport:
+    """A started :class:`StdioTransport` on this process's stdin/stdout, for servers.
+
+    With ``protect_stdout`` (default) the real stdout is claimed for the protocol and fd 1
+    (and ``sys.stdout``) is pointed at stderr, so stray ``print()`` calls cannot corrupt the
+    stream. Typical use::
+
+        async with Peer(await stdio_transport(), dispatcher) as peer:
+            await peer.wait_closed()   # until the client closes stdin
+    """
+    if stdout_fd is None:
+        stdout_fd = claim_stdout() if protect_stdout else 1
+    t = StdioTransport(stdin_fd, stdout_fd, framing=framing, max_frame=max_frame, early_answer=early_answer)
+    await t.start()
+    return t
+
+
+# ------------------------------------------------------------------ the plain server
 
 
 async def serve_stdio(
@@ -321,70 +644,28 @@ async def serve_stdio(
     """Serve ``dispatcher`` on stdin/stdout until stdin ends.
 
     ``stdout_fd`` defaults to the real stdout, claimed with :func:`claim_stdout` when
-    ``protect_stdout`` is true. On EOF, running requests finish (within
-    ``drain_timeout`` seconds, unbounded by default) and their replies are flushed.
+    ``protect_stdout`` is true. Frames are fed to the runner one at a time; at
+    ``Limits.max_in_flight`` running requests the rest wait (in order) and stdin is not read
+    until a request finishes. On EOF, every frame read is served, running requests finish
+    (within ``drain_timeout`` seconds, unbounded by default) and their replies are flushed.
     """
     if stdout_fd is None:
         stdout_fd = claim_stdout() if protect_stdout else 1
     limits = dispatcher.limits
-    framer = LineFramer(limits.max_message_bytes) if framing == "line" else ContentLengthFramer(limits.max_message_bytes)
-    eof = asyncio.Event()
-    pressure = {"runner": False, "writer": False}
-    reader: FdReader
-
-    def set_pressure(source: str, on: bool) -> None:
-        was = any(pressure.values())
-        pressure[source] = on
-        now = any(pressure.values())
-        if now and not was:
-            reader.pause()
-        elif was and not now:
-            reader.resume()
-
-    writer = FdWriter(stdout_fd, on_pause=lambda p: set_pressure("writer", p))
-    send: Callable[[bytes], None]
-    if framing == "line":
-        send = writer.write_line
-    else:
-
-        def send(payload: bytes) -> None:
-            writer.write(encode_content_length(payload))
-
-    pool = DaemonThreadPool(limits.max_threads)
-    runner = Runner(dispatcher, send, executor=pool, on_pressure=lambda p: set_pressure("runner", p))
-    feed = runner.feed
-    framer_feed = framer.feed
-
-    def on_data(data: bytes) -> None:
-        for frame in framer_feed(data):
-            try:
-                feed(frame)
-            except Exception:  # a bug of ours must not stop the server
-                log.exception("internal error while handling a frame")
-
-    def on_eof() -> None:
-        if eof.is_set():
-            return
-        if framing == "line":
-            on_data(b"\n")  # a last line without its newline is still a message
-        eof.set()
-
-    reader = FdReader(stdin_fd, on_data, on_eof)
-    await writer.start()
-    await reader.start()
+    transport = StdioTransport(stdin_fd, stdout_fd, framing=framing, max_frame=limits.max_message_bytes)
+    runner = Runner(dispatcher, transport.write, executor=shared_pool(limits.max_threads), on_pressure=transport.hold)
+    transport.deliver(runner.feed)
+    await transport.start()
     try:
-        await eof.wait()
-        reader.close()
+        await transport.wait_input_done()
         await runner.drain(drain_timeout)
-        await writer.flush()
     except asyncio.CancelledError:
         runner.cancel_all()
-        reader.close()
-        raise
-    finally:
         runner.close()
-        pool.shutdown(wait=False, cancel_futures=True)
-        writer.close()
+        transport.close_nowait()
+        raise
+    runner.close()
+    await transport.close()
 
 
 def run_until_signalled(serve: Callable[[], Awaitable[None]]) -> None:
@@ -420,17 +701,3 @@ def run_stdio(dispatcher: Dispatcher, **kwargs: Any) -> int:
         hold_closed_stdout()
     run_until_signalled(lambda: serve_stdio(dispatcher, **kwargs))
     return 0
-
-
-def hold_closed_stdout() -> None:
-    """Started with fd 1 closed (``cmd >&-``): put /dev/null there before the event loop opens
-    its own descriptors, or fd 1 would be one of them and be claimed as "stdout". Served as a
-    client that closed stdout: requests run, replies go nowhere."""
-    try:
-        os.fstat(1)
-    except OSError:
-        fd = os.open(os.devnull, os.O_WRONLY)
-        if fd != 1:
-            os.dup2(fd, 1)
-            os.close(fd)
-        log.warning("stdout is closed: replies will be discarded")

@@ -1,0 +1,161 @@
+"""The context of one MCP request, as tool, resource and prompt functions see it.
+
+A parameter annotated :class:`MCPContext` receives it: the request's id, ``_meta`` and
+negotiated version, progress and log notifications, and asking the client for something
+(sampling, elicitation, roots). In the handshake era that is a request to the client; on
+2026-07-28 it is an ``input_required`` result (:class:`InputRequired`) that the client
+answers by repeating the request with ``inputResponses``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..dispatch import Context
+from .content import ToolError
+from .profile import MissingRequiredClientCapability
+from .session_state import SessionState
+from .versions import LATEST, META_CLIENT_CAPABILITIES, META_LOG_LEVEL, META_PROTOCOL_VERSION, RULES
+
+__all__ = ["MCPContext", "InputRequired", "LOG_LEVELS", "LEVEL_RANK"]
+
+#: Log levels of ``logging/setLevel`` and ``notifications/message``, least severe first.
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+LEVEL_RANK = {name: i for i, name in enumerate(LOG_LEVELS)}
+
+
+class InputRequired(Exception):
+    """Raised inside a handler on 2026-07-28 when the client must supply input (MRTR)."""
+
+    def __init__(self, requests: dict[str, Any]) -> None:
+        super().__init__("input required")
+        self.requests = requests
+
+
+class MCPContext:
+    """What a tool, resource or prompt function can do for the request it serves.
+
+    Declare a parameter annotated ``MCPContext`` to receive it.
+    """
+
+    def __init__(self, session: SessionState, ctx: Context) -> None:
+        self.session = session
+        self._ctx = ctx
+        #: Set once the request is answered: nothing is sent for it afterwards.
+        self.done = False
+        self._asked = 0
+
+    @property
+    def request_id(self) -> Any:
+        return self._ctx.id
+
+    @property
+    def method(self) -> str:
+        return self._ctx.method
+
+    @property
+    def params(self) -> dict[str, Any]:
+        p = self._ctx.params
+        return p if type(p) is dict else {}
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return self._ctx.meta
+
+    @property
+    def version(self) -> str:
+        """The protocol version this request is served under."""
+        v = self.meta.get(META_PROTOCOL_VERSION)
+        if self.session.profile.era == "modern" and isinstance(v, str) and v in RULES:
+            return v
+        return self.session.profile.version or LATEST
+
+    @property
+    def modern(self) -> bool:
+        return RULES[self.version].stateless
+
+    @property
+    def client_capabilities(self) -> dict[str, Any]:
+        if self.modern:
+            caps = self.meta.get(META_CLIENT_CAPABILITIES)
+            return caps if type(caps) is dict else {}
+        return self.session.profile.client_capabilities
+
+    @property
+    def progress_token(self) -> str | int | None:
+        return self.session.profile.read_progress_token(self._ctx.params)
+
+    @property
+    def cancelled(self) -> bool:
+        return bool(getattr(self._ctx, "cancelled", False))
+
+    async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        """Send ``notifications/progress`` if the caller asked for progress (no-op otherwise).
+
+        ``progress`` must increase with every call; nothing is sent after the reply.
+        """
+        if self.done:
+            return
+        await self._ctx.report_progress(progress, total, message)
+
+    async def log(self, level: str, data: Any, logger: str | None = None) -> None:
+        """Send ``notifications/message`` when the client asked for this level (or a lower one)."""
+        if level not in LEVEL_RANK:
+            raise ValueError(f"unknown log level {level!r}")
+        if self.done:
+            return
+        wanted = self.meta.get(META_LOG_LEVEL) if self.modern else self.session.log_level
+        if not isinstance(wanted, str) or wanted not in LEVEL_RANK or LEVEL_RANK[level] < LEVEL_RANK[wanted]:
+            return
+        params: dict[str, Any] = {"level": level, "data": data}
+        if logger is not None:
+            params["logger"] = logger
+        notify = getattr(self._ctx, "notify", None)
+        if notify is not None:
+            await notify("notifications/message", params)
+
+    async def debug(self, data: Any) -> None:
+        await self.log("debug", data)
+
+    async def info(self, data: Any) -> None:
+        await self.log("info", data)
+
+    async def warning(self, data: Any) -> None:
+        await self.log("warning", data)
+
+    async def error(self, data: Any) -> None:
+        await self.log("error", data)
+
+    async def _ask(self, method: str, params: dict[str, Any], capability: str, timeout: float | None) -> Any:
+        self._asked += 1
+        key = f"{method.split('/')[0]}-{self._asked}"
+        if capability not in self.client_capabilities:
+            if self.modern:
+                raise MissingRequiredClientCapability({capability: {}}, f"This request needs the client's {capability} capability")
+            raise ToolError(f"The client does not support {capability}")
+        if self.modern:
+            responses = self.params.get("inputResponses")
+            if type(responses) is dict and key in responses:
+                return responses[key]
+            raise InputRequired({key: {"method": method, "params": params}})
+        return await self._ctx.request(method, params, timeout=timeout)  # type: ignore[attr-defined]
+
+    async def sample(self, messages: list[dict[str, Any]], max_tokens: int, *, timeout: float | None = 120.0, **extra: Any) -> dict[str, Any]:
+        """Ask the client's LLM (``sampling/createMessage``); returns the client's result."""
+        params = {"messages": messages, "maxTokens": max_tokens, **extra}
+        result: dict[str, Any] = await self._ask("sampling/createMessage", params, "sampling", timeout)
+        return result
+
+    async def elicit(self, message: str, requested_schema: dict[str, Any], *, timeout: float | None = 600.0) -> dict[str, Any]:
+        """Ask the user for input (``elicitation/create``); returns ``{action, content?}``."""
+        if not RULES[self.version].elicitation:
+            raise ToolError("Elicitation is not available in this protocol version")
+        result: dict[str, Any] = await self._ask(
+            "elicitation/create", {"message": message, "requestedSchema": requested_schema}, "elicitation", timeout
+        )
+        return result
+
+    async def list_roots(self, *, timeout: float | None = 60.0) -> dict[str, Any]:
+        """The client's roots (``roots/list``)."""
+        result: dict[str, Any] = await self._ask("roots/list", {}, "roots", timeout)
+        return result

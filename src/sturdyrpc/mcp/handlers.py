@@ -1,0 +1,300 @@
+"""The MCP protocol methods of a server: lifecycle, lists, resources, prompts, completion,
+logging, ``subscriptions/listen`` and the client's notifications.
+
+Each method is a handler on the server's dispatcher. Handlers that never wait are sync and
+registered non-blocking, so the runner runs them inline; those that run user code (resources,
+prompts, completion) are async and run it through :mod:`sturdyrpc.execute`. ``tools/call``
+lives in :mod:`.tools_call`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from msgspec import Raw
+
+from ..dispatch import Context, Dispatcher, MethodEntry
+from ..errors import InvalidParams, InvalidRequest, MethodNotFound, RPCError
+from ..execute import execute, shared_pool
+from .content import ToolError
+from .context import LEVEL_RANK, InputRequired, MCPContext
+from .listen import agree
+from .registry import HandlerFunction, Prompt, find_resource
+from .session_state import SessionState, current_session
+
+if TYPE_CHECKING:
+    from .server import MCPServer
+
+__all__ = ["ProtocolHandlers"]
+
+
+async def _await(aw: Any) -> Any:
+    return await aw
+
+
+class ProtocolHandlers:
+    """The protocol methods of ``server`` (registered on its dispatcher by :meth:`register`)."""
+
+    def __init__(self, server: MCPServer) -> None:
+        self.server = server
+
+    def register(self, d: Dispatcher) -> MethodEntry:
+        """Register every method on ``d``; returns the async ``tools/call`` entry (for tools that
+        do not run inline; the sync one is registered under the name)."""
+
+        def add(fn: Callable[..., Any], name: str) -> MethodEntry:
+            # Handlers that never wait are sync and non-blocking: the runner runs them inline.
+            return d.add_method(fn, name, blocking=False)
+
+        add(self.initialize, "initialize")
+        add(self.ping, "ping")
+        add(self.discover, "server/discover")
+        add(self.tools_list, "tools/list")
+        add(self.tools_call_inline, "tools/call")
+        add(self.resources_list, "resources/list")
+        add(self.templates_list, "resources/templates/list")
+        add(self.resources_read, "resources/read")
+        add(self.subscribe, "resources/subscribe")
+        add(self.unsubscribe, "resources/unsubscribe")
+        add(self.prompts_list, "prompts/list")
+        add(self.prompts_get, "prompts/get")
+        add(self.complete, "completion/complete")
+        add(self.set_level, "logging/setLevel")
+        add(self.listen, "subscriptions/listen")
+        add(self.on_initialized, "notifications/initialized")
+        add(self.on_cancelled, "notifications/cancelled")
+        add(self.on_roots_changed, "notifications/roots/list_changed")
+        return MethodEntry("tools/call", self.tools_call, None)
+
+    # ------------------------------------------------------------------ helpers
+
+    @staticmethod
+    def current() -> SessionState:
+        """The session of the message being handled (inline handlers run in the reader's context)."""
+        s = current_session()
+        if s is None:
+            raise InvalidRequest("Invalid Request", {"reason": "no MCP session for this request"})
+        return s
+
+    @staticmethod
+    def _no_cursor(params: dict[str, Any]) -> None:
+        if "cursor" in params and params["cursor"] is not None:
+            raise InvalidParams("Invalid params: unknown cursor", {"param": "cursor"})
+
+    async def _run(self, fn: HandlerFunction, arguments: Any, mctx: MCPContext) -> Any:
+        """Run a resource or prompt function; its exceptions propagate (the caller's policy)."""
+        args, kwargs = fn.bind(arguments)
+        try:
+            ok, value = await fn.run(args, kwargs, mctx, shared_pool(self.server.dispatcher.limits.max_threads))
+        finally:
+            mctx.done = True
+        if not ok:
+            raise value  # the dispatcher's policy: an RPCError as is, anything else -32603 + incident
+        return value
+
+    # ------------------------------------------------------------------ lifecycle, discovery
+
+    def initialize(self, **params: Any) -> dict[str, Any]:
+        server = self.server
+        rules = self.current().rules
+        result: dict[str, Any] = {
+            "protocolVersion": rules.version,
+            "capabilities": server.capabilities(rules),
+            "serverInfo": server.server_info(rules),
+        }
+        if server.instructions:
+            result["instructions"] = server.instructions
+        return result
+
+    def ping(self, **params: Any) -> dict[str, Any]:
+        return {}
+
+    def discover(self, **params: Any) -> dict[str, Any]:
+        server = self.server
+        rules = self.current().rules_of(params)
+        result: dict[str, Any] = {
+            "supportedVersions": list(reversed(server.supported_versions)),
+            "capabilities": server.capabilities(rules),
+        }
+        if server.instructions:
+            result["instructions"] = server.instructions
+        return server.finish(rules, result, True)
+
+    # ------------------------------------------------------------------ tools
+
+    def tools_list(self, **params: Any) -> dict[str, Any]:
+        rules = self.current().rules_of(params)
+        self._no_cursor(params)
+        return self.server.finish(rules, {"tools": [t.describe(rules) for t in self.server.tools.values()]}, True)
+
+    def tools_call_inline(self, **params: Any) -> Any:
+        """``tools/call`` of a tool that runs inline (sync, non-blocking, no context)."""
+        result = self.server.tools_call.run_inline(self.current(), params)
+        return Raw(result) if type(result) is bytes else result  # rendered: embedded as it is
+
+    async def tools_call(self, ctx: Context, **params: Any) -> Any:
+        """``tools/call`` of any tool, in a task of its own."""
+        return await self.server.tools_call.run(self.server.session_for(ctx), ctx, params)
+
+    # ------------------------------------------------------------------ resources
+
+    def resources_list(self, **params: Any) -> dict[str, Any]:
+        rules = self.current().rules_of(params)
+        self._no_cursor(params)
+        return self.server.finish(rules, {"resources": [r.describe(rules) for r in self.server.resources.values()]}, True)
+
+    def templates_list(self, **params: Any) -> dict[str, Any]:
+        rules = self.current().rules_of(params)
+        self._no_cursor(params)
+        return self.server.finish(rules, {"resourceTemplates": [r.describe(rules) for r in self.server.templates.values()]}, True)
+
+    async def resources_read(self, ctx: Context, **params: Any) -> dict[str, Any]:
+        server = self.server
+        session = server.session_for(ctx)
+        rules = session.rules_for(ctx.meta)
+        uri = params.get("uri")
+        if type(uri) is not str:
+            raise InvalidParams("Invalid params: 'uri' must be a string", {"param": "uri"})
+        found = find_resource(server.resources, server.templates, uri)
+        if found is None:
+            raise RPCError("Resource not found", {"uri": uri}, code=rules.resource_not_found)
+        res, variables = found
+        server.request_state.check(params, "resources/read", uri)
+        try:
+            value = await self._run(res, variables, MCPContext(session, ctx))
+        except InputRequired as need:
+            return server.input_required(rules, need, "resources/read", uri)
+        except ToolError as exc:
+            raise InvalidParams(exc.message) from None
+        return server.finish(rules, {"contents": res.contents(uri, value)}, True)
+
+    def subscribe(self, **params: Any) -> dict[str, Any]:
+        session, uri = self._subscription_target(params)
+        session.subscriptions.add(uri)
+        return {}
+
+    def unsubscribe(self, **params: Any) -> dict[str, Any]:
+        session, uri = self._subscription_target(params)
+        session.subscriptions.discard(uri)
+        return {}
+
+    def _subscription_target(self, params: dict[str, Any]) -> tuple[SessionState, str]:
+        """The session and URI of a resources/(un)subscribe request, after the version's checks."""
+        session = self.current()
+        if session.rules_of(params).stateless:
+            raise MethodNotFound("Method not found")  # 2026-07-28: subscriptions/listen instead
+        uri = params.get("uri")
+        if type(uri) is not str:
+            raise InvalidParams("Invalid params: 'uri' must be a string", {"param": "uri"})
+        return session, uri
+
+    # ------------------------------------------------------------------ prompts
+
+    def prompts_list(self, **params: Any) -> dict[str, Any]:
+        rules = self.current().rules_of(params)
+        self._no_cursor(params)
+        return self.server.finish(rules, {"prompts": [p.describe(rules) for p in self.server.prompts.values()]}, True)
+
+    async def prompts_get(self, ctx: Context, **params: Any) -> dict[str, Any]:
+        server = self.server
+        session = server.session_for(ctx)
+        rules = session.rules_for(ctx.meta)
+        name = params.get("name")
+        if type(name) is not str:
+            raise InvalidParams("Invalid params: 'name' must be a string", {"param": "name"})
+        prompt = server.prompts.get(name)
+        if prompt is None:
+            raise InvalidParams(f"Unknown prompt: {name}", {"prompt": name})
+        arguments = params.get("arguments") or {}
+        if type(arguments) is not dict:
+            raise InvalidParams("Invalid params: 'arguments' must be an object", {"param": "arguments"})
+        server.request_state.check(params, "prompts/get", name)
+        try:
+            value = await self._run(prompt, arguments, MCPContext(session, ctx))
+        except InputRequired as need:
+            return server.input_required(rules, need, "prompts/get", name)
+        except ToolError as exc:
+            raise InvalidParams(exc.message) from None
+        return server.finish(rules, Prompt.result(value, prompt.description))
+
+    # ------------------------------------------------------------------ completion, logging
+
+    async def complete(self, ctx: Context, **params: Any) -> dict[str, Any]:
+        server = self.server
+        rules = server.session_for(ctx).rules_for(ctx.meta)
+        ref = params.get("ref")
+        argument = params.get("argument")
+        if type(ref) is not dict or type(argument) is not dict:
+            raise InvalidParams("Invalid params: 'ref' and 'argument' must be objects")
+        if type(argument.get("name")) is not str or type(argument.get("value")) is not str:
+            raise InvalidParams("Invalid params: 'argument' needs a string 'name' and 'value'", {"param": "argument"})
+        kind = ref.get("type")
+        if kind == "ref/prompt":
+            if ref.get("name") not in server.prompts:  # the spec's "invalid prompt name": -32602
+                raise InvalidParams(f"Unknown prompt: {ref.get('name')}", {"prompt": ref.get("name")})
+        elif kind == "ref/resource":
+            uri = ref.get("uri")
+            if not isinstance(uri, str) or (uri not in server.templates and find_resource(server.resources, server.templates, uri) is None):
+                raise InvalidParams(f"Unknown resource: {uri}", {"uri": uri})
+        else:
+            raise InvalidParams("Invalid params: 'ref.type' must be 'ref/prompt' or 'ref/resource'", {"param": "ref"})
+        values: Any = []
+        completer = server.completer
+        if completer is not None:
+            fn_args = (ref, argument, params.get("context"))
+            ok, values = await execute(completer, fn_args, {}, is_async=inspect.iscoroutinefunction(completer), blocking=False, pool=None)
+            if ok and inspect.isawaitable(values):  # a sync function returning an awaitable
+                ok, values = await execute(_await, (values,), {}, is_async=True, blocking=False, pool=None)
+            if not ok:
+                raise values
+        if type(values) is dict:
+            completion = dict(values)
+        else:
+            vals = [str(v) for v in values]
+            completion = {"values": vals[:100], "total": len(vals), "hasMore": len(vals) > 100}
+        return server.finish(rules, {"completion": completion})
+
+    def set_level(self, **params: Any) -> dict[str, Any]:
+        session = self.current()
+        if not session.rules_of(params).set_level:
+            raise MethodNotFound("Method not found")  # 2026-07-28: the per-request _meta log level replaces it
+        level = params.get("level")
+        if level not in LEVEL_RANK:
+            raise InvalidParams("Invalid params: unknown log level", {"param": "level"})
+        session.log_level = level
+        return {}
+
+    # ------------------------------------------------------------------ subscriptions/listen (2026-07-28)
+
+    async def listen(self, ctx: Context, **params: Any) -> dict[str, Any]:
+        """``subscriptions/listen``: acknowledge, then forward the agreed notifications (each with
+        the subscription id in ``_meta``) until the client cancels (no reply then) or the server
+        ends the stream (:meth:`MCPServer.close_subscriptions`, or its connection closing): then
+        the final ``resultType: "complete"`` result, and nothing after it."""
+        server = self.server
+        session = server.session_for(ctx)
+        rules = session.rules_for(ctx.meta)
+        if not rules.stateless:
+            raise MethodNotFound("Method not found")  # handshake era: resources/subscribe, list_changed, GET stream
+        wanted = params.get("notifications")
+        if type(wanted) is not dict:
+            raise InvalidParams("Invalid params: 'notifications' must be an object", {"param": "notifications"})
+        agreed = agree(wanted, has_prompts=bool(server.prompts), has_resources=bool(server.resources or server.templates))
+        return server.finish(rules, await server.listeners.serve(ctx, agreed, session.peer))
+
+    # ------------------------------------------------------------------ the client's notifications
+
+    def on_initialized(self, **params: Any) -> None:
+        return None
+
+    def on_cancelled(self, **params: Any) -> None:
+        return None  # the peer acts on cancellations before dispatch; late or unknown ones end here
+
+    async def on_roots_changed(self, ctx: Context, **params: Any) -> None:
+        cb = self.server.on_roots_changed
+        if cb is not None:
+            res = cb(self.server.session_for(ctx))
+            if inspect.isawaitable(res):
+                await res

@@ -1,0 +1,148 @@
+"""What the server knows about one MCP connection (or one stateless request).
+
+:class:`SessionState` holds the connection's profile (negotiated version, client
+capabilities), its log level and resource subscriptions. The session of the message being
+handled is found through a context variable, set for a peer's reader task (and so for
+everything it starts) by :class:`SessionPeer`, and around each stateless request.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from .. import codec
+from ..dispatch import Call, Context
+from ..peer import Peer
+from .profile import MCPProfile
+from .versions import LATEST, META_PROTOCOL_VERSION, RULES, VersionRules
+
+if TYPE_CHECKING:
+    from .server import MCPServer
+
+__all__ = ["SessionState", "SessionPeer", "StatelessContext", "current_session", "use_session", "reset_session"]
+
+log = logging.getLogger("sturdyrpc.mcp")
+
+
+class SessionState:
+    """What the server knows about one connection (or, stateless, one request)."""
+
+    def __init__(self, server: MCPServer, profile: MCPProfile, peer: Peer | None = None) -> None:
+        self.server = server
+        self.profile = profile
+        self._peer = weakref.ref(peer) if peer is not None else None
+        #: Minimum level of ``notifications/message`` set by ``logging/setLevel`` (None: send none).
+        self.log_level: str | None = None
+        #: URIs the client subscribed to (``resources/subscribe``).
+        self.subscriptions: set[str] = set()
+
+    @property
+    def peer(self) -> Peer | None:
+        """The connection's peer (None for a stateless request, or once it is gone)."""
+        return self._peer() if self._peer is not None else None
+
+    @property
+    def rules(self) -> VersionRules:
+        """The negotiated version's rules (the latest version's before negotiation)."""
+        v = self.profile.version
+        return RULES[v] if v is not None else RULES[LATEST]
+
+    def rules_for(self, meta: Any) -> VersionRules:
+        """The rules a request is served under: on 2026-07-28 each request names its version in
+        ``_meta`` (``meta``: that object, or anything else when absent)."""
+        if self.profile.era == "modern" and type(meta) is dict:
+            v = meta.get(META_PROTOCOL_VERSION)
+            if isinstance(v, str) and v in RULES:
+                return RULES[v]
+        return self.rules
+
+    def rules_of(self, params: Any) -> VersionRules:
+        """:meth:`rules_for` the ``_meta`` of request ``params``."""
+        profile = self.profile
+        if profile.era == "modern" and type(params) is dict:
+            return self.rules_for(params.get("_meta"))
+        v = profile.version
+        return RULES[v] if v is not None else RULES[LATEST]
+
+    async def notify(self, method: str, params: Any = None) -> None:
+        """Send a notification on the connection (no-op without a live peer)."""
+        peer = self.peer
+        if peer is None or peer.is_closing:
+            return
+        try:
+            await peer.notify(method, params)
+        except Exception as exc:
+            log.debug("notification %s not sent: %r", method, exc)
+
+
+#: The session whose messages are being handled (set for a peer's reader task and everything
+#: it starts, and around each stateless request).
+_SESSION: contextvars.ContextVar[SessionState | None] = contextvars.ContextVar("sturdyrpc_mcp_session", default=None)
+
+
+def current_session() -> SessionState | None:
+    """The session of the message being handled here, if any."""
+    return _SESSION.get()
+
+
+def use_session(session: SessionState | None) -> contextvars.Token[SessionState | None]:
+    """Make ``session`` current in this context; undo with ``reset_session(token)``."""
+    return _SESSION.set(session)
+
+
+def reset_session(token: contextvars.Token[SessionState | None]) -> None:
+    """Undo :func:`use_session`."""
+    _SESSION.reset(token)
+
+
+class SessionPeer(Peer):
+    """A peer that makes its MCP session known to everything its reader task runs."""
+
+    mcp_session: SessionState
+
+    async def start(self) -> None:
+        token = _SESSION.set(self.mcp_session)
+        try:
+            await super().start()  # the reader and writer tasks copy the context here
+        finally:
+            _SESSION.reset(token)
+
+
+class StatelessContext(Context):
+    """The context of one 2026-07-28 request served by :meth:`MCPServer.handle_stateless`."""
+
+    __slots__ = ("session", "send_related", "done", "_last_progress")
+
+    def __init__(self, call: Call, session: SessionState, send_related: Callable[[bytes], Awaitable[None]]) -> None:
+        super().__init__(call.request_id, call.method, call.params, call.is_notification)
+        self.session = session
+        self.send_related = send_related
+        self.done = False
+        self._last_progress: float | None = None
+
+    async def notify(self, method: str, params: Any = None) -> None:
+        """Pass a notification of this request, encoded, to ``send_related``."""
+        if self.done:
+            return
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            msg["params"] = params
+        await self.send_related(codec.encode(msg))
+
+    async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        token = self.session.profile.read_progress_token(self.params)
+        if token is None or self.done:
+            return
+        if self._last_progress is not None and not progress > self._last_progress:
+            raise ValueError(f"progress must increase (was {self._last_progress}, got {progress})")
+        self._last_progress = progress
+        method, params = self.session.profile.progress_notification(token, progress, total, message)
+        await self.notify(method, params)
+
+    async def request(self, method: str, params: Any = None, **kw: Any) -> Any:
+        """Always fails: 2026-07-28 servers ask for input with ``input_required`` results instead."""
+        raise RuntimeError("2026-07-28 servers do not send requests to the client")

@@ -1,0 +1,357 @@
+"""``tools/call``: the one path from a request to its reply, however the request arrives.
+
+Decode -> bind -> execute -> render, once:
+
+- **decode**: the dispatcher decodes the envelope (stdio, HTTP, batches, stateless); the stdio
+  early answer (:meth:`ToolsCall.early_answer`) decodes it as a typed msgspec struct
+  (:class:`ToolsCallRequest`) in C, and anything of another shape is left to the dispatcher;
+- **bind**: :meth:`ToolsCall.prepare` checks name, arguments and ``requestState`` and binds
+  the arguments to the tool's signature (the same code for every entry);
+- **execute**: the tool runs through :mod:`sturdyrpc.execute` (inline for sync non-blocking
+  tools, the bounded daemon pool for blocking ones, the loop for async ones);
+- **render**: :meth:`ToolsCall.outcome` applies the error policy (a tool's failure is an
+  ``isError`` result without internals; a :class:`~sturdyrpc.errors.RPCError` raised on
+  purpose is the JSON-RPC error) and renders the common results through reply templates
+  cached per version, as ``msgspec.Raw`` bytes the dispatcher embeds as they are.
+
+The early answer is this path entered before the peer's queues: it answers only what the
+peer would answer the same way at once (a negotiated session, an inline tool, no duplicate of
+a running id, the connection open), and returns None for everything else.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal
+
+import msgspec
+
+from .. import codec
+from ..dispatch import BatchJob, Call, Context, Dispatcher, MethodEntry, Received
+from ..errors import HANDLER_ERRORS, InvalidParams, RPCError
+from ..execute import call_now, shared_pool
+from ..limits import Limits
+from ..messages import InvalidMessage, Message
+from ..peer import Peer
+from ..profile import Profile
+from .content import ToolError, text_content
+from .context import InputRequired, MCPContext
+from .registry import TEMPLATE_TEXT, TEMPLATE_WRAPPED, Tool
+from .session_state import SessionState
+from .versions import VersionRules
+
+if TYPE_CHECKING:
+    from .server import MCPServer
+
+__all__ = ["ToolsCall", "ToolsCallRequest", "MCPDispatcher", "Prepared"]
+
+log = logging.getLogger("sturdyrpc.mcp")
+
+
+class ToolsCallRequest(msgspec.Struct, gc=False, forbid_unknown_fields=True):
+    """A ``tools/call`` request of the usual shape, typed in C; anything else (another method,
+    an unknown member, an id that is not a string or an integer) fails the decode."""
+
+    jsonrpc: Literal["2.0"]
+    method: Literal["tools/call"]
+    params: dict[str, Any]
+    id: int | str
+
+
+_decode_request = msgspec.json.Decoder(ToolsCallRequest).decode
+_raw_encode = msgspec.json.encode
+_Raw = msgspec.Raw
+#: The reply envelope around a rendered result, as the dispatcher's encoder writes it.
+_REPLY_HEAD = b'{"jsonrpc":"2.0","result":'
+_REPLY_ID = b',"id":'
+#: How the method of a frame the early answer can take is spelled (an escaped spelling is valid
+#: JSON too, and left to the dispatcher).
+_METHOD = b'"tools/call"'
+_WRAPPED = TEMPLATE_WRAPPED
+_TEXT = TEMPLATE_TEXT
+
+
+#: A checked ``tools/call``: the version's rules, the tool and its bound arguments.
+Prepared = tuple[VersionRules, Tool, tuple[Any, ...], dict[str, Any]]
+
+
+class _Template:
+    """A rendered result cut around its holes: the text, then the structured value (``mid`` is
+    None when the result has none); ``reply_head``/``reply_tail`` are the same cut with the
+    reply envelope around it, the id following ``reply_tail``."""
+
+    __slots__ = ("head", "mid", "tail", "reply_head", "reply_tail", "info")
+
+    def __init__(self, head: bytes, mid: bytes | None, tail: bytes, info: tuple[str, str, str | None]) -> None:
+        self.head = head
+        self.mid = mid
+        self.tail = tail
+        self.reply_head = _REPLY_HEAD + head
+        self.reply_tail = tail + _REPLY_ID
+        #: The server's name, version and title when it was made (2026-07-28 results hold them).
+        self.info = info
+
+
+#: ``run_inline``'s ``id_`` when the caller wants the result, not the whole reply.
+_RESULT_ONLY: Any = object()
+
+
+class ToolsCall:
+    """The ``tools/call`` logic of one server (see the module docstring)."""
+
+    def __init__(self, server: MCPServer) -> None:
+        self.server = server
+        self._tools = server.tools
+        #: Per template kind and rules: the template, or None when none fits.
+        self._templates: dict[str, dict[VersionRules, _Template | None]] = {_WRAPPED: {}, _TEXT: {}}
+
+    # ------------------------------------------------------------------ bind
+
+    def prepare(self, session: SessionState, params: dict[str, Any], tool: Tool | None = None) -> Prepared | dict[str, Any]:
+        """Check a ``tools/call``: the :data:`Prepared` call, or the finished result of a
+        validation failure (a tool error from 2025-11-25 on). Raises ``InvalidParams``.
+        ``tool``: the tool ``params`` names, when the caller has looked it up already."""
+        rules = session.rules_of(params)
+        if tool is None:
+            name = params.get("name")
+            tool = self._tools.get(name) if type(name) is str else None
+        if tool is None:
+            if type(name) is not str:
+                raise InvalidParams("Invalid params: 'name' must be a string", {"param": "name"})
+            raise InvalidParams(f"Unknown tool: {name}", {"tool": name})
+        arguments = params.get("arguments")
+        if arguments is None:
+            arguments = {}
+        elif type(arguments) is not dict:
+            raise InvalidParams("Invalid params: 'arguments' must be an object", {"param": "arguments"})
+        if "requestState" in params:
+            self.server.request_state.check(params, "tools/call", tool.name)
+        try:
+            args, kwargs = tool.bind(arguments)  # checked before the tool runs
+        except InvalidParams as exc:
+            if rules.validation_as_tool_error:  # SEP-1303 (2025-11-25+): the model sees what to fix
+                return self.server.finish(rules, {"content": [text_content(exc.message)], "isError": True})
+            raise
+        return rules, tool, args, kwargs
+
+    # ------------------------------------------------------------------ execute
+
+    def run_inline(self, session: SessionState, params: dict[str, Any], id_: Any = _RESULT_ONLY, tool: Tool | None = None) -> Any:
+        """``tools/call`` of an inline tool (sync, non-blocking, no context), right here.
+
+        Returns the rendered result as bytes when a template applies (the whole reply when
+        ``id_`` is given), else the result object. Raises an ``RPCError`` raised on purpose.
+        """
+        p = self.prepare(session, params, tool)
+        if type(p) is not tuple:
+            return p
+        rules, tool, args, kwargs = p
+        ok, value = call_now(tool.fn, args, kwargs)
+        if ok and tool.template_kind is not None:
+            raw = self.render(rules, tool, value, id_)
+            if raw is not None:
+                return raw
+        return self.outcome(rules, tool, ok, value)
+
+    async def run(self, session: SessionState, ctx: Context, params: dict[str, Any]) -> Any:
+        """``tools/call`` of any tool, awaited (blocking tools on the bounded daemon pool)."""
+        p = self.prepare(session, params)
+        if type(p) is not tuple:
+            return p
+        rules, tool, args, kwargs = p
+        mctx = MCPContext(session, ctx)
+        try:
+            ok, value = await tool.run(args, kwargs, mctx, shared_pool(self.server.dispatcher.limits.max_threads))
+        finally:
+            mctx.done = True
+        return self.outcome(rules, tool, ok, value)
+
+    # ------------------------------------------------------------------ render
+
+    def outcome(self, rules: VersionRules, tool: Tool, ok: bool, value: Any) -> Any:
+        """The result for a tool's outcome (error policy included); raises an ``RPCError`` the
+        tool raised on purpose."""
+        if ok:
+            try:
+                return self.result(rules, tool, value)
+            except HANDLER_ERRORS as exc:  # a return value that cannot become a result
+                value = exc
+        if isinstance(value, RPCError):
+            raise value
+        if isinstance(value, InputRequired):
+            return self.server.input_required(rules, value, "tools/call", tool.name)
+        return self.failed(rules, tool.name, value)
+
+    def failed(self, rules: VersionRules, name: str, exc: BaseException) -> dict[str, Any]:
+        """The ``isError`` result of a tool that raised ``exc``: a :class:`ToolError`'s message
+        as is, anything else a generic text naming an incident id (the traceback is logged)."""
+        if isinstance(exc, ToolError):
+            return self.server.finish(rules, {"content": [text_content(exc.message)], "isError": True})
+        incident = os.urandom(4).hex()
+        log.error("incident %s: tool %r raised", incident, name, exc_info=exc)
+        text = f"The tool failed with an internal error (incident {incident})."
+        return self.server.finish(rules, {"content": [text_content(text)], "isError": True})
+
+    def result(self, rules: VersionRules, tool: Tool, value: Any) -> Any:
+        """The result for ``value``: rendered bytes (``msgspec.Raw``) for the common shapes,
+        else the result object for the dispatcher to encode (which refuses NaN and the like)."""
+        raw = self.render(rules, tool, value)
+        if raw is not None:
+            return _Raw(raw)
+        return self.server.finish(rules, tool.result(value, rules))
+
+    def render(self, rules: VersionRules, tool: Tool, value: Any, id_: Any = _RESULT_ONLY) -> bytes | None:
+        """The encoded result (or, given ``id_``, the whole reply) from a cached template, or
+        None when no template applies."""
+        kind = tool.template_kind
+        t = type(value)
+        if kind is None or not (t is str or (t is int and kind is _WRAPPED)):
+            return None
+        cache = self._templates[kind]
+        tpl = cache.get(rules, _RESULT_ONLY)
+        if tpl is _RESULT_ONLY or (tpl is not None and rules.result_type and tpl.info != self._info()):
+            tpl = cache[rules] = self._make_template(rules, tool)
+        if tpl is None:
+            return None
+        try:
+            v = _raw_encode(value)
+            text = v if t is str else _raw_encode(str(value))
+            if id_ is _RESULT_ONLY:
+                if tpl.mid is None:
+                    return b"".join((tpl.head, text, tpl.tail))
+                return b"".join((tpl.head, text, tpl.mid, v, tpl.tail))
+            if tpl.mid is None:
+                return b"".join((tpl.reply_head, text, tpl.reply_tail, _raw_encode(id_), b"}"))
+            return b"".join((tpl.reply_head, text, tpl.mid, v, tpl.reply_tail, _raw_encode(id_), b"}"))
+        except Exception:  # e.g. a lone surrogate: the general encoder decides
+            return None
+
+    def _info(self) -> tuple[str, str, str | None]:
+        s = self.server
+        return s.name, s.version, s.title
+
+    def _make_template(self, rules: VersionRules, tool: Tool) -> _Template | None:
+        """Cut the general rendering of ``tool``'s result around its holes, and check the cut
+        against the general rendering of a few awkward values (else no template: None)."""
+        mark = "\x00sturdyrpc-hole\x00"
+        finish = self.server.finish
+        try:
+            out = codec.encode(finish(rules, tool.result(mark, rules)))
+            parts = out.split(_raw_encode(mark))
+            if len(parts) not in (2, 3):
+                return None
+            tpl = _Template(parts[0], parts[1] if len(parts) == 3 else None, parts[-1], self._info())
+            samples: tuple[Any, ...] = ('a"\u2028b', "", -12345, 2**70) if tool.template_kind is _WRAPPED else ('a"\u2028b', "")
+            for sample in samples:
+                v = _raw_encode(sample)
+                text = v if type(sample) is str else _raw_encode(str(sample))
+                got = b"".join((tpl.head, text, tpl.tail)) if tpl.mid is None else b"".join((tpl.head, text, tpl.mid, v, tpl.tail))
+                if got != codec.encode(finish(rules, tool.result(sample, rules))):
+                    return None
+            return tpl
+        except Exception:
+            return None
+
+    # ------------------------------------------------------------------ early answer (stdio)
+
+    def early_answer(self, peer: Peer, session: SessionState) -> Callable[[bytes], bytes | None]:
+        """``answer(frame) -> reply | None`` for ``peer``: this path entered before the peer's
+        queues, for transports that can answer on the reader's turn (stdio)."""
+        profile = session.profile
+        d = self.server.dispatcher
+        if not isinstance(d, MCPDispatcher):
+            return lambda frame: None
+        tools = self.server.tools
+        check = profile.check_request
+        is_running = peer.is_running
+        decode = _decode_request
+        run_inline = self.run_inline
+
+        def answer(frame: bytes) -> bytes | None:
+            if profile.era is None or peer.is_closing:
+                return None  # the lifecycle, and refusals while closing, are the peer's
+            n = len(frame)
+            if n > d.small_frame:  # valid JSON of n bytes nests at most n // 2 deep: short frames need no count
+                limits = d.limits
+                if n > limits.max_message_bytes or frame.count(b"[") + frame.count(b"{") > limits.max_depth:
+                    return None
+            if _METHOD not in frame:
+                return None  # another method (a failed typed decode costs more than this search)
+            try:
+                req = decode(frame)
+            except Exception:  # another shape, or malformed: the dispatcher answers it
+                return None
+            params = req.params
+            name = params.get("name")
+            tool = tools.get(name) if type(name) is str else None
+            if tool is None or not tool.inline:
+                return None
+            id_ = req.id
+            if check("tools/call", params, id_, False) is not None or is_running(id_):
+                return None  # a refused envelope or a duplicate id: the peer answers as it must
+            try:
+                result = run_inline(session, params, id_, tool)
+            except RPCError as exc:
+                return d.failure(Call(id_, "tools/call", _entry(d), (), params, params), exc)
+            if type(result) is bytes:
+                return result
+            return d.result(Call(id_, "tools/call", _entry(d), (), params, params), result)
+
+        return answer
+
+
+def _entry(d: Dispatcher) -> MethodEntry:
+    entry = d.get("tools/call")
+    assert entry is not None
+    return entry
+
+
+_base_limits: property = Dispatcher.limits  # type: ignore[assignment]
+
+
+class MCPDispatcher(Dispatcher):
+    """A dispatcher whose ``tools/call`` entry follows the tool: a tool that runs inline (sync,
+    ``blocking=False``, no context) takes the sync entry, which the runner runs without a task;
+    the others take the async entry (blocking tools go to the pool from there)."""
+
+    def __init__(self, tools: dict[str, Tool], limits: Limits, logger: logging.Logger) -> None:
+        #: Frames up to this size cannot nest deeper than ``limits.max_depth`` (nor be too large).
+        self.small_frame = 0
+        super().__init__(limits, logger=logger)
+        self._tools = tools
+        self._async_call: MethodEntry | None = None
+
+    def _set_limits(self, value: Limits) -> None:
+        _base_limits.fset(self, value)  # type: ignore[misc]
+        self.small_frame = min(value.max_message_bytes, 2 * value.max_depth)
+
+    #: :attr:`Dispatcher.limits`, read as fast, and keeping :attr:`small_frame` in step.
+    limits = property(_base_limits.fget, _set_limits, doc=_base_limits.__doc__)
+
+    def set_async_tools_call(self, entry: MethodEntry) -> None:
+        """The entry for ``tools/call`` of tools that do not run inline."""
+        self._async_call = entry
+
+    def receive(
+        self, data: bytes, on_response: Callable[[Message | InvalidMessage], None] | None = None, profile: Profile | None = None
+    ) -> Received:
+        todo = super().receive(data, on_response, profile)
+        t = type(todo)
+        if t is Call:
+            self._route(todo)  # type: ignore[arg-type]
+        elif t is BatchJob:
+            for c in todo.calls:  # type: ignore[union-attr]
+                self._route(c)
+        return todo
+
+    def _route(self, call: Call) -> None:
+        if call.method != "tools/call" or self._async_call is None:
+            return
+        p = call.params
+        name = p.get("name") if type(p) is dict else None
+        tool = self._tools.get(name) if type(name) is str else None
+        if tool is not None and not tool.inline:
+            call.entry = self._async_call
+

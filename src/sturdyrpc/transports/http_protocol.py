@@ -1,0 +1,158 @@
+"""uvicorn's httptools protocol with a bound on the request line + headers and a timer on them.
+
+httptools keeps an unfinished request line and header in memory however long it grows (six
+unfinished 150 MiB headers held 1 GB, kept after the connections closed), and uvicorn has no
+timer for a client that opens a connection and sends its head slowly or never. This protocol
+counts the bytes of each request's head as they arrive:
+
+- more than ``max_header_bytes`` before the head is complete -> ``431 Request Header Fields
+  Too Large`` (a fixed JSON-RPC error body, id null), and the connection is closed: the parser
+  and what it holds go with it;
+- no complete head ``header_timeout`` seconds after the connection opened (or after the first
+  byte of a later request on it) -> ``408 Request Timeout`` and the connection is closed. A
+  head that waits because the server is still answering the previous request (pipelining)
+  is not the client's delay: the timer starts again.
+
+Bodies are not counted here: the apps bound them (``HTTPSecurity.max_body_bytes``). Imported
+only when uvicorn serves (``serve_http``): it needs uvicorn and httptools (the ``http`` extra).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from .asgi import error_body
+from .serve_http import DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_HEADER_BYTES
+
+__all__ = ["BoundedHttpToolsProtocol", "bounded_protocol", "DEFAULT_MAX_HEADER_BYTES", "DEFAULT_HEADER_TIMEOUT"]
+
+# How long a refused connection keeps reading (and discarding) before it closes: closing with
+# unread input makes the kernel send a reset, which can destroy the refusal before it is read.
+_LINGER = 1.0
+
+
+def _refusal(status: bytes, message: str) -> bytes:
+    body = error_body(-32600, message)
+    return (
+        b"HTTP/1.1 " + status + b"\r\ncontent-type: application/json\r\ncontent-length: "
+        + str(len(body)).encode("ascii") + b"\r\nconnection: close\r\n\r\n" + body
+    )
+
+
+_TOO_LARGE = _refusal(b"431 Request Header Fields Too Large", "Request header fields too large")
+_TIMEOUT = _refusal(b"408 Request Timeout", "Request header not received in time")
+
+
+class BoundedHttpToolsProtocol(HttpToolsProtocol):
+    """:class:`HttpToolsProtocol` with a byte bound and a timer on each request's head.
+
+    The limits are class attributes (uvicorn builds the protocol itself); :func:`bounded_protocol`
+    makes a subclass with other values.
+    """
+
+    max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._in_head = True  # bytes received now belong to a request line or header
+        self._head_seen = 0
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._refused = False
+
+    # ----------------------------------------------------------------- timer
+
+    def _arm(self) -> None:
+        if self._head_timer is None:
+            self._head_timer = self.loop.call_later(self.header_timeout, self._head_timed_out)
+
+    def _disarm(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if not self._in_head or self._refused or self.transport is None or self.transport.is_closing():
+            return
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete:
+            self._arm()  # the server is still answering the previous request
+            return
+        self._refuse(_TIMEOUT)
+
+    def _refuse(self, response: bytes) -> None:
+        self._refused = True
+        self._disarm()
+        transport = self.transport
+        transport.write(response)
+        if transport.can_write_eof():
+            transport.write_eof()
+            self.loop.call_later(_LINGER, transport.close)
+        else:
+            transport.close()
+        self.parser = None  # type: ignore[assignment]  # what it buffered goes now, not at close
+
+    # ------------------------------------------------------------- protocol
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()  # a connection that never sends a whole head is closed too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return  # read and dropped until the connection closes
+        if not self._in_head:
+            super().data_received(data)
+            return
+        room = self.max_header_bytes - self._head_seen
+        if len(data) <= room:
+            self._head_seen += len(data)
+            super().data_received(data)
+            return
+        # The head must be complete within the bytes that fit; what follows it is body.
+        self._head_seen = self.max_header_bytes
+        if room:
+            super().data_received(data[:room])
+        if self._refused or self.transport.is_closing() or self.parser is None:
+            return
+        if self._in_head:
+            self._refuse(_TOO_LARGE)
+            return
+        super().data_received(data[room:])
+
+    # -------------------------------------------------------- parser events
+
+    def on_message_begin(self) -> None:
+        self._arm()
+        super().on_message_begin()
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        self._disarm()
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._in_head = True
+        self._head_seen = 0
+
+
+def bounded_protocol(max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES,
+                     header_timeout: float = DEFAULT_HEADER_TIMEOUT) -> type[BoundedHttpToolsProtocol]:
+    """The protocol class for these limits (the module's own class for the defaults)."""
+    if type(max_header_bytes) is not int or max_header_bytes < 1:
+        raise ValueError("max_header_bytes must be a positive integer")
+    if not header_timeout > 0:
+        raise ValueError("header_timeout must be positive")
+    if max_header_bytes == DEFAULT_MAX_HEADER_BYTES and header_timeout == DEFAULT_HEADER_TIMEOUT:
+        return BoundedHttpToolsProtocol
+    attrs = {"max_header_bytes": max_header_bytes, "header_timeout": float(header_timeout)}
+    return type("BoundedHttpToolsProtocol", (BoundedHttpToolsProtocol,), attrs)

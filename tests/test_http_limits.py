@@ -1,0 +1,269 @@
+"""Plain JSON-RPC over HTTP on a real uvicorn (127.0.0.1): the executor's error policy, the
+server-wide cap of running requests, the same message limits as stdio, and the bounded,
+timed request head of serve_http."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+import msgspec
+import pytest
+
+from sturdyrpc import Dispatcher, Limits
+from sturdyrpc.transports.http import JSONRPCHTTPApp
+from sturdyrpc.transports.serve_http import uvicorn_config
+
+uvicorn = pytest.importorskip("uvicorn")
+pytest.importorskip("httptools")
+
+
+class Served:
+    def __init__(self, server: Any, port: int) -> None:
+        self.server = server
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}/"
+
+    def connections(self) -> int:
+        return len(self.server.server_state.connections)
+
+
+@contextmanager
+def serve(app: Any, **options: Any) -> Iterator[Served]:
+    """Run ``app`` on uvicorn (through serve_http's config) in a thread on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn_config(app, "127.0.0.1", port, **options))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.01)
+    try:
+        yield Served(server, port)
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def post(url: str, body: Any) -> httpx.Response:
+    return httpx.post(url, content=msgspec.json.encode(body), headers={"content-type": "application/json"}, timeout=20)
+
+
+def assert_internal_error(reply: Any, id_: Any) -> None:
+    assert reply["id"] == id_
+    assert reply["error"]["code"] == -32603
+    assert len(reply["error"]["data"]["incident"]) == 8
+
+
+def raising_rpc(limits: Limits | None = None) -> Dispatcher:
+    rpc = Dispatcher(limits or Limits())
+
+    @rpc.method
+    async def async_exit() -> None:
+        await asyncio.sleep(0)
+        sys.exit(3)
+
+    @rpc.method
+    async def async_exit_at_once() -> None:
+        sys.exit(3)
+
+    @rpc.method
+    def sync_interrupt() -> None:
+        raise KeyboardInterrupt
+
+    @rpc.method(blocking=False)
+    def inline_interrupt() -> None:
+        raise KeyboardInterrupt
+
+    @rpc.method
+    async def async_generator_exit() -> None:
+        await asyncio.sleep(0)
+        raise GeneratorExit
+
+    @rpc.method
+    def sync_generator_exit() -> None:
+        raise GeneratorExit
+
+    @rpc.method(blocking=False)
+    def echo(value: Any) -> Any:
+        return value
+
+    return rpc
+
+
+RAISING = ["async_exit", "async_exit_at_once", "sync_interrupt", "inline_interrupt", "async_generator_exit", "sync_generator_exit"]
+
+
+def test_async_handler_calling_sys_exit_over_http_is_answered_and_server_keeps_serving() -> None:
+    with serve(JSONRPCHTTPApp(raising_rpc())) as s:
+        for i, method in enumerate(RAISING):
+            r = post(s.url, {"jsonrpc": "2.0", "method": method, "id": i})
+            assert r.status_code == 200, (method, r.status_code, r.text)
+            assert_internal_error(r.json(), i)
+            # ... and the next request is served.
+            r = post(s.url, {"jsonrpc": "2.0", "method": "echo", "params": [method], "id": "next"})
+            assert r.json() == {"jsonrpc": "2.0", "result": method, "id": "next"}
+        r = post(s.url, [{"jsonrpc": "2.0", "method": m, "id": m} for m in RAISING])
+        assert r.status_code == 200
+        replies = r.json()
+        assert sorted(m["id"] for m in replies) == sorted(RAISING)
+        for m in replies:
+            assert_internal_error(m, m["id"])
+        assert s.server.started and not s.server.should_exit
+
+
+def slow_rpc(limits: Limits, stats: dict[str, int]) -> Dispatcher:
+    rpc = Dispatcher(limits)
+
+    @rpc.method
+    async def slow(i: int) -> int:
+        stats["now"] += 1
+        stats["peak"] = max(stats["peak"], stats["now"])
+        stats["ran"] += 1
+        try:
+            await asyncio.sleep(0.002)
+        finally:
+            stats["now"] -= 1
+        return i
+
+    return rpc
+
+
+def test_concurrent_batches_over_http_never_run_more_than_max_server_in_flight_and_the_rest_get_503() -> None:
+    stats = {"now": 0, "peak": 0, "ran": 0}
+    limit = 50
+    app = JSONRPCHTTPApp(slow_rpc(Limits(max_server_in_flight=limit, max_in_flight=8), stats))
+    batch = [{"jsonrpc": "2.0", "method": "slow", "params": [i], "id": i} for i in range(1000)]
+    body = msgspec.json.encode(batch)
+
+    async def clients(url: str) -> list[httpx.Response]:
+        async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=40)) as client:
+            return list(await asyncio.gather(*(
+                client.post(url, content=body, headers={"content-type": "application/json"}) for _ in range(40)
+            )))
+
+    with serve(app) as s:
+        responses = asyncio.run(clients(s.url))
+        statuses = [r.status_code for r in responses]
+        served = [r for r in responses if r.status_code == 200]
+        busy = [r for r in responses if r.status_code == 503]
+        assert len(served) + len(busy) == 40, statuses
+        assert served and busy, statuses
+        for r in served:
+            assert sorted(m["result"] for m in r.json()) == list(range(1000))
+        for r in busy:
+            assert r.headers["retry-after"] == "1"
+            err = r.json()
+            assert err["id"] is None and -32099 <= err["error"]["code"] <= -32000
+        assert stats["peak"] <= limit, stats
+        assert stats["ran"] == 1000 * len(served)  # a refused batch ran nothing
+        assert app.admission.in_use == 0
+        # Once the load is gone the server serves again.
+        r = post(s.url, {"jsonrpc": "2.0", "method": "slow", "params": [7], "id": 1})
+        assert r.json() == {"jsonrpc": "2.0", "result": 7, "id": 1}
+
+
+def test_one_http_batch_larger_than_the_server_cap_runs_in_order_within_the_cap() -> None:
+    stats = {"now": 0, "peak": 0, "ran": 0}
+    app = JSONRPCHTTPApp(slow_rpc(Limits(max_server_in_flight=5), stats))
+    with serve(app) as s:
+        r = post(s.url, [{"jsonrpc": "2.0", "method": "slow", "params": [i], "id": i} for i in range(200)])
+        assert r.status_code == 200
+        assert sorted(m["result"] for m in r.json()) == list(range(200))
+    assert stats["peak"] <= 5 and stats["ran"] == 200
+
+
+def test_http_applies_max_batch_max_depth_and_max_message_bytes_as_stdio_does() -> None:
+    limits = Limits(max_batch=3, max_depth=5, max_message_bytes=2000)
+    rpc = raising_rpc(limits)
+    app = JSONRPCHTTPApp(rpc)
+    app.security.max_body_bytes = 10_000  # let the dispatcher's own limit answer, as on stdio
+    bodies = [
+        msgspec.json.encode([{"jsonrpc": "2.0", "method": "echo", "params": [1], "id": i} for i in range(4)]),
+        b'{"jsonrpc":"2.0","method":"echo","params":[[[[[[[1]]]]]]],"id":1}',
+        msgspec.json.encode({"jsonrpc": "2.0", "method": "echo", "params": ["x" * 3000], "id": 1}),
+    ]
+    with serve(app) as s:
+        for body in bodies:
+            r = httpx.post(s.url, content=body, headers={"content-type": "application/json"})
+            expected = rpc.handle_sync(body)
+            assert expected is not None and msgspec.json.decode(expected)["error"]["code"] == -32600
+            assert r.status_code == 200 and r.json() == msgspec.json.decode(expected)
+
+
+def raw_exchange(port: int, data: bytes, *, read_timeout: float = 10.0) -> bytes:
+    """Send ``data`` (as far as the server takes it) and read until the server closes."""
+    with socket.create_connection(("127.0.0.1", port)) as c:
+        c.settimeout(read_timeout)
+        try:
+            c.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        out = b""
+        try:
+            while True:
+                chunk = c.recv(65536)
+                if not chunk:
+                    break
+                out += chunk
+        except ConnectionResetError:
+            pass
+        return out
+
+
+def test_http_request_header_of_200_kib_gets_431_and_the_server_keeps_serving() -> None:
+    with serve(JSONRPCHTTPApp(raising_rpc())) as s:
+        head = b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nX-Big: " + b"a" * (200 * 1024) + b"\r\n\r\n"
+        out = raw_exchange(s.port, head)
+        assert out.startswith(b"HTTP/1.1 431 "), out[:200]
+        # A request line alone over the bound is refused the same way.
+        out = raw_exchange(s.port, b"GET /" + b"a" * (100 * 1024) + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert out.startswith(b"HTTP/1.1 431 "), out[:200]
+        r = post(s.url, {"jsonrpc": "2.0", "method": "echo", "params": ["alive"], "id": 1})
+        assert r.json()["result"] == "alive"
+        deadline = time.monotonic() + 5
+        while s.connections() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert s.connections() == 0  # nothing of the refused connections is kept
+
+
+def test_http_request_head_just_under_the_bound_with_a_body_is_served() -> None:
+    with serve(JSONRPCHTTPApp(raising_rpc()), max_header_bytes=4096) as s:
+        body = msgspec.json.encode({"jsonrpc": "2.0", "method": "echo", "params": ["y" * 100_000], "id": 1})
+        start = b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: "
+        start += str(len(body)).encode() + b"\r\nX-Pad: "
+        head = start + b"p" * (4096 - len(start) - 4) + b"\r\n\r\n"
+        assert len(head) == 4096
+        out = raw_exchange(s.port, head + body)
+        assert out.startswith(b"HTTP/1.1 200 "), out[:200]
+        assert b'"result":"yyyy' in out
+
+
+def test_http_client_sending_half_a_request_line_is_disconnected_after_the_header_timeout() -> None:
+    with serve(JSONRPCHTTPApp(raising_rpc()), header_timeout=0.5) as s:
+        t0 = time.monotonic()
+        out = raw_exchange(s.port, b"POST /som", read_timeout=10)
+        elapsed = time.monotonic() - t0
+        assert 0.4 <= elapsed < 5, elapsed
+        assert out == b"" or out.startswith(b"HTTP/1.1 408 "), out[:200]
+        # A connection that sends nothing at all is closed too.
+        t0 = time.monotonic()
+        out = raw_exchange(s.port, b"", read_timeout=10)
+        assert 0.4 <= time.monotonic() - t0 < 5
+        # A slow handler is not the client's delay: the timer does not cut its response.
+        r = post(s.url, {"jsonrpc": "2.0", "method": "echo", "params": ["fine"], "id": 1})
+        assert r.json()["result"] == "fine"
+        deadline = time.monotonic() + 5
+        while s.connections() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert s.connections() == 0
