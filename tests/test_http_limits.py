@@ -141,7 +141,7 @@ def slow_rpc(limits: Limits, stats: dict[str, int]) -> Dispatcher:
 
 def test_concurrent_batches_over_http_never_run_more_than_max_server_in_flight_and_the_rest_get_503() -> None:
     stats = {"now": 0, "peak": 0, "ran": 0}
-    limit = 50
+    limit = 20  # below the number of batches: even if every POST arrived at once, some must get 503
     app = JSONRPCHTTPApp(slow_rpc(Limits(max_server_in_flight=limit, max_in_flight=8), stats))
     batch = [{"jsonrpc": "2.0", "method": "slow", "params": [i], "id": i} for i in range(1000)]
     body = msgspec.json.encode(batch)
@@ -267,3 +267,57 @@ def test_http_client_sending_half_a_request_line_is_disconnected_after_the_heade
         while s.connections() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert s.connections() == 0
+
+
+def test_http_client_disconnecting_mid_batch_cancels_it_and_gives_every_slot_back() -> None:
+    started: list[int] = []
+    rpc = Dispatcher(Limits(max_server_in_flight=4))
+
+    @rpc.method
+    async def forever(i: int) -> None:
+        started.append(i)
+        await asyncio.sleep(60)
+
+    app = JSONRPCHTTPApp(rpc)
+    body = msgspec.json.encode([{"jsonrpc": "2.0", "method": "forever", "params": [i], "id": i} for i in range(10)])
+    scope = {"type": "http", "method": "POST", "path": "/", "headers": [(b"host", b"127.0.0.1"), (b"content-type", b"application/json")]}
+    sent: list[dict[str, Any]] = []
+
+    async def main() -> None:
+        gone = asyncio.Event()
+        messages = [{"type": "http.request", "body": body, "more_body": False}]
+
+        async def receive() -> dict[str, Any]:
+            if messages:
+                return messages.pop(0)
+            await gone.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(msg: dict[str, Any]) -> None:
+            sent.append(msg)
+
+        call = asyncio.ensure_future(app(scope, receive, send))
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if len(started) == 4:
+                break
+        assert app.admission.in_use == 4 and app.admission.full
+        # Meanwhile another POST is refused with 503, and runs nothing.
+        other: list[dict[str, Any]] = []
+
+        async def other_send(msg: dict[str, Any]) -> None:
+            other.append(msg)
+
+        async def other_receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await app(scope, other_receive, other_send)
+        assert other[0]["status"] == 503 and (b"retry-after", b"1") in other[0]["headers"]
+        gone.set()
+        await asyncio.wait_for(call, 5)
+        await asyncio.sleep(0.05)
+        assert app.admission.in_use == 0 and not app.admission.full
+
+    asyncio.run(main())
+    assert sorted(started) == [0, 1, 2, 3]
+    assert sent == []  # nobody is left to answer

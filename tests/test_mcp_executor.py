@@ -12,7 +12,7 @@ import msgspec
 from _mcp_support import Wire, modern_meta
 
 from sturdyrpc.limits import Limits
-from sturdyrpc.mcp import MCPServer
+from sturdyrpc.mcp import MCPContext, MCPServer
 
 
 def _stateless(method: str, params: dict[str, Any], id_: Any = 1) -> bytes:
@@ -182,5 +182,29 @@ def test_a_message_the_early_answer_leaves_to_the_peer_is_decoded_once(monkeypat
             frame = msgspec.json.encode({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "y"}}})
             decoded.clear()
             assert early(frame) is not None and decoded == []  # answered early: no dict decode at all
+
+    asyncio.run(main())
+
+
+def test_a_context_parameter_before_the_arguments_gets_the_context_not_an_argument() -> None:
+    server = MCPServer("ctx-first", "1")
+
+    @server.tool()
+    async def first(ctx: MCPContext, text: str) -> str:
+        assert isinstance(ctx, MCPContext)
+        return text
+
+    @server.tool()
+    def first_sync(ctx: MCPContext, a: int, b: int) -> int:
+        assert isinstance(ctx, MCPContext)
+        return a - b
+
+    async def main() -> None:
+        async with Wire(server) as w:
+            await w.initialize("2025-11-25")
+            r = await w.call("tools/call", {"name": "first", "arguments": {"text": "x"}}, id=1)
+            assert r["result"]["structuredContent"] == {"result": "x"}, r
+            r = await w.call("tools/call", {"name": "first_sync", "arguments": {"b": 1, "a": 5}}, id=2)
+            assert r["result"]["structuredContent"] == {"result": 4}, r
 
     asyncio.run(main())

@@ -80,6 +80,7 @@ class Runner:
         self.admission = Admission(self.max_in_flight, on_pressure=self._pressure)
         self._pool: concurrent.futures.Executor = executor if executor is not None else shared_pool(dispatcher.limits.max_threads)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._call_of: dict[asyncio.Task[None], Call] = {}  # tasks whose call may hold a slot
         self._by_id: dict[tuple[type, Any], asyncio.Task[None]] = {}
         self._suppressed: set[asyncio.Task[None]] = set()
         # Calls holding a slot -> how many calls back to the other side they are parked on
@@ -204,24 +205,23 @@ class Runner:
         task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         if call is not None:
-            # A done callback, not a finally: a task cancelled before its first step never
-            # runs its body, and its slot must come back all the same.
-            task.add_done_callback(functools.partial(self._finished, call))
+            self._call_of[task] = call
         task.add_done_callback(self._done)
         return task
-
-    def _finished(self, call: Call, task: asyncio.Task[None]) -> None:
-        depth = self._holding.pop(call, None)
-        if depth is None:
-            return  # never got a slot (cancelled while waiting for one)
-        if depth:
-            self._parked -= 1  # its slot went back when it parked
-        else:
-            self.admission.release()
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
         self._suppressed.discard(task)
+        # The slot comes back here, not in a finally: a task cancelled before its first step
+        # never runs its body.
+        call = self._call_of.pop(task, None)
+        if call is not None:
+            depth = self._holding.pop(call, None)
+            if depth is not None:  # None: it never got a slot (cancelled while waiting for one)
+                if depth:
+                    self._parked -= 1  # its slot went back when it parked
+                else:
+                    self.admission.release()
         if not self._tasks and self._idle is not None:
             self._idle.set()
         if not task.cancelled():
@@ -259,26 +259,35 @@ class Runner:
 
     # -------------------------------------------------------------- execution
 
-    async def _execute(self, call: Call) -> Outcome:
+    def _arguments(self, call: Call) -> Outcome:
+        """``(True, (args, kwargs))`` for ``call``, with the factory's context where the handler
+        takes one; ``(False, exc)`` when making the context failed."""
         current_call.set(call)  # each task has its own context copy: this never leaks across calls
-        entry = call.entry
         factory = self.context_factory
-        if factory is not None and entry.binder.context_name is not None:
+        if factory is not None and call.entry.binder.context_name is not None:
             try:
-                ctx = factory(call)
+                return True, call.arguments(factory(call))
             except HANDLER_ERRORS as exc:
                 return False, exc
-            args, kwargs = call.arguments(ctx)
-        else:
-            args, kwargs = call.arguments()
-        return await execute(entry.fn, args, kwargs, is_async=entry.is_async, blocking=entry.blocking, pool=self._pool)
+        return True, call.arguments()
+
+    async def _execute(self, call: Call) -> Outcome:
+        ok, bound = self._arguments(call)
+        if not ok:
+            return ok, bound
+        entry = call.entry
+        return await execute(entry.fn, bound[0], bound[1], is_async=entry.is_async, blocking=entry.blocking, pool=self._pool)
 
     async def _run_call(self, call: Call, admitted: bool) -> None:
         try:
             if not admitted:
                 await self.admission.acquire()
                 self._holding[call] = 0
-            ok, value = await self._execute(call)
+            ok, value = self._arguments(call)
+            if ok:  # execute() awaited here, not through _execute(): one coroutine less per request
+                entry = call.entry
+                ok, value = await execute(entry.fn, value[0], value[1], is_async=entry.is_async, blocking=entry.blocking,
+                                          pool=self._pool)
         except asyncio.CancelledError:
             return  # cancelled requests are not answered
         reply = self.dispatcher.result(call, value) if ok else self.dispatcher.failure(call, value)

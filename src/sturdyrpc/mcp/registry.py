@@ -65,41 +65,16 @@ def _compile(fn: Callable[..., Any], hints: dict[str, Any]) -> tuple[Binder, str
     return compile_binder(shim), ctx_name
 
 
-def _fast_bind(b: Binder) -> Callable[[Any], tuple[tuple[Any, ...], dict[str, Any]]]:
-    """``b.bind``, with a shortcut when an object holding exactly the parameters may be passed
-    by position (all required, positional-or-keyword, no ``*args``/``**kwargs``): each value is
-    checked as ``Binder.bind`` would check it by name, and any doubt (a name missing, a value
-    refused) goes to ``Binder.bind``, which says what is wrong."""
-    slow = b.bind
+def _by_position(b: Binder) -> tuple[tuple[str, Callable[[Any], Any] | None], ...] | None:
+    """The parameters as ``((name, check), ...)`` when an object holding exactly those names may
+    be passed by position (all required, positional-or-keyword, no ``*args``/``**kwargs``)."""
     if b.has_var_positional or b.has_var_keyword or b.positional_only or b.context_name is not None:
-        return slow
+        return None
     spec = tuple(b.positional)
     names = [nm for nm, _ in spec]
     if not spec or set(names) != set(b.by_name) or sorted(b.required) != sorted(names):
-        return slow
-    n = len(spec)
-    if n == 1:
-        name, check = spec[0]
-
-        def bind_one(arguments: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
-            if type(arguments) is dict and len(arguments) == 1:
-                try:
-                    return (arguments[name] if check is None else check(arguments[name]),), {}
-                except Exception:
-                    pass
-            return slow(arguments)
-
-        return bind_one
-
-    def bind_many(arguments: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        if type(arguments) is dict and len(arguments) == n:
-            try:
-                return tuple([arguments[nm] if c is None else c(arguments[nm]) for nm, c in spec]), {}
-            except Exception:
-                pass
-        return slow(arguments)
-
-    return bind_many
+        return None
+    return spec
 
 
 class HandlerFunction:
@@ -118,7 +93,11 @@ class HandlerFunction:
         self.binder, self.ctx_name = _compile(fn, self.hints)
         #: ``bind(arguments) -> (args, kwargs)``: checks ``arguments`` against the signature
         #: (``InvalidParams`` naming the parameter) before the function runs.
-        self.bind: Callable[[Any], tuple[tuple[Any, ...], dict[str, Any]]] = _fast_bind(self.binder)
+        self.bind = self.binder.bind
+        #: Set when an object holding exactly the parameters may be passed by position, each
+        #: value checked as ``bind`` would check it (never with a context parameter: it may
+        #: come first in the signature): ``((name, check), ...)``.
+        self.by_position = _by_position(self.binder) if self.ctx_name is None else None
         #: Runs on the event loop without a task of its own (sync, ``blocking=False``, no context).
         self.inline = not self.is_async and not self.blocking and self.ctx_name is None
 

@@ -128,6 +128,17 @@ class ToolsCall:
             raise InvalidParams("Invalid params: 'arguments' must be an object", {"param": "arguments"})
         if "requestState" in params:
             self.server.request_state.check(params, "tools/call", tool.name)
+        spec = tool.by_position
+        if spec is not None and len(arguments) == len(spec):
+            # the common case, bound as Binder.bind would by name; any doubt (a name missing, a
+            # value refused) goes to Binder.bind below, which says what is wrong
+            try:
+                if len(spec) == 1:
+                    nm, chk = spec[0]
+                    return rules, tool, (arguments[nm] if chk is None else chk(arguments[nm]),), {}
+                return rules, tool, tuple([arguments[nm] if c is None else c(arguments[nm]) for nm, c in spec]), {}
+            except Exception:
+                pass
         try:
             args, kwargs = tool.bind(arguments)  # checked before the tool runs
         except InvalidParams as exc:

@@ -75,6 +75,7 @@ def _is_json(content_type: bytes | None) -> bool:
 
 
 _BUSY: Any = object()  # _serve's answer when no slot was free: the caller sends 503
+_GONE: Any = object()  # the client disconnected: nothing is sent
 
 
 class JSONRPCHTTPApp:
@@ -130,6 +131,8 @@ class JSONRPCHTTPApp:
             reply = await self._serve(body, receive)
         finally:
             current_principal.reset(token)
+        if reply is _GONE:
+            return
         if reply is _BUSY:
             await refuse_busy(send)
         elif reply is None:
@@ -175,7 +178,7 @@ class JSONRPCHTTPApp:
     def _release(self, _task: asyncio.Task[Any]) -> None:
         self.admission.release()
 
-    async def _until_disconnect(self, task: asyncio.Task[bytes | None], receive: Receive) -> bytes | None:
+    async def _until_disconnect(self, task: asyncio.Task[bytes | None], receive: Receive) -> Any:
         """Wait for ``task``; if the client disconnects first, cancel it (the reply has nowhere to go)."""
         watcher = asyncio.ensure_future(_wait_disconnect(receive))
         try:
@@ -187,7 +190,7 @@ class JSONRPCHTTPApp:
             watcher.cancel()
         if not task.done():
             task.cancel()
-            return None
+            return _GONE
         return task.result()
 
     async def _run(self, call: Call) -> tuple[bool, Any]:

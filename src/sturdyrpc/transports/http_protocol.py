@@ -88,6 +88,13 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._refused = True
         self._disarm()
         transport = self.transport
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete:
+            # A pipelined head while the previous response is still being written: a refusal
+            # would land inside that response. Close; the running request learns it is gone.
+            transport.close()
+            self.parser = None  # type: ignore[assignment]
+            return
         transport.write(response)
         if transport.can_write_eof():
             transport.write_eof()
