@@ -13,7 +13,7 @@ import msgspec
 import pytest
 
 from sturdyrpc import Dispatcher, Limits
-from sturdyrpc.execute import DaemonThreadPool, call_now, drive, execute, shared_pool
+from sturdyrpc.execute import DaemonThreadPool, call_now, execute, shared_pool
 from sturdyrpc.runner import Runner
 
 RAISERS: dict[str, BaseException] = {
@@ -77,8 +77,9 @@ def test_handle_sync_answers_sys_exit_keyboard_interrupt_and_generator_exit_with
 
 
 @pytest.mark.parametrize("kind", sorted(RAISERS))
-def test_inline_fast_path_and_run_inline_agree_on_handler_errors(kind: str) -> None:
-    # receive_and_run() writes call_now out for speed: it must answer exactly as run_inline().
+def test_inline_fast_path_run_inline_and_the_executor_agree_on_handler_errors(kind: str) -> None:
+    # The sans-I/O core applies the executor's policy (HANDLER_ERRORS) itself, since it cannot
+    # import execute.py: the inline fast path, run_inline() and call_now() must agree.
     rpc = make_rpc()
     fast = rpc.receive_and_run(req(f"{kind}_inline"))
     call = rpc.receive(req(f"{kind}_inline"))
@@ -87,6 +88,8 @@ def test_inline_fast_path_and_run_inline_agree_on_handler_errors(kind: str) -> N
     a, b = msgspec.json.decode(fast), msgspec.json.decode(slow)
     assert a["error"]["code"] == b["error"]["code"] == -32603
     assert set(a["error"]["data"]) == set(b["error"]["data"]) == {"incident"}
+    ok, exc = call_now(call.entry.fn, (), {})  # type: ignore[union-attr]
+    assert not ok and type(exc) is type(RAISERS[kind])
 
 
 @pytest.mark.parametrize("kind", sorted(RAISERS))
@@ -154,18 +157,22 @@ def test_execute_passes_cancellation_through_and_turns_everything_else_into_an_o
     asyncio.run(main())
 
 
-def test_call_now_and_drive() -> None:
+def test_call_now_and_handle_sync_of_async_handlers() -> None:
+    rpc = Dispatcher()
+
+    @rpc.method
     async def quick(x: int) -> int:
         return x + 1
 
+    @rpc.method
     async def suspends() -> None:
         await asyncio.sleep(0)
 
-    assert call_now(drive, (quick, (1,), {}), {}) == (True, 2)
-    ok, err = call_now(drive, (suspends, (), {}), {})
-    assert not ok and isinstance(err, RuntimeError)
+    assert msgspec.json.decode(rpc.handle_sync(req("quick", 1, [1])) or b"")["result"] == 2
+    assert_internal_error(msgspec.json.decode(rpc.handle_sync(req("suspends")) or b""))  # needs a loop: -32603
     ok, err = call_now(sys.exit, (4,), {})
     assert not ok and isinstance(err, SystemExit)
+    assert call_now(max, (1, 2), {}) == (True, 2)
 
 
 def test_daemon_pool_is_bounded() -> None:

@@ -321,3 +321,32 @@ def test_http_client_disconnecting_mid_batch_cancels_it_and_gives_every_slot_bac
     asyncio.run(main())
     assert sorted(started) == [0, 1, 2, 3]
     assert sent == []  # nobody is left to answer
+
+
+def test_pipelined_and_keep_alive_requests_each_get_the_whole_header_bound() -> None:
+    # The bound is per request head: several small requests in one read, or many on one
+    # keep-alive connection, must not add up to a refusal; an idle keep-alive connection is
+    # uvicorn's keep-alive timer's business, not the header timer's.
+    body = b'{"jsonrpc":"2.0","method":"echo","params":[1],"id":1}'
+    one = b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    with serve(JSONRPCHTTPApp(raising_rpc()), max_header_bytes=300, header_timeout=0.5) as s:
+        with socket.create_connection(("127.0.0.1", s.port)) as c:
+            c.settimeout(10)
+            c.sendall(one * 8)  # about 1 KiB in one read, over the 300-byte bound in total
+
+            def read_replies(n: int) -> bytes:
+                got = b""
+                while got.count(b'"result":1') < n:
+                    chunk = c.recv(65536)
+                    assert chunk, got
+                    got += chunk
+                return got
+
+            assert read_replies(8).count(b"HTTP/1.1 200") == 8
+            time.sleep(1.0)  # longer than header_timeout, shorter than the keep-alive timeout
+            c.sendall(one)
+            assert read_replies(1).startswith(b"HTTP/1.1 200")
+        with httpx.Client() as client:
+            for i in range(20):
+                r = client.post(s.url, json={"jsonrpc": "2.0", "method": "echo", "params": [i], "id": i})
+                assert r.json()["result"] == i

@@ -29,7 +29,6 @@ from .errors import (
     ParseError,
     RPCError,
 )
-from .execute import call_now, drive
 from .limits import DEFAULT_LIMITS, Limits
 from .messages import ErrorResponse, Id, InvalidMessage, Message, Response, classify, is_valid_id
 from .params import Binder, compile_binder
@@ -42,7 +41,6 @@ log = logging.getLogger("sturdyrpc")
 F = TypeVar("F", bound=Callable[..., Any])
 
 _NOTIFICATION: Any = object()  # the id slot of a call that must not be answered
-_NO_KWARGS: dict[str, Any] = {}  # shared, never written to: handlers get a fresh dict from **
 _encode = codec.encode
 _UNSET: Any = msgspec.UNSET
 _encode_result = msgspec.json.Encoder().encode
@@ -380,9 +378,10 @@ class Dispatcher:
         binder = entry.binder
         args: Any = ()
         kwargs: Any = params
-        # This is execute.call_now written out: the same call and the same error policy
-        # (HANDLER_ERRORS), without the function call and the tuple it costs (about 90 ns,
-        # 10% of the whole request on this path; test_execute checks both paths agree).
+        # The executor's error policy (HANDLER_ERRORS, the same tuple execute.call_now uses):
+        # the sans-I/O core sits below the executor and cannot import it, and the call it would
+        # add costs about 90 ns, 10% of a request on this path. test_execute checks that this
+        # path, run_inline() and the executor answer alike.
         try:
             # Params that need no checks bind as they are (Binder.bind's shortcuts, inlined);
             # passed by position when the signature allows: a cheaper call than by name.
@@ -640,12 +639,11 @@ class Dispatcher:
         without suspending."""
         entry = call.entry
         args, kwargs = call.arguments() if entry.binder.context_name is not None else (call.args, call.kwargs)
-        if entry.is_async:
-            ok, value = call_now(drive, (entry.fn, args, kwargs), _NO_KWARGS)
-        else:
-            ok, value = call_now(entry.fn, args, kwargs)
-        if not ok:
-            return self.failure(call, value)
+        # The executor's policy (see receive_and_run): the core cannot import execute.py.
+        try:
+            value = _drive(entry.fn(*args, **kwargs)) if entry.is_async else entry.fn(*args, **kwargs)
+        except HANDLER_ERRORS as exc:
+            return self.failure(call, exc)
         return self.result(call, value)
 
     def handle_sync(self, data: bytes) -> bytes | None:
@@ -670,3 +668,12 @@ def _error_dict(err: RPCError, id_: Id, omit_id: bool = False) -> dict[str, Any]
         return {"jsonrpc": "2.0", "error": err.to_dict()}
     return {"jsonrpc": "2.0", "error": err.to_dict(), "id": id_}
 
+
+def _drive(coro: Any) -> Any:
+    """Run a coroutine that finishes without suspending, with no event loop (``handle_sync``)."""
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        return stop.value
+    coro.close()
+    raise RuntimeError("async handler suspended; run it with an async runner")

@@ -29,7 +29,7 @@ from typing import Any
 
 from .errors import HANDLER_ERRORS
 
-__all__ = ["HANDLER_ERRORS", "DaemonThreadPool", "Outcome", "call_now", "drive", "execute", "shared_pool"]
+__all__ = ["HANDLER_ERRORS", "DaemonThreadPool", "Outcome", "call_now", "execute", "shared_pool"]
 
 
 #: ``(True, value)`` when the handler returned, ``(False, exception)`` when it raised.
@@ -167,18 +167,3 @@ def call_now(fn: Callable[..., Any], args: tuple[Any, ...] | list[Any], kwargs: 
     except HANDLER_ERRORS as exc:
         return False, exc
 
-
-def drive(fn: Callable[..., Any], args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any]) -> Any:
-    """Run async handler ``fn`` to completion on this thread, without an event loop.
-
-    For synchronous callers (``Dispatcher.handle_sync``): an async handler that finishes without
-    suspending returns its value; one that suspends raises ``RuntimeError``. Pass it to
-    :func:`call_now` to get the error policy: ``call_now(drive, (fn, args, kwargs), {})``.
-    """
-    coro = fn(*args, **kwargs)
-    try:
-        coro.send(None)
-    except StopIteration as stop:
-        return stop.value
-    coro.close()
-    raise RuntimeError("async handler suspended; run it with an async runner")

@@ -11,8 +11,9 @@ __all__ = ["Limits", "DEFAULT_LIMITS"]
 class Limits:
     """Bounds on what a peer may make us hold.
 
-    Every breach is answered with a clear -32600 error (id null) and the connection
-    keeps serving; nothing is buffered without bound.
+    Every breach of a message limit is answered with a clear -32600 error (id null) and the
+    connection keeps serving; the in-flight limits hold requests back (stream transports) or
+    refuse them with HTTP 503 (``max_server_in_flight``); nothing is buffered without bound.
     """
 
     #: Largest single message (one line, one Content-Length body, one HTTP body) in bytes.

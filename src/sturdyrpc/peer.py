@@ -389,7 +389,7 @@ class Peer:
             return
         if self._close_task is None:
             self._close_task = asyncio.get_running_loop().create_task(self._shutdown(deadline, eof=False))
-        elif self._draining_eof:
+        elif self._draining_eof and not self._close_task.done():
             self._draining_eof = False
             asyncio.get_running_loop().call_later(max(deadline, 0.0), self._cut_short, self._close_task)
         if self._runner.owns(asyncio.current_task()):

@@ -1,5 +1,6 @@
 """Transports: thin I/O layers that move frames between the outside world and the core.
 
+- ``fd``: raw file-descriptor reading and writing on the loop (under ``stdio``);
 - ``stdio``: the one stdio transport (:class:`~sturdyrpc.transports.stdio.StdioTransport`, this
   process's stdin/stdout, framing by argument, an optional early-answer hook) and the plain
   stdio server on it (``serve_stdio``/``run_stdio``);

@@ -25,9 +25,13 @@ from typing import Any
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from .asgi import error_body
-from .serve_http import DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_HEADER_BYTES
 
 __all__ = ["BoundedHttpToolsProtocol", "bounded_protocol", "DEFAULT_MAX_HEADER_BYTES", "DEFAULT_HEADER_TIMEOUT"]
+
+#: Default bound on one request's line + headers, in bytes (beyond it: 431).
+DEFAULT_MAX_HEADER_BYTES = 64 * 1024
+#: Default time a client has to send a whole request line + headers, in seconds (then: 408).
+DEFAULT_HEADER_TIMEOUT = 10.0
 
 # How long a refused connection keeps reading (and discarding) before it closes: closing with
 # unread input makes the kernel send a reset, which can destroy the refusal before it is read.
@@ -116,24 +120,26 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return  # read and dropped until the connection closes
-        if not self._in_head:
-            super().data_received(data)
-            return
-        room = self.max_header_bytes - self._head_seen
-        if len(data) <= room:
-            self._head_seen += len(data)
-            super().data_received(data)
-            return
-        # The head must be complete within the bytes that fit; what follows it is body.
-        self._head_seen = self.max_header_bytes
-        if room:
-            super().data_received(data[:room])
-        if self._refused or self.transport.is_closing() or self.parser is None:
-            return
-        if self._in_head:
-            self._refuse(_TOO_LARGE)
-            return
-        super().data_received(data[room:])
+        # Fed in pieces no longer than what the current head may still take: a piece may end
+        # the head (what follows is body, fed whole) or even whole pipelined requests (the
+        # next head then starts counting from zero), and a head still unfinished once it has
+        # had all its bytes is refused before anything more of it is parsed.
+        while data:
+            if not self._in_head:
+                super().data_received(data)
+                return
+            room = self.max_header_bytes - self._head_seen
+            if room <= 0:
+                self._refuse(_TOO_LARGE)
+                return
+            if len(data) <= room:
+                piece, data = data, b""
+            else:
+                piece, data = data[:room], data[room:]
+            self._head_seen += len(piece)
+            super().data_received(piece)
+            if self._refused or self.parser is None or self.transport.is_closing():
+                return
 
     # -------------------------------------------------------- parser events
 
@@ -152,9 +158,13 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._head_seen = 0
 
 
-def bounded_protocol(max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES,
-                     header_timeout: float = DEFAULT_HEADER_TIMEOUT) -> type[BoundedHttpToolsProtocol]:
-    """The protocol class for these limits (the module's own class for the defaults)."""
+def bounded_protocol(max_header_bytes: int | None = None, header_timeout: float | None = None) -> type[BoundedHttpToolsProtocol]:
+    """The protocol class for these limits (None: the default); the module's own class for the
+    defaults, so that uvicorn worker processes can import it by name."""
+    if max_header_bytes is None:
+        max_header_bytes = DEFAULT_MAX_HEADER_BYTES
+    if header_timeout is None:
+        header_timeout = DEFAULT_HEADER_TIMEOUT
     if type(max_header_bytes) is not int or max_header_bytes < 1:
         raise ValueError("max_header_bytes must be a positive integer")
     if not header_timeout > 0:

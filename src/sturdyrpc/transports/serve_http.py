@@ -5,7 +5,8 @@ server must not become reachable from the network by a typo.
 
 Each request's line + headers are bounded (``max_header_bytes``, 64 KiB by default: beyond it
 ``431``) and must arrive within ``header_timeout`` seconds (10 by default: after it ``408``), see
-:mod:`sturdyrpc.transports.http_protocol`. Both the plain JSON-RPC and the MCP apps run here.
+:mod:`sturdyrpc.transports.http_protocol` (which holds the defaults; it needs uvicorn and
+httptools, so it is imported only when serving). Both the plain JSON-RPC and the MCP apps run here.
 """
 
 from __future__ import annotations
@@ -16,13 +17,7 @@ from typing import Any
 
 from .asgi import LOCAL_HOSTS, ASGIApp
 
-__all__ = ["parse_host_port", "is_loopback", "run_uvicorn", "uvicorn_config", "RemoteBindRefused",
-           "DEFAULT_MAX_HEADER_BYTES", "DEFAULT_HEADER_TIMEOUT"]
-
-#: Default bound on one request's line + headers, in bytes (beyond it: 431).
-DEFAULT_MAX_HEADER_BYTES = 64 * 1024
-#: Default time a client has to send a whole request line + headers, in seconds (then: 408).
-DEFAULT_HEADER_TIMEOUT = 10.0
+__all__ = ["parse_host_port", "is_loopback", "run_uvicorn", "uvicorn_config", "RemoteBindRefused"]
 
 log = logging.getLogger("sturdyrpc")
 
@@ -56,25 +51,31 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _uvicorn_options(host: str, port: int, allow_remote: bool, log_level: str, max_header_bytes: int,
-                     header_timeout: float, uvicorn_options: dict[str, Any]) -> dict[str, Any]:
+def _uvicorn_options(host: str, port: int, allow_remote: bool, log_level: str, max_header_bytes: int | None,
+                     header_timeout: float | None, uvicorn_options: dict[str, Any]) -> dict[str, Any]:
     if not allow_remote and not is_loopback(host):
         raise RemoteBindRefused(f"refusing to bind {host!r}: not a loopback address (pass allow_remote)")
     # proxy_headers off: a direct server must not believe X-Forwarded-For from any client.
     options: dict[str, Any] = {"host": host, "port": port, "log_level": log_level, "lifespan": "on", "access_log": False,
                                "proxy_headers": False}
+    bounded = False
     if uvicorn_options.get("http", "auto") in ("auto", "httptools"):
-        from .http_protocol import bounded_protocol
-
-        options["http"] = bounded_protocol(max_header_bytes, header_timeout)
-    else:
-        options["h11_max_incomplete_event_size"] = max_header_bytes  # h11's own bound (no timer)
+        try:
+            from .http_protocol import bounded_protocol
+        except ImportError:  # no httptools: uvicorn serves with h11
+            log.warning("httptools is not installed: no header timeout (pip install 'sturdyrpc[http]')")
+        else:
+            options["http"] = bounded_protocol(max_header_bytes, header_timeout)
+            bounded = True
+    if not bounded:
+        # h11's own bound on an unfinished head (it has no timer); 64 KiB as http_protocol's default.
+        options["h11_max_incomplete_event_size"] = max_header_bytes if max_header_bytes is not None else 64 * 1024
     options.update({k: v for k, v in uvicorn_options.items() if k != "http" or v not in ("auto", "httptools")})
     return options
 
 
 def uvicorn_config(app: ASGIApp, host: str, port: int, *, allow_remote: bool = False, log_level: str = "warning",
-                   max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES, header_timeout: float = DEFAULT_HEADER_TIMEOUT,
+                   max_header_bytes: int | None = None, header_timeout: float | None = None,
                    **uvicorn_options: Any) -> Any:
     """The ``uvicorn.Config`` :func:`run_uvicorn` serves with, for running ``uvicorn.Server(config)``
     yourself (in a thread, in tests, beside other tasks)."""
@@ -85,12 +86,12 @@ def uvicorn_config(app: ASGIApp, host: str, port: int, *, allow_remote: bool = F
 
 
 def run_uvicorn(app: ASGIApp | str, host: str, port: int, *, allow_remote: bool = False, workers: int = 1,
-                log_level: str = "warning", max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES,
-                header_timeout: float = DEFAULT_HEADER_TIMEOUT, **uvicorn_options: Any) -> None:
+                log_level: str = "warning", max_header_bytes: int | None = None,
+                header_timeout: float | None = None, **uvicorn_options: Any) -> None:
     """Serve ``app`` (an app, or an ``"module:factory"`` string for several workers) until stopped.
 
-    ``max_header_bytes`` bounds each request's line + headers (431 beyond it) and
-    ``header_timeout`` the time to send them (408 after it).
+    ``max_header_bytes`` bounds each request's line + headers (431 beyond it; None: 64 KiB) and
+    ``header_timeout`` the seconds a client has to send them (408 after it; None: 10 s).
     """
     options = _uvicorn_options(host, port, allow_remote, log_level, max_header_bytes, header_timeout, uvicorn_options)
     import uvicorn
@@ -98,7 +99,7 @@ def run_uvicorn(app: ASGIApp | str, host: str, port: int, *, allow_remote: bool 
     if workers > 1:
         if not isinstance(app, str):
             raise ValueError("several workers need the app as an import string ('module:factory')")
-        if max_header_bytes != DEFAULT_MAX_HEADER_BYTES or header_timeout != DEFAULT_HEADER_TIMEOUT:
+        if max_header_bytes is not None or header_timeout is not None:
             # Workers are separate processes that import the protocol class by name.
             raise ValueError("several workers serve with the default max_header_bytes and header_timeout")
         options["workers"] = workers
