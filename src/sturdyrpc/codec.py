@@ -111,6 +111,11 @@ def decode(data: bytes | bytearray | memoryview, max_depth: int = 256) -> Any:
         raise DecodeFailure(str(exc)) from None
     except (ValueError, TypeError):
         raise DecodeFailure("JSON is malformed") from None
+    return _with_exact_ids(data, value)
+
+
+def _with_exact_ids(data: bytes | bytearray | memoryview, value: Any) -> Any:
+    # The one check every message pays: is its id a float (rare; the spec says SHOULD NOT)?
     t = type(value)
     if t is dict:
         if type(value.get("id")) is float:
@@ -141,15 +146,7 @@ def decode_bounded(data: bytes, max_depth: int) -> Any:
         raise DecodeFailure("JSON is malformed") from None
     if len(data) > 2 * max_depth and data.count(b"[") + data.count(b"{") > max_depth and depth_exceeds(value, max_depth):
         raise DecodeFailure(f"nesting deeper than {max_depth} levels", too_deep=True)
-    # The one check every message pays: is its id a float (rare; the spec says SHOULD NOT)?
-    t = type(value)
-    if t is dict:
-        if type(value.get("id")) is float:
-            _exact_id(data, value)
-        return value
-    if t is list:
-        return _exact_ids(data, value)
-    return value
+    return _with_exact_ids(data, value)
 
 
 # ------------------------------------------------------------ numbers read exactly, or marked
