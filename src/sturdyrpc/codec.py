@@ -28,6 +28,7 @@ import msgspec
 __all__ = [
     "decode",
     "decode_bounded",
+    "has_non_finite",
     "encode",
     "DecodeFailure",
     "NonFiniteFloat",
@@ -254,7 +255,8 @@ def _member_of(key: str, data: bytes) -> Any:
     return UnreadableNumber(key, f"{what} holds a number beyond the range of a 64-bit float")
 
 
-def _has_non_finite(value: Any) -> bool:
+def has_non_finite(value: Any) -> bool:
+    """Whether ``value`` holds a NaN or infinite float anywhere (msgspec would write it as null)."""
     stack = [value]
     while stack:
         v = stack.pop()
@@ -277,6 +279,6 @@ def encode(value: Any) -> bytes:
     and ``TypeError`` for values JSON cannot represent."""
     out = _raw_encode(value)
     # msgspec turns NaN/inf into null; only an output holding null can hide one.
-    if b"null" in out and _has_non_finite(value):
+    if b"null" in out and has_non_finite(value):
         raise NonFiniteFloat("value holds NaN or Infinity")
     return out

@@ -564,7 +564,7 @@ class Dispatcher:
             # As codec.encode: msgspec writes NaN/Infinity as null, so a reply holding null
             # is checked (unless the value is a scalar that cannot hide one).
             t = type(value)
-            if not (t is str or t is int or t is bool or value is None) and out.find(b"null") >= 0 and codec._has_non_finite(value):
+            if not (t is str or t is int or t is bool or value is None) and out.find(b"null") >= 0 and codec.has_non_finite(value):
                 raise codec.NonFiniteFloat("value holds NaN or Infinity")
             return out
         except _UNENCODABLE as exc:
