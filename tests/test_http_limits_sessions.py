@@ -324,3 +324,31 @@ def test_anonymous_clients_filling_the_session_table_cannot_lock_out_a_new_clien
 
     asyncio.run(go())
 
+
+
+def test_streamable_http_names_the_bound_when_an_id_cannot_be_echoed_exactly() -> None:
+    """The core's reason reaches the HTTP client (as on stdio), alone and as a batch element."""
+
+    async def go() -> None:
+        server, _ = make_server()
+        app = mcp_http_app(server)
+        async with asgi_client(app) as c:
+            h = await open_session(c, "2025-03-26")
+            long_id = "9" * 5000
+            body = ('{"jsonrpc":"2.0","id":' + long_id + ',"method":"ping"}').encode()
+            r = await c.post("/mcp", content=body, headers={**h, "content-type": "application/json"})
+            assert r.status_code == 400
+            err = r.json()["error"]
+            assert err["code"] == -32600 and "4300" in err["message"].replace(",", ""), err
+            r = await c.post("/mcp", content=b'[{"jsonrpc":"2.0","id":1e-400,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"ping"}]',
+                             headers={**h, "content-type": "application/json"})
+            replies = r.json() if r.headers["content-type"].startswith("application/json") else None
+            if replies is None:
+                replies = [json.loads(line[5:]) for line in r.text.splitlines() if line.startswith("data:") and line[5:].strip()]
+                replies = [x for part in replies for x in (part if isinstance(part, list) else [part])]
+            bad = [x for x in replies if "error" in x]
+            assert len(bad) == 1 and bad[0]["id"] is None and bad[0]["error"]["code"] == -32600, replies
+            assert "exactly" in bad[0]["error"]["message"], bad
+            assert any(x.get("id") == 2 and "result" in x for x in replies), replies
+
+    asyncio.run(go())

@@ -40,9 +40,10 @@ from typing import Any
 
 from .. import codec
 from ..admission import Admission
-from ..errors import InvalidRequest
+from ..errors import InvalidRequest, RPCError
 from ..limits import DEFAULT_LIMITS, Limits
 from ..mcp.versions import HANDSHAKE_VERSIONS, META_PROTOCOL_VERSION, MODERN_VERSIONS
+from ..messages import InvalidMessage, classify
 from ..transports.asgi import (
     BodyTooLarge,
     Disconnected,
@@ -76,7 +77,6 @@ ModernHandler = Callable[[bytes, Callable[[bytes], Awaitable[None]]], Awaitable[
 _STATELESS_INIT_ID = "sturdyrpc-stateless-init"
 
 #: The reply to a batch element that is no JSON-RPC message (its id cannot be read: null, as 2025-03-26 wants).
-_INVALID_ELEMENT = b'{"jsonrpc":"2.0","error":{"code":-32600,"message":"Invalid Request"},"id":null}'
 
 
 def _media_types(accept: bytes | None) -> set[bytes]:
@@ -258,9 +258,10 @@ class StreamableHTTPApp:
         for m in items:
             kind = _kind(m)
             if kind is None:
+                err = _why_invalid(m)
                 if not batch:
-                    raise HTTPRefusal(400, -32600, "Invalid Request: not a JSON-RPC message")
-                invalid.append(_INVALID_ELEMENT)
+                    raise HTTPRefusal(400, -32600, err.message)
+                invalid.append(codec.encode({"jsonrpc": "2.0", "error": err.to_dict(), "id": None}))
                 continue
             if kind == "request":
                 k = key_of(m["id"])
@@ -766,6 +767,17 @@ def _modern_envelope(obj: Any) -> bool:
     meta = params.get("_meta") if type(params) is dict else None
     v = meta.get(META_PROTOCOL_VERSION) if type(meta) is dict else None
     return type(v) is str and v not in HANDSHAKE_VERSIONS
+
+
+def _why_invalid(m: Any) -> RPCError:
+    """What to answer a message that is none of the shapes served here: the core's own reason
+    (e.g. an id that cannot be echoed exactly, naming the bound) when it has one."""
+    try:
+        classify(m)
+    except InvalidMessage as bad:
+        if bad.error.code == -32600:
+            return bad.error
+    return InvalidRequest("Invalid Request: not a JSON-RPC message")
 
 
 def _kind(m: Any) -> str | None:
