@@ -342,3 +342,168 @@ def test_early_answer_of_a_peer_not_made_by_the_server_answers_nothing() -> None
         assert SERVER.fast_path(peer)(_call(1, "echo", {"text": "x"})) is None
 
     asyncio.run(main())
+
+
+def test_early_answer_made_before_initialize_answers_nothing_then_as_the_peer_does_after_it() -> None:
+    """The early answer of stdio is made when the connection opens, before any version is
+    negotiated: what it works out once per session must follow the negotiation."""
+    frame = _call(1, "echo", {"text": "x"})
+
+    async def main() -> None:
+        async with Wire(SERVER) as w:
+            early = SERVER.fast_path(w.peer)
+            assert early(frame) is None  # not initialized: the lifecycle is the peer's
+            r = msgspec.json.decode(await general(w, frame))
+            assert r["error"]["code"] == -32600
+            await negotiate(w, "2025-06-18")
+            fast = early(_call(2, "echo", {"text": "x"}))
+            assert fast is not None
+            assert fast == await general(w, _call(2, "echo", {"text": "x"}))
+            assert early(_call(3, "echo", {"text": "y"})) == await general(w, _call(3, "echo", {"text": "y"}))
+
+    asyncio.run(main())
+
+
+def test_early_answer_follows_a_change_of_the_negotiated_version() -> None:
+    """What the early answer skips per session (the profile's checks, the version's rules) is
+    worked out again when the profile's version changes."""
+    plain = _call(1, "echo", {"text": "x"})
+
+    async def main() -> None:
+        async with Wire(SERVER) as w:
+            early = SERVER.fast_path(w.peer)
+            await negotiate(w, "2025-11-25")
+            assert early(plain) == await general(w, plain)
+            w.peer.profile.set_version("2026-07-28")  # e.g. an HTTP layer re-pinning the session
+            assert early(plain) is None  # no 2026-07-28 envelope: refused by the peer's rules
+            r = msgspec.json.decode(await general(w, plain))
+            assert r["error"]["code"] == -32602
+            modern = _call(2, "echo", {"text": "x"}, modern_meta("2026-07-28"))
+            fast = early(modern)
+            assert fast is not None and b'"resultType":"complete"' in fast
+            assert fast == await general(w, modern)
+
+    asyncio.run(main())
+
+
+def test_early_answer_echoes_the_exact_id_and_leaves_ids_mcp_refuses_to_the_peer() -> None:
+    """``1``, ``"1"``, ``1.0`` and ``true`` are different ids: the first two are answered with
+    the id exactly as sent, the others are left to the peer (which refuses them)."""
+
+    async def main() -> None:
+        async with Wire(SERVER) as w:
+            early = SERVER.fast_path(w.peer)
+            await negotiate(w, "2025-11-25")
+            assert msgspec.json.decode(early(_call(1, "echo", {"text": "x"})) or b"null")["id"] == 1
+            one_str = early(_call("1", "echo", {"text": "x"}))
+            assert one_str is not None and one_str.endswith(b',"id":"1"}')
+            big = 2**63 + 5
+            assert msgspec.json.decode(early(_call(big, "echo", {"text": "x"})) or b"null")["id"] == big
+            for frame in (_call(1.0, "echo", {"text": "x"}), _call(True, "echo", {"text": "x"}), _call(None, "echo", {"text": "x"})):
+                assert early(frame) is None
+                r = msgspec.json.decode(await general(w, frame))
+                assert r["error"]["code"] == -32600
+
+    asyncio.run(main())
+
+
+def test_early_answer_refuses_a_duplicate_of_a_running_id_of_the_same_type_only() -> None:
+    """While request ``1`` runs, ``1`` is the peer's to refuse; ``"1"`` is another id."""
+    server = MCPServer("dup-types", "1")
+    gate = asyncio.Event()
+
+    @server.tool()
+    async def wait() -> str:
+        await gate.wait()
+        return "done"
+
+    @server.tool(blocking=False)
+    def echo(text: str) -> str:
+        return text
+
+    async def main() -> None:
+        async with Wire(server) as w:
+            early = server.fast_path(w.peer)
+            await negotiate(w, "2025-11-25")
+            await w.client.send(_call(1, "wait", {}))
+            await asyncio.sleep(0.05)
+            assert w.peer.is_running(1) and not w.peer.accepts_id(1)
+            assert early(_call(1, "echo", {"text": "x"})) is None
+            assert early(_call("1", "echo", {"text": "x"})) is not None
+            assert early(_call(2, "echo", {"text": "x"})) is not None
+            gate.set()
+            r = msgspec.json.decode(await asyncio.wait_for(w.client.receive(), 3.0))
+            assert r["id"] == 1 and r["result"]["content"][0]["text"] == "done"
+            await asyncio.sleep(0)
+            assert early(_call(1, "echo", {"text": "x"})) is not None  # no longer running
+
+    asyncio.run(main())
+
+
+def test_early_answer_takes_an_escaped_method_name_and_answers_as_the_peer() -> None:
+    frame = _call(5, "echo", {"text": "x"}).replace(b'"tools/call"', b'"tools\\/call"')
+
+    async def main() -> None:
+        async with Wire(SERVER) as w:
+            await negotiate(w, "2025-11-25")
+            fast = SERVER.fast_reply(frame, w.peer)
+            assert fast is not None and fast == await general(w, frame)
+
+    asyncio.run(main())
+
+
+def test_early_answer_never_encodes_nan_or_infinity() -> None:
+    async def main() -> None:
+        async with Wire(SERVER) as w:
+            await negotiate(w, "2025-11-25")
+            frame = _call(1, "nan", {})
+            fast = SERVER.fast_reply(frame, w.peer)
+            slow = await general(w, frame)
+            for reply in (fast, slow):
+                if reply is not None:
+                    assert b"NaN" not in reply and b"Infinity" not in reply
+                    assert _INCIDENT.sub(b"incident X", reply) == _INCIDENT.sub(b"incident X", slow)
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_profile_accepts_every_request_only_where_check_request_would(version: str) -> None:
+    """``MCPProfile.accepts_every(method)`` is True only where ``check_request`` passes every
+    request of that method with a string or integer id and object params."""
+    from sturdyrpc.mcp.profile import MCPProfile
+
+    methods = ["tools/call", "tools/list", "ping", "initialize", "server/discover", "notifications/initialized", "x/y"]
+    params_list: list[dict[str, Any]] = [{}, {"name": "echo"}, {"_meta": modern_meta(version)}, {"_meta": {"progressToken": 1}}]
+    fresh = MCPProfile()
+    assert not any(fresh.accepts_every(m) for m in methods)  # nothing negotiated yet
+    assert not MCPProfile(version, role="client").accepts_every("tools/call")
+    p = MCPProfile()
+    if version == "2026-07-28":
+        assert p.check_request("server/discover", {"_meta": modern_meta(version)}, 1, False) is None
+    else:
+        assert p.check_request("initialize", {"protocolVersion": version, "capabilities": {}, "clientInfo": {}}, 0, False) is None
+    assert p.version == version
+    for m in methods:
+        if p.accepts_every(m):
+            for params in params_list:
+                for id_ in (1, "1", 0, "", 2**70):
+                    assert p.check_request(m, params, id_, False) is None, (m, params, id_)
+    assert p.accepts_every("tools/call") == (version != "2026-07-28")
+    assert not p.accepts_every("initialize") and not p.accepts_every("notifications/initialized")
+
+
+def test_early_answer_of_long_integer_ids_is_the_peers_reply_up_to_the_bound_and_none_past_it() -> None:
+    async def main() -> None:
+        async with Wire(SERVER) as w:
+            await negotiate(w, "2025-11-25")
+            for digits in (19, 20, 40, 4300, 4301, 5000):
+                frame = b'{"jsonrpc":"2.0","id":' + b"7" * digits + b',"method":"tools/call","params":{"name":"echo","arguments":{"text":"a"}}}'
+                fast = SERVER.fast_reply(frame, w.peer)
+                slow = await general(w, frame)
+                if digits <= 4300:
+                    assert fast == slow and b'"id":' + b"7" * digits + b"}" in slow
+                else:
+                    assert fast is None and msgspec.json.decode(slow)["error"]["code"] == -32600
+
+    asyncio.run(main())

@@ -1157,6 +1157,12 @@ class Peer:
         """Whether an incoming request with exactly this id (type and value) is being handled."""
         return self._runner.is_running(id_)
 
+    def accepts_id(self, id_: Id) -> bool:
+        """Whether a new incoming request with id ``id_`` would not be refused now: the peer is
+        not closing and no incoming request with exactly this id (type and value) is being
+        handled. ``not is_closing and not is_running(id_)`` in one call."""
+        return not self._closing and not self._runner.is_running(id_)
+
     def __repr__(self) -> str:
         state = "closed" if self._closed.is_set() else "closing" if self._closing else "open"
         return f"<Peer {self.name} {state} pending={len(self._pending)} running={self._runner.in_flight}>"

@@ -115,7 +115,10 @@ class Runner:
 
     def is_running(self, id_: Id) -> bool:
         """Whether a request with exactly this id (type and value) is running."""
-        return _key(id_) in self._by_id
+        by_id = self._by_id
+        if not by_id:
+            return False  # the common case on a busy connection of inline calls: no key to build
+        return (type(id_), id_) in by_id  # _key(id_), without the call
 
     def owns(self, task: asyncio.Task[Any] | None) -> bool:
         """Whether ``task`` is one of the tasks running this connection's handlers."""

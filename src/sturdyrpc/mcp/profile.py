@@ -211,6 +211,18 @@ class MCPProfile(Profile):
         supported = _newest_first(self.supported) if self.stateless else _newest_first(MODERN_VERSIONS)
         return self._check_envelope(meta, supported)
 
+    def accepts_every(self, method: str) -> bool:
+        """Whether :meth:`check_request` passes every request of ``method`` with a string or
+        integer id and object params on this connection, whatever else the request holds, for
+        as long as the negotiated version stays the same.
+
+        True on a server's negotiated handshake-era session for a method that era serves (its
+        checks then look at the method only: ``initialize`` was accepted, the era is pinned);
+        False where the answer may depend on the message (the 2026-07-28 envelope, before
+        negotiation, a client). Lets a caller skip checks that are constant per session.
+        """
+        return self.era == "handshake" and self.role == "server" and self.version is not None and self._check_handshake(method) is None
+
     def _check_handshake(self, method: str) -> RPCError | None:
         """A request on a session in the handshake era, after the message checks."""
         if method.startswith("notifications/"):

@@ -66,9 +66,6 @@ _Raw = msgspec.Raw
 #: The reply envelope around a rendered result, as the dispatcher's encoder writes it.
 _REPLY_HEAD = b'{"jsonrpc":"2.0","result":'
 _REPLY_ID = b',"id":'
-#: How the method of a frame the early answer can take is spelled (an escaped spelling is valid
-#: JSON too, and left to the dispatcher).
-_METHOD = b'"tools/call"'
 _WRAPPED = TEMPLATE_WRAPPED
 _TEXT = TEMPLATE_TEXT
 
@@ -96,6 +93,8 @@ class _Template:
 
 #: ``run_inline``'s ``id_`` when the caller wants the result, not the whole reply.
 _RESULT_ONLY: Any = object()
+#: The early answer before it has seen the session's negotiated version (even None).
+_NOT_SEEN: Any = object()
 
 
 class ToolsCall:
@@ -109,11 +108,15 @@ class ToolsCall:
 
     # ------------------------------------------------------------------ bind
 
-    def prepare(self, session: SessionState, params: dict[str, Any], tool: Tool | None = None) -> Prepared | dict[str, Any]:
+    def prepare(
+        self, session: SessionState, params: dict[str, Any], tool: Tool | None = None, rules: VersionRules | None = None
+    ) -> Prepared | dict[str, Any]:
         """Check a ``tools/call``: the :data:`Prepared` call, or the finished result of a
         validation failure (a tool error from 2025-11-25 on). Raises ``InvalidParams``.
-        ``tool``: the tool ``params`` names, when the caller has looked it up already."""
-        rules = session.rules_of(params)
+        ``tool``: the tool ``params`` names, when the caller has looked it up already;
+        ``rules``: ``session.rules_of(params)``, when the caller knows them already."""
+        if rules is None:
+            rules = session.rules_of(params)
         if tool is None:
             name = params.get("name")
             tool = self._tools.get(name) if type(name) is str else None
@@ -149,13 +152,16 @@ class ToolsCall:
 
     # ------------------------------------------------------------------ execute
 
-    def run_inline(self, session: SessionState, params: dict[str, Any], id_: Any = _RESULT_ONLY, tool: Tool | None = None) -> Any:
+    def run_inline(
+        self, session: SessionState, params: dict[str, Any], id_: Any = _RESULT_ONLY, tool: Tool | None = None, rules: VersionRules | None = None
+    ) -> Any:
         """``tools/call`` of an inline tool (sync, non-blocking, no context), right here.
 
         Returns the rendered result as bytes when a template applies (the whole reply when
         ``id_`` is given), else the result object. Raises an ``RPCError`` raised on purpose.
+        ``tool`` and ``rules`` as for :meth:`prepare`.
         """
-        p = self.prepare(session, params, tool)
+        p = self.prepare(session, params, tool, rules)
         if type(p) is not tuple:
             return p
         rules, tool, args, kwargs = p
@@ -276,23 +282,25 @@ class ToolsCall:
             return lambda frame: None
         tools = self.server.tools
         check = profile.check_request
-        is_running = peer.is_running
+        accepts_id = peer.accepts_id
         decode = _decode_request
         run_inline = self.run_inline
+        # What is constant for the session once it is negotiated, worked out again whenever the
+        # negotiated version changes: on a handshake-era session every tools/call of the usual
+        # shape passes the profile's checks (MCPProfile.accepts_every), under one version's rules.
+        seen: Any = _NOT_SEEN  # profile.version when `fixed` was worked out
+        fixed: VersionRules | None = None  # the rules, when the profile's checks pass every frame
 
         def answer(frame: bytes) -> bytes | None:
-            if profile.era is None or peer.is_closing:
-                return None  # the lifecycle, and refusals while closing, are the peer's
+            nonlocal seen, fixed
             n = len(frame)
             if n > d.small_frame:  # valid JSON of n bytes nests at most n // 2 deep: short frames need no count
                 limits = d.limits
                 if n > limits.max_message_bytes or frame.count(b"[") + frame.count(b"{") > limits.max_depth:
                     return None
-            if _METHOD not in frame:
-                return None  # another method (a failed typed decode costs more than this search)
             try:
                 req = decode(frame)
-            except Exception:  # another shape, or malformed: the dispatcher answers it
+            except Exception:  # another method or shape, or malformed: the dispatcher answers it
                 return None
             params = req.params
             name = params.get("name")
@@ -300,10 +308,16 @@ class ToolsCall:
             if tool is None or not tool.inline:
                 return None
             id_ = req.id
-            if check("tools/call", params, id_, False) is not None or is_running(id_):
-                return None  # a refused envelope or a duplicate id: the peer answers as it must
+            if profile.version is not seen:
+                seen = profile.version
+                fixed = session.rules_of(params) if profile.accepts_every("tools/call") else None
+            rules = fixed
+            if rules is None and (profile.era is None or check("tools/call", params, id_, False) is not None):
+                return None  # the lifecycle, or a refused envelope: the peer answers as it must
+            if not accepts_id(id_):
+                return None  # the connection closing, or a duplicate id: the peer refuses it
             try:
-                result = run_inline(session, params, id_, tool)
+                result = run_inline(session, params, id_, tool, rules)
             except RPCError as exc:
                 return d.failure(Call(id_, "tools/call", _entry(d), (), params, params), exc)
             if type(result) is bytes:

@@ -159,6 +159,13 @@ class StdioTransport:
         w = self._writer
         #: ``write(payload)``: queue one message (framed) for this turn's write without waiting.
         self.write: Callable[[bytes], None] = w.write_line if framing == "line" else (lambda payload: w.write(encode_content_length(payload)))
+        #: ``write_many(payloads)``: :attr:`write` each of a list of messages, in order.
+        self.write_many: Callable[[list[bytes]], None] = w.write_lines if framing == "line" else self._write_each
+
+    def _write_each(self, payloads: list[bytes]) -> None:
+        write = self.write
+        for payload in payloads:
+            write(payload)
 
     async def start(self) -> None:
         """Start reading stdin and writing stdout (on the running loop)."""
@@ -237,24 +244,31 @@ class StdioTransport:
         return i
 
     def _answer_early(self, frames: list[Frame], early: Callable[[bytes], bytes | None]) -> int:
-        """Answer frames with the hook from the first; the index of the first it did not answer."""
-        write = self.write
+        """Answer frames with the hook from the first; the index of the first it did not answer.
+        The replies leave in order, every ``_FLUSH_EVERY`` of them handed to the system at once."""
+        write_many = self.write_many
         flush = self._writer.flush_now
+        mask = _FLUSH_MASK
+        replies: list[bytes] = []
+        add = replies.append
         i = 0
         for frame in frames:
             if type(frame) is not bytes:
-                return i
+                break
             try:
                 reply = early(frame)
             except Exception:  # a bug of ours: the frame is delivered as usual instead
                 log.exception("internal error in the early-answer hook")
-                return i
+                break
             if reply is None:
-                return i
-            write(reply)
+                break
+            add(reply)
             i += 1
-            if not i & _FLUSH_MASK:
+            if not i & mask:
+                write_many(replies)
+                replies.clear()
                 flush()
+        write_many(replies)
         return i
 
     def _schedule_pump(self) -> None:
