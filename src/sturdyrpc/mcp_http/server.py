@@ -260,7 +260,9 @@ class StreamableHTTPApp:
             if kind is None:
                 err = _why_invalid(m)
                 if not batch:
-                    raise HTTPRefusal(400, -32600, err.message)
+                    raise HTTPRefusal(400, -32600, err.message if err is not None else "Invalid Request: not a JSON-RPC message")
+                if err is None:
+                    err = InvalidRequest("Invalid Request")
                 invalid.append(codec.encode({"jsonrpc": "2.0", "error": err.to_dict(), "id": None}))
                 continue
             if kind == "request":
@@ -769,15 +771,15 @@ def _modern_envelope(obj: Any) -> bool:
     return type(v) is str and v not in HANDSHAKE_VERSIONS
 
 
-def _why_invalid(m: Any) -> RPCError:
+def _why_invalid(m: Any) -> RPCError | None:
     """What to answer a message that is none of the shapes served here: the core's own reason
     (e.g. an id that cannot be echoed exactly, naming the bound) when it has one."""
     try:
         classify(m)
     except InvalidMessage as bad:
-        if bad.error.code == -32600:
+        if bad.error.code == -32600 and bad.error.message != "Invalid Request":
             return bad.error
-    return InvalidRequest("Invalid Request: not a JSON-RPC message")
+    return None
 
 
 def _kind(m: Any) -> str | None:
