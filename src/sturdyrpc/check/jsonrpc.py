@@ -26,6 +26,7 @@ from .rules import (
     show,
     values_equal,
 )
+from .verdicts import spec_args
 
 MUST, SHOULD, QUALITY = Level.MUST, Level.SHOULD, Level.QUALITY
 UNKNOWN = "sturdyrpc.check/unknown-method"
@@ -210,11 +211,7 @@ def pipelined(s: Probe) -> None:
 # -- messages --------------------------------------------------------------------------------
 
 
-@check(
-    "messages.response-shape", "messages", MUST, "replies are well-formed response objects",
-    f"{S5}; {S51}",
-    'write {"jsonrpc":"2.0","id":...} plus exactly one of "result"/"error"; error has integer code and string message',
-)
+@check(*spec_args("messages.response-shape"))
 def response_shape(s: Probe) -> None:
     replies = s.exchange(_unknown(s, "shape-1"))
     if not replies:
@@ -224,11 +221,7 @@ def response_shape(s: Probe) -> None:
         raise CheckFailed("; ".join(problems))
 
 
-@check(
-    "messages.notification-silent", "messages", MUST, "a notification gets no reply, not even an error",
-    S41,
-    "never write anything for a message without \"id\", even when its method is unknown or it fails",
-)
+@check(*spec_args("messages.notification-silent"))
 def notification_silent(s: Probe) -> None:
     replies = s.exchange(s.notification(UNKNOWN, {"x": 1}), expect=0)
     if replies:

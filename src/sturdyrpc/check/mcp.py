@@ -5,12 +5,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .config import HANDSHAKE_VERSIONS, KNOWN_VERSIONS, MODERN_VERSION, Config, modern_meta, same_id
+from .config import HANDSHAKE_VERSIONS, MODERN_VERSION, Config, modern_meta, same_id
 from .connect import new_probe
 from .http import header_mismatch as _http_header_mismatch
 from .model import CheckFailed, CheckSkipped, Level, Report
 from .probe import Probe
 from .rules import ANY, NULL, check, expect_error, expect_id, expect_result, leaks, show
+from .verdicts import initialize_result_problems, mcp_error_code_problems, progress_problem, spec_args
 
 __all__ = ["detect"]
 
@@ -124,9 +125,7 @@ def _error_or_fail(s: Probe, reply: Any, codes: tuple[int, ...], what: str, *, s
 
 
 @check(
-    "mcp.initialize", "mcp", MUST, "initialize returns protocolVersion, capabilities and serverInfo",
-    _spec("basic/lifecycle.mdx (Initialization)", "2024-11-05..2025-11-25"),
-    "answer initialize with {protocolVersion, capabilities, serverInfo: {name, version}}",
+    *spec_args("mcp.initialize"),
     group="fresh", handshake=False, applies=_handshake_era,
 )
 def initialize(s: Probe) -> None:
@@ -136,18 +135,9 @@ def initialize(s: Probe) -> None:
         raise CheckFailed(f"no reply to initialize{s.exit_note()}")
     result = _result_of(reply, "initialize")
     expect_id(reply, 1)
-    problems = []
-    if type(result.get("protocolVersion")) is not str:
-        problems.append("protocolVersion is missing or not a string")
-    if type(result.get("capabilities")) is not dict:
-        problems.append("capabilities is missing or not an object")
-    info = result.get("serverInfo")
-    if type(info) is not dict or type(info.get("name")) is not str or type(info.get("version")) is not str:
-        problems.append(f"serverInfo must be an object with string name and version, got {show(info)}")
+    problems = initialize_result_problems(result, version)
     if problems:
         raise CheckFailed("; ".join(problems))
-    if result["protocolVersion"] != version and result["protocolVersion"] not in KNOWN_VERSIONS:
-        raise CheckFailed(f"offered {version}, the server answered an unknown version {result['protocolVersion']!r}")
 
 
 @check(
@@ -399,9 +389,7 @@ def _progress_events(msgs: list[Any], token: Any) -> list[Any]:
 
 
 @check(
-    "mcp.progress", "mcp", MUST, "progress increases strictly and stops at the reply",
-    _spec("basic/utilities/progress.mdx (progress MUST increase; notifications MUST stop after completion)"),
-    "send notifications/progress only for the request's progressToken, with a growing value, and never after the response",
+    *spec_args("mcp.progress"),
     group="mcp-slow", applies=_needs_slow_tool,
 )
 def progress(s: Probe) -> None:
@@ -416,9 +404,9 @@ def progress(s: Probe) -> None:
     late = _progress_events(after, token)
     if late:
         raise CheckFailed(f"{len(late)} progress notification(s) arrived after the response")
-    for a, b in zip(values, values[1:], strict=False):
-        if not (isinstance(a, (int, float)) and isinstance(b, (int, float)) and b > a):
-            raise CheckFailed(f"progress must increase every time, got {show(values)}")
+    problem = progress_problem(values)
+    if problem:
+        raise CheckFailed(problem)
     for m in before + after:
         if type(m) is dict and m.get("method") == "notifications/progress":
             p = m.get("params")
@@ -531,9 +519,7 @@ def server_info_meta(s: Probe) -> None:
 
 
 @check(
-    "mcp.error-codes", "mcp", MUST, "error codes respect the MCP code ranges",
-    _spec("basic/index.mdx#error-codes (-32020..-32099 reserved; only -32020/-32021/-32022 defined; -32002 retired)", MODERN_VERSION),
-    "use the standard codes; -32602 for a missing resource; no invented codes in -32020..-32099; data.requiredCapabilities with -32021",
+    *spec_args("mcp.error-codes"),
     group="mcp", applies=_modern,
 )
 def error_codes(s: Probe) -> None:
@@ -551,15 +537,8 @@ def error_codes(s: Probe) -> None:
                 raise CheckFailed("a missing resource was answered with empty contents (MUST be -32602)")
             continue
         err = expect_error(reply, ())["error"]
-        code = err["code"]
-        if code == -32002:
-            raise CheckFailed(f"{method}: -32002 is retired in {MODERN_VERSION} (use -32602 for a missing resource)")
-        if -32099 <= code <= -32020 and code not in (-32020, -32021, -32022):
-            raise CheckFailed(f"{method}: code {code} is in the range reserved for MCP but not defined by it")
-        if code == -32021 and type((err.get("data") or {}).get("requiredCapabilities")) is not dict:
-            raise CheckFailed(f"{method}: -32021 must carry data.requiredCapabilities")
-        if -32019 <= code <= -32000:
-            raise CheckFailed(f"{method}: code {code} is in the legacy range new implementations SHOULD NOT use", level=SHOULD)
+        for level, detail in mcp_error_code_problems(err["code"], err.get("data"), s.cfg.version)[:1]:
+            raise CheckFailed(f"{method}: {detail}", level=None if level is MUST else level)
 
 
 @check(

@@ -25,6 +25,7 @@ from .jsonrpc import (
 from .model import CheckFailed, CheckSkipped
 from .probe import Probe
 from .rules import NULL, check, expect_error, response_problems, show
+from .verdicts import spec_args
 
 # -- robustness ------------------------------------------------------------------------------
 
@@ -255,9 +256,7 @@ STDOUT_CHECK_ID = "framing.stdout-only-jsonrpc"
 
 
 @check(
-    STDOUT_CHECK_ID, "framing", MUST, "stdout carries only JSON-RPC messages, one per line",
-    "MCP basic/transports (stdio: the server MUST NOT write anything to stdout that is not a valid MCP message); NDJSON framing",
-    "send logs, banners and print() output to stderr; write each message as one compact line",
+    *spec_args(STDOUT_CHECK_ID),
     group="final",
     stdio_only="an HTTP server's stdout is not the channel",
 )

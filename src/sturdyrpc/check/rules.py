@@ -10,12 +10,10 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-import msgspec
-
 from .config import same_id
-from .driver import trim
 from .model import Check, CheckFailed, CheckSpec, Level
 from .probe import Probe
+from .verdicts import response_problems, show
 
 __all__ = [
     "REGISTRY",
@@ -65,47 +63,6 @@ def check(
         return fn
 
     return deco
-
-
-def show(value: Any, limit: int = 200) -> str:
-    """A short JSON rendering of a decoded value."""
-    try:
-        return trim(msgspec.json.encode(value), limit)
-    except (TypeError, ValueError, OverflowError):
-        return trim(repr(value), limit)
-
-
-def response_problems(v: Any, *, id_may_be_omitted: bool = False) -> list[str]:
-    """Everything wrong with ``v`` as a JSON-RPC 2.0 response object (JSON-RPC 2.0 §5, §5.1)."""
-    if type(v) is not dict:
-        return [f"a response must be a JSON object, got {show(v, 60)}"]
-    problems = []
-    if v.get("jsonrpc") != "2.0" or type(v.get("jsonrpc")) is not str:
-        problems.append('member "jsonrpc" must be exactly "2.0"' + ("" if "jsonrpc" in v else " (it is missing)"))
-    if "id" not in v:
-        if not id_may_be_omitted:
-            problems.append('member "id" is missing (it must be present, null when the request id could not be read)')
-    elif type(v["id"]) not in (str, int, float) and v["id"] is not None:
-        problems.append(f'member "id" must be a string, a number or null, got {show(v["id"], 40)}')
-    has_result, has_error = "result" in v, "error" in v
-    if has_result == has_error:
-        problems.append('exactly one of "result" and "error" must be present' + (" (both are)" if has_result else " (neither is)"))
-    if has_error:
-        err = v["error"]
-        if type(err) is not dict:
-            problems.append('"error" must be an object')
-        else:
-            if type(err.get("code")) is not int:
-                problems.append(f'error "code" must be an integer, got {show(err.get("code"), 40)}')
-            if type(err.get("message")) is not str:
-                problems.append(f'error "message" must be a string, got {show(err.get("message"), 40)}')
-            extra = set(err) - {"code", "message", "data"}
-            if extra:
-                problems.append(f"error object has members the spec does not define: {sorted(extra)}")
-    extra_top = set(v) - {"jsonrpc", "id", "result", "error"}
-    if extra_top:
-        problems.append(f"response has members the spec does not define: {sorted(extra_top)}")
-    return problems
 
 
 def _validate(reply: Any, *, id_may_be_omitted: bool = False) -> dict[str, Any]:

@@ -1,0 +1,232 @@
+"""The rules of the checker as pure predicates on decoded messages, shared by ``check`` and the
+live proxies (``sturdyrpc trace`` / ``guard``).
+
+``check`` provokes a server and judges what comes back; ``trace`` watches real traffic and
+judges every message as it passes. Both ask the same questions, so the questions live here once:
+the rule texts (:data:`SPECS`, which the check decorators use) and the predicates that answer
+them. Nothing here does I/O or knows about a probe or a pipe.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from .config import KNOWN_VERSIONS, MODERN_VERSION
+from .driver import trim
+from .model import CheckSpec, Level
+
+__all__ = [
+    "SPECS",
+    "spec_args",
+    "show",
+    "response_problems",
+    "message_problems",
+    "jsonrpc_code_problem",
+    "mcp_error_code_problems",
+    "progress_problem",
+    "initialize_result_problems",
+    "DEFINED_CODES",
+]
+
+MUST, SHOULD = Level.MUST, Level.SHOULD
+_S4 = "JSON-RPC 2.0 §4 (Request object)"
+_S41 = "JSON-RPC 2.0 §4.1 (Notification)"
+_S5 = "JSON-RPC 2.0 §5 (Response object)"
+_S51 = "JSON-RPC 2.0 §5.1 (Error object)"
+
+
+def _mcp(path: str, version: str | None = None) -> str:
+    return f"MCP {version or 'all versions'}: {path}"
+
+
+def _spec(id: str, area: str, level: Level, title: str, rule: str, hint: str) -> CheckSpec:
+    return CheckSpec(id, area, level, title, rule, hint)
+
+
+#: Rules judged both by a ``check`` and on live traffic, by id. A check registered under one of
+#: these ids takes its texts from here (:func:`spec_args`); the ids without a check
+#: (``ids.unknown-reply``, ``ids.duplicate-reply``, ``messages.invalid-message``,
+#: ``errors.code-range``, ``mcp.lifecycle``) are judged only on live traffic, where they can
+#: happen without being provoked.
+SPECS: dict[str, CheckSpec] = {
+    s.id: s
+    for s in (
+        _spec(
+            "framing.stdout-only-jsonrpc", "framing", MUST, "stdout carries only JSON-RPC messages, one per line",
+            "MCP basic/transports (stdio: the server MUST NOT write anything to stdout that is not a valid MCP message); NDJSON framing",
+            "send logs, banners and print() output to stderr; write each message as one compact line",
+        ),
+        _spec(
+            "messages.response-shape", "messages", MUST, "replies are well-formed response objects",
+            f"{_S5}; {_S51}",
+            'write {"jsonrpc":"2.0","id":...} plus exactly one of "result"/"error"; error has integer code and string message',
+        ),
+        _spec(
+            "messages.notification-silent", "messages", MUST, "a notification gets no reply, not even an error",
+            _S41,
+            "never write anything for a message without \"id\", even when its method is unknown or it fails",
+        ),
+        _spec(
+            "messages.invalid-message", "messages", MUST, "requests and notifications are well-formed",
+            f"{_S4}; {_S41}",
+            'write {"jsonrpc":"2.0","method":"...","params":{...} or [...]} (plus "id" for a request)',
+        ),
+        _spec(
+            "ids.unknown-reply", "ids", MUST, "a reply answers a request that was sent",
+            f"{_S5} (id: the same as the value of the id member in the Request object)",
+            "answer each request once with its own id; never invent ids or answer a cancelled request twice",
+        ),
+        _spec(
+            "ids.duplicate-reply", "ids", MUST, "each request gets exactly one reply",
+            f"{_S5} (a response is sent for each request, once)",
+            "settle each request exactly once (guard against a second write after a timeout or an error)",
+        ),
+        _spec(
+            "errors.code-range", "errors", MUST, "error codes in the reserved range are the defined ones",
+            f"{_S51} (-32768..-32000 reserved; -32000..-32099 server errors)",
+            "use -32700/-32600/-32601/-32602/-32603, -32000..-32099 for server errors, and codes outside -32768..-32000 for your own",
+        ),
+        _spec(
+            "mcp.error-codes", "mcp", MUST, "error codes respect the MCP code ranges",
+            _mcp("basic/index.mdx#error-codes (-32020..-32099 reserved; only -32020/-32021/-32022 defined; -32002 retired)", MODERN_VERSION),
+            "use the standard codes; -32602 for a missing resource; no invented codes in -32020..-32099; data.requiredCapabilities with -32021",
+        ),
+        _spec(
+            "mcp.progress", "mcp", MUST, "progress increases strictly and stops at the reply",
+            _mcp("basic/utilities/progress.mdx (progress MUST increase; notifications MUST stop after completion)"),
+            "send notifications/progress only for the request's progressToken, with a growing value, and never after the response",
+        ),
+        _spec(
+            "mcp.initialize", "mcp", MUST, "initialize returns protocolVersion, capabilities and serverInfo",
+            _mcp("basic/lifecycle.mdx (Initialization)", "2024-11-05..2025-11-25"),
+            "answer initialize with {protocolVersion, capabilities, serverInfo: {name, version}}",
+        ),
+        _spec(
+            "mcp.lifecycle", "mcp", MUST, "messages respect the lifecycle of the negotiated version",
+            _mcp("basic/lifecycle.mdx (initialize first; only ping/logging before initialized); 2026-07-28: no handshake"),
+            "answer initialize before anything else; send no requests but ping before notifications/initialized",
+        ),
+    )
+}
+
+#: The error codes JSON-RPC 2.0 defines in its reserved range.
+DEFINED_CODES = frozenset({-32700, -32600, -32601, -32602, -32603})
+
+
+def spec_args(id: str) -> tuple[str, str, Level, str, str, str]:
+    """The positional arguments of the ``check`` decorator for the shared rule ``id``."""
+    s = SPECS[id]
+    return (s.id, s.area, s.level, s.title, s.rule, s.hint)
+
+
+def show(value: Any, limit: int = 200) -> str:
+    """A short JSON rendering of a decoded value."""
+    try:
+        return trim(msgspec.json.encode(value), limit)
+    except (TypeError, ValueError, OverflowError):
+        return trim(repr(value), limit)
+
+
+def response_problems(v: Any, *, id_may_be_omitted: bool = False) -> list[str]:
+    """Everything wrong with ``v`` as a JSON-RPC 2.0 response object (JSON-RPC 2.0 §5, §5.1)."""
+    if type(v) is not dict:
+        return [f"a response must be a JSON object, got {show(v, 60)}"]
+    problems = []
+    if v.get("jsonrpc") != "2.0" or type(v.get("jsonrpc")) is not str:
+        problems.append('member "jsonrpc" must be exactly "2.0"' + ("" if "jsonrpc" in v else " (it is missing)"))
+    if "id" not in v:
+        if not id_may_be_omitted:
+            problems.append('member "id" is missing (it must be present, null when the request id could not be read)')
+    elif type(v["id"]) not in (str, int, float) and v["id"] is not None:
+        problems.append(f'member "id" must be a string, a number or null, got {show(v["id"], 40)}')
+    has_result, has_error = "result" in v, "error" in v
+    if has_result == has_error:
+        problems.append('exactly one of "result" and "error" must be present' + (" (both are)" if has_result else " (neither is)"))
+    if has_error:
+        err = v["error"]
+        if type(err) is not dict:
+            problems.append('"error" must be an object')
+        else:
+            if type(err.get("code")) is not int:
+                problems.append(f'error "code" must be an integer, got {show(err.get("code"), 40)}')
+            if type(err.get("message")) is not str:
+                problems.append(f'error "message" must be a string, got {show(err.get("message"), 40)}')
+            extra = set(err) - {"code", "message", "data"}
+            if extra:
+                problems.append(f"error object has members the spec does not define: {sorted(extra)}")
+    extra_top = set(v) - {"jsonrpc", "id", "result", "error"}
+    if extra_top:
+        problems.append(f"response has members the spec does not define: {sorted(extra_top)}")
+    return problems
+
+
+def message_problems(v: dict[str, Any], *, mcp: bool = False) -> list[str]:
+    """Everything wrong with ``v`` (a dict holding ``"method"``) as a request or notification (§4)."""
+    problems = []
+    if v.get("jsonrpc") != "2.0" or type(v.get("jsonrpc")) is not str:
+        problems.append('member "jsonrpc" must be exactly "2.0"' + ("" if "jsonrpc" in v else " (it is missing)"))
+    if type(v.get("method")) is not str:
+        problems.append(f'member "method" must be a string, got {show(v.get("method"), 40)}')
+    if "params" in v and type(v["params"]) not in (dict, list):
+        problems.append(f'member "params" must be an object or an array, got {show(v["params"], 40)}')
+    elif mcp and "params" in v and type(v["params"]) is not dict:
+        problems.append('MCP params must be an object')
+    if "id" in v:
+        i = v["id"]
+        if mcp and type(i) not in (str, int):
+            problems.append(f"an MCP request id must be a string or an integer, got {show(i, 40)}")
+        elif type(i) not in (str, int, float) and i is not None:
+            problems.append(f'member "id" must be a string, a number or null, got {show(i, 40)}')
+    extra = set(v) - {"jsonrpc", "method", "params", "id"}
+    if extra:
+        problems.append(f"message has members the spec does not define: {sorted(extra)}")
+    return problems
+
+
+def jsonrpc_code_problem(code: int) -> str | None:
+    """Why ``code`` may not be used (JSON-RPC 2.0 §5.1), or None."""
+    if -32768 <= code <= -32000 and code not in DEFINED_CODES and not -32099 <= code <= -32000:
+        return f"code {code} is in the range JSON-RPC reserves for pre-defined errors but is not one of them"
+    return None
+
+
+def mcp_error_code_problems(code: int, data: Any, version: str | None) -> list[tuple[Level, str]]:
+    """What is wrong with an error ``code`` (and its ``data``) under MCP ``version``, most serious
+    first; the code policy of 2026-07-28 applies only there."""
+    if version != MODERN_VERSION:
+        return []
+    out: list[tuple[Level, str]] = []
+    if code == -32002:
+        out.append((MUST, f"-32002 is retired in {MODERN_VERSION} (use -32602 for a missing resource)"))
+    if -32099 <= code <= -32020 and code not in (-32020, -32021, -32022):
+        out.append((MUST, f"code {code} is in the range reserved for MCP but not defined by it"))
+    if code == -32021 and type((data if type(data) is dict else {}).get("requiredCapabilities")) is not dict:
+        out.append((MUST, "-32021 must carry data.requiredCapabilities"))
+    if -32019 <= code <= -32000:
+        out.append((SHOULD, f"code {code} is in the legacy range new implementations SHOULD NOT use"))
+    return out
+
+
+def progress_problem(values: list[Any]) -> str | None:
+    """Why a request's successive progress values break the rule (they must increase), or None."""
+    for a, b in zip(values, values[1:], strict=False):
+        if not (isinstance(a, (int, float)) and isinstance(b, (int, float)) and b > a):
+            return f"progress must increase every time, got {show(values)}"
+    return None
+
+
+def initialize_result_problems(result: dict[str, Any], offered: str | None) -> list[str]:
+    """What is wrong with the result of ``initialize`` when ``offered`` was the client's version."""
+    problems = []
+    if type(result.get("protocolVersion")) is not str:
+        problems.append("protocolVersion is missing or not a string")
+    if type(result.get("capabilities")) is not dict:
+        problems.append("capabilities is missing or not an object")
+    info = result.get("serverInfo")
+    if type(info) is not dict or type(info.get("name")) is not str or type(info.get("version")) is not str:
+        problems.append(f"serverInfo must be an object with string name and version, got {show(info)}")
+    if not problems and result["protocolVersion"] != offered and result["protocolVersion"] not in KNOWN_VERSIONS:
+        problems.append(f"offered {offered}, the server answered an unknown version {result['protocolVersion']!r}")
+    return problems
