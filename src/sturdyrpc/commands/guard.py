@@ -1,0 +1,62 @@
+"""``sturdyrpc guard``: a hardening proxy for stdio servers you do not own."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+EPILOG = """\
+examples (use the whole line as the server command of your client):
+  sturdyrpc guard --deadline 30 -- npx some-mcp-server
+  sturdyrpc guard --deadline 10 --max-in-flight 4 --framing content-length -- my-language-server --stdio
+what it does: non-JSON output of the server goes to stderr; replies to unknown ids, duplicate replies and
+replies to notifications are dropped; a request unanswered after --deadline gets a -32001 error and is
+cancelled on the server; if the server dies, pending requests get -32002 at once; a malformed reply is
+replaced by a -32003 error; at most --max-in-flight requests reach the server at once (the rest wait).
+exit code: the server's (128+N when it was killed by signal N); 2 for usage errors.
+"""
+
+
+def register(sub: Any) -> None:
+    g = sub.add_parser(
+        "guard",
+        help="proxy a stdio server, keeping its protocol bugs away from the client",
+        description="Run the server command given after -- between your client (our stdin/stdout) and it, passing "
+        "on only valid replies the client can expect, answering requests the server leaves too long or dies on.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    g.add_argument("--deadline", metavar="S", type=float, help="answer a request with an error (and cancel it on the server) after S seconds")
+    g.add_argument("--max-in-flight", metavar="N", type=int, help="pass at most N requests to the server at once; the rest wait in order")
+    g.add_argument("--framing", choices=["line", "content-length"], default="line", help="the framing of the traffic (default: line)")
+    g.add_argument("--cancel", choices=["auto", "mcp", "lsp", "none"], default="auto",
+                   help="the cancel notification for a request past its deadline: notifications/cancelled (mcp), $/cancelRequest (lsp), "
+                   "none; auto: mcp when the traffic shows MCP, lsp with content-length framing, else none (default)")
+    g.add_argument("--grace", metavar="S", type=float, default=2.0, help="after the client left: seconds before SIGTERM, and again before SIGKILL (default: 2)")
+    g.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..proxy.guard import GuardCore
+    from ..proxy.guard_proxy import GuardProxy
+    from ..proxy.pump import check_command, run_proxy
+    from ..proxy.view import LiveView
+
+    command = list(args.server_command or [])
+    problem = check_command("guard", command)
+    if problem:
+        print(problem, file=sys.stderr)
+        return 2
+    if args.deadline is not None and args.deadline <= 0:
+        print("sturdyrpc guard: --deadline must be positive", file=sys.stderr)
+        return 2
+    if args.max_in_flight is not None and args.max_in_flight < 1:
+        print("sturdyrpc guard: --max-in-flight must be at least 1", file=sys.stderr)
+        return 2
+    terminal = sys.stderr.isatty()
+    core = GuardCore(deadline=args.deadline, max_in_flight=args.max_in_flight, cancel=args.cancel,
+                     content_length=args.framing == "content-length")
+    view = LiveView(sys.stderr, colour=terminal, prefix="guard")
+    proxy = GuardProxy(command, core=core, framing=args.framing, view=view, grace=args.grace, terminal=terminal)
+    return run_proxy(proxy)

@@ -1,0 +1,260 @@
+"""What ``sturdyrpc guard`` lets through, sans I/O.
+
+:class:`GuardCore` is fed the client's frames, the server's frames, clock ticks and the server's
+death; it answers with what to write to each side and what to log. It uses a
+:class:`~.monitor.Monitor` to know what each frame is, and adds the guard's own decisions: drop
+what must not reach the client, answer requests the server left too long (and cancel them on the
+server), hold requests beyond ``max_in_flight`` in arrival order, answer everything pending when
+the server dies.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..check.config import id_key
+from ..check.verdicts import show
+from ..codec import DecodeFailure, decode, encode
+from .monitor import C2S, S2C, Event, Monitor
+
+__all__ = ["Actions", "GuardCore", "DEADLINE_CODE", "SERVER_GONE_CODE", "INVALID_REPLY_CODE"]
+
+#: Error codes of the replies guard writes itself (JSON-RPC's implementation-defined server range).
+DEADLINE_CODE = -32001
+SERVER_GONE_CODE = -32002
+INVALID_REPLY_CODE = -32003
+
+
+@dataclass
+class Actions:
+    """Payloads (no framing) to write to each side, and lines for stderr."""
+
+    to_server: list[bytes] = field(default_factory=list)
+    to_client: list[bytes] = field(default_factory=list)
+    log: list[str] = field(default_factory=list)
+
+    def extend(self, other: Actions) -> None:
+        self.to_server += other.to_server
+        self.to_client += other.to_client
+        self.log += other.log
+
+
+@dataclass
+class _Waiting:
+    payload: bytes
+    requests: list[tuple[Any, str]]  # (id, method) of the requests it holds
+    arrived: float
+
+
+class GuardCore:
+    """The guard's decisions for one conversation.
+
+    ``deadline``: seconds a request may wait for its reply (from when the client sent it), or
+    None. ``max_in_flight``: requests passed to the server at once, or None. ``cancel``: the
+    protocol's cancel notification to send for a request given up (``"mcp"``, ``"lsp"``,
+    ``"none"``, or ``"auto"``: MCP when the traffic shows MCP, LSP with Content-Length framing).
+    """
+
+    def __init__(
+        self,
+        *,
+        deadline: float | None = None,
+        max_in_flight: int | None = None,
+        cancel: str = "auto",
+        content_length: bool = False,
+        monitor: Monitor | None = None,
+    ) -> None:
+        self.deadline = deadline
+        self.max_in_flight = max_in_flight
+        self.cancel = cancel
+        self.content_length = content_length
+        self.monitor = monitor or Monitor()
+        self._arrived: dict[tuple[str, Any], tuple[float, Any]] = {}  # client requests sent to the server
+        self._given_up: set[tuple[str, Any]] = set()  # answered by guard: a late reply is dropped
+        self._queue: deque[_Waiting] = deque()
+        self._in_flight = 0  # client requests passed to the server and not settled
+
+    # -- the client's frames ---------------------------------------------------------------------
+
+    def from_client(self, frame: bytes, now: float) -> Actions:
+        """A frame the client wrote."""
+        out = Actions()
+        try:
+            value = decode(frame)
+        except DecodeFailure:
+            out.to_server.append(frame)  # the server answers it (parse error): not guard's job
+            self.monitor.feed(C2S, frame, now)
+            return out
+        requests = self._requests_in(value)
+        if requests and (self._queue or not self._fits(len(requests))):
+            self._queue.append(_Waiting(frame, requests, now))
+            return out
+        self._send(frame, value, requests, now, out)
+        return out
+
+    @staticmethod
+    def _requests_in(value: Any) -> list[tuple[Any, str]]:
+        items = value if type(value) is list else [value]
+        return [
+            (m["id"], m["method"] if type(m["method"]) is str else "?")
+            for m in items
+            if type(m) is dict and "method" in m and "id" in m
+        ]
+
+    def _fits(self, n: int) -> bool:
+        if self.max_in_flight is None:
+            return True
+        # A batch larger than the limit goes alone, or it would wait forever.
+        return self._in_flight + n <= self.max_in_flight or self._in_flight == 0
+
+    def _send(self, frame: bytes, value: Any, requests: list[tuple[Any, str]], arrived: float, out: Actions) -> None:
+        self.monitor.feed_value(C2S, value, arrived)
+        for rid, _ in requests:
+            self._arrived[id_key(rid)] = (arrived, rid)
+        self._in_flight += len(requests)
+        out.to_server.append(frame)
+
+    def _release(self, now: float, out: Actions) -> None:
+        while self._queue and self._fits(len(self._queue[0].requests)):
+            w = self._queue.popleft()
+            self._send(w.payload, decode(w.payload), w.requests, w.arrived, out)
+
+    # -- the server's frames ---------------------------------------------------------------------
+
+    def from_server(self, frame: bytes, now: float) -> Actions:
+        """A frame the server wrote: passed on, or dropped (and logged), or replaced."""
+        out = Actions()
+        ev = self.monitor.feed(S2C, frame, now)
+        if ev.kind == "batch":
+            kept = [p.value for p in ev.parts if self._keep(p, out)]
+            if len(kept) == len(ev.parts) and ev.parts:
+                out.to_client.append(frame)
+            elif kept:
+                out.to_client.append(encode(kept))
+        elif self._keep(ev, out):
+            out.to_client.append(frame)
+        self._release(now, out)
+        return out
+
+    def _keep(self, ev: Event, out: Actions) -> bool:
+        for v in ev.violations:
+            out.log.append(v.line())
+        if ev.kind == "junk":
+            out.log.append("guard: dropped non-JSON output of the server: " + show(ev.value.decode("utf-8", "replace"), 200))
+            return False
+        if ev.kind == "invalid":
+            out.log.append("guard: dropped a message that is no JSON-RPC message: " + show(ev.value, 200))
+            return False
+        if ev.kind != "response":
+            if ev.violations and ev.kind == "request":
+                return False  # an unreadable request from the server would confuse the client
+            return True
+        if ev.settled is not None and ev.settled.dir == C2S:
+            key = id_key(ev.settled.id)
+            self._arrived.pop(key, None)
+            self._in_flight -= 1
+            if any(v.spec.id == "messages.response-shape" for v in ev.violations):
+                out.to_client.append(self._error(ev.settled.id, INVALID_REPLY_CODE, "sturdyrpc guard: the server's reply was not a valid JSON-RPC response"))
+                out.log.append(f"guard: answered {ev.settled.method} (id {show(ev.settled.id, 40)}) with an error: its reply was malformed")
+                return False
+            return True
+        if ev.unmatched:
+            key = id_key(ev.id)
+            if key in self._given_up:
+                self._given_up.discard(key)
+                out.log.append(f"guard: dropped the late reply to id {show(ev.id, 40)} (already answered at its deadline)")
+            else:
+                out.log.append(f"guard: dropped a reply the client cannot expect: {show(ev.value, 200)}")
+            return False
+        if any(v.spec.id == "messages.response-shape" for v in ev.violations):
+            out.log.append("guard: dropped a malformed response: " + show(ev.value, 200))
+            return False
+        return True  # the answer to a message the client could not have matched anyway (id null)
+
+    # -- time and death --------------------------------------------------------------------------
+
+    def next_deadline(self) -> float | None:
+        """The monotonic time of the next deadline, or None."""
+        if self.deadline is None:
+            return None
+        times = [t for t, _ in self._arrived.values()]
+        times += [w.arrived for w in self._queue]
+        return min(times) + self.deadline if times else None
+
+    def tick(self, now: float) -> Actions:
+        """Answer the requests whose deadline has passed; cancel them on the server."""
+        out = Actions()
+        if self.deadline is None:
+            return out
+        limit = now - self.deadline
+        message = f"sturdyrpc guard: no reply within the deadline of {self.deadline:g} s"
+        for key, (arrived, rid) in list(self._arrived.items()):
+            if arrived > limit:
+                continue
+            del self._arrived[key]
+            p = self.monitor.forget(C2S, rid)
+            if p is None:
+                continue
+            self._in_flight -= 1
+            self._given_up.add(key)
+            out.to_client.append(self._error(p.id, DEADLINE_CODE, message))
+            cancel = self._cancel_notification(p.id)
+            if cancel is not None:
+                out.to_server.append(cancel)
+            out.log.append(f"guard: {p.method} (id {show(p.id, 40)}) got no reply within {self.deadline:g} s: answered with {DEADLINE_CODE}"
+                           + (", cancelled on the server" if cancel is not None else ""))
+        while self._queue and self._queue[0].arrived <= limit:
+            w = self._queue.popleft()
+            for rid, method in w.requests:
+                out.to_client.append(self._error(rid, DEADLINE_CODE, message))
+                out.log.append(f"guard: {method} (id {show(rid, 40)}) waited for a free slot past the deadline: answered with {DEADLINE_CODE}")
+        self._release(now, out)
+        return out
+
+    def server_gone(self, code: int | None) -> Actions:
+        """The server exited (``code``) or closed its stdout: answer everything pending now."""
+        out = Actions()
+        why = f"sturdyrpc guard: the server exited (code {code})" if code is not None else "sturdyrpc guard: the server closed its output"
+        pending = list(self.monitor.pending[C2S].values())
+        for p in pending:
+            self.monitor.forget(C2S, p.id)
+            out.to_client.append(self._error(p.id, SERVER_GONE_CODE, why))
+        for w in self._queue:
+            for rid, _ in w.requests:
+                out.to_client.append(self._error(rid, SERVER_GONE_CODE, why))
+        n = len(pending) + sum(len(w.requests) for w in self._queue)
+        self._queue.clear()
+        self._arrived.clear()
+        self._in_flight = 0
+        if n:
+            out.log.append(f"guard: the server is gone; answered {n} pending request(s) with {SERVER_GONE_CODE}")
+        return out
+
+    @property
+    def waiting(self) -> int:
+        """Requests held back by ``max_in_flight``."""
+        return sum(len(w.requests) for w in self._queue)
+
+    @property
+    def in_flight(self) -> int:
+        """Client requests passed to the server and not settled."""
+        return self._in_flight
+
+    # -- messages guard writes -------------------------------------------------------------------
+
+    @staticmethod
+    def _error(id: Any, code: int, message: str) -> bytes:
+        return encode({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+
+    def _cancel_notification(self, id: Any) -> bytes | None:
+        kind = self.cancel
+        if kind == "auto":
+            kind = "mcp" if self.monitor.mcp else "lsp" if self.content_length else "none"
+        if kind == "mcp":
+            return encode({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                           "params": {"requestId": id, "reason": f"sturdyrpc guard: deadline of {self.deadline:g} s"}})
+        if kind == "lsp":
+            return encode({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": id}})
+        return None

@@ -1,0 +1,358 @@
+"""Watching a JSON-RPC conversation, sans I/O: what each frame is, which request a reply settles,
+and which rules of ``check`` it breaks.
+
+A :class:`Monitor` is fed every frame that passes between a client and a server, with the side
+it came from and a clock value; it answers with an :class:`Event`. It keeps the requests in
+flight both ways (MCP servers send requests too), the MCP version negotiated, progress per
+token, and the summary. The rules are those of :mod:`sturdyrpc.check.verdicts`, the same
+predicates ``sturdyrpc check`` uses.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter, OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..check.config import MODERN_VERSION, id_key
+from ..check.model import CheckSpec, Level
+from ..check.verdicts import (
+    SPECS,
+    initialize_result_problems,
+    jsonrpc_code_problem,
+    mcp_error_code_problems,
+    message_problems,
+    progress_problem,
+    response_problems,
+    show,
+)
+from ..codec import DecodeFailure, decode
+
+__all__ = ["C2S", "S2C", "Direction", "Pending", "Violation", "Event", "Summary", "Monitor"]
+
+Direction = Literal["c2s", "s2c"]
+C2S: Direction = "c2s"
+S2C: Direction = "s2c"
+_OTHER: dict[str, Direction] = {C2S: S2C, S2C: C2S}
+_SIDE = {C2S: "client", S2C: "server"}
+#: Settled ids remembered to tell a duplicate reply from an unknown one (bounded memory).
+_DONE_KEEP = 4096
+_SLOWEST_KEEP = 5
+_VIOLATIONS_KEEP = 1000
+#: Cancel notifications by protocol: MCP's, and LSP's (the Content-Length world).
+CANCEL_METHODS = {"notifications/cancelled": "requestId", "$/cancelRequest": "id"}
+
+
+@dataclass
+class Pending:
+    """A request in flight. ``dir`` is the direction the request travelled."""
+
+    id: Any
+    method: str
+    dir: Direction
+    started: float
+    token: Any = None  # MCP progressToken
+    progress: list[Any] = field(default_factory=list)
+    cancelled: bool = False
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A rule broken by one side, seen at monotonic time ``at``."""
+
+    spec: CheckSpec
+    detail: str
+    side: str  # "server" or "client"
+    at: float
+    level: Level
+
+    def line(self) -> str:
+        return f"[{self.level.value}] {self.side}: {self.spec.id}: {self.detail}"
+
+
+@dataclass
+class Event:
+    """What one frame (or one element of a batch) was.
+
+    ``kind``: ``request``, ``notification``, ``response``, ``batch`` (see ``parts``), ``junk``
+    (not JSON) or ``invalid`` (JSON, but no JSON-RPC message). ``settled`` is the request a
+    response answered (``duration`` seconds after it was sent); ``unmatched`` is true for a
+    response that answers nothing in flight (unknown id, duplicate, reply to a notification).
+    """
+
+    dir: Direction
+    kind: str
+    value: Any = None
+    method: str | None = None
+    id: Any = None
+    settled: Pending | None = None
+    duration: float | None = None
+    unmatched: bool = False
+    violations: list[Violation] = field(default_factory=list)
+    parts: list[Event] = field(default_factory=list)
+
+    def all_violations(self) -> list[Violation]:
+        return self.violations + [v for p in self.parts for v in p.violations]
+
+
+@dataclass
+class Summary:
+    """The closing report of a conversation."""
+
+    unanswered: list[tuple[Pending, float]]  # (request, age in seconds)
+    slowest: list[tuple[float, str, Any]]  # (seconds, method, id), slowest first
+    by_method: dict[str, dict[str, int]]  # method -> {"requests", "errors", "notifications"}
+    violations: list[Violation]
+    violation_count: int
+    mcp_version: str | None
+
+
+class Monitor:
+    """The state of one conversation; :meth:`feed` every frame, both ways, in order."""
+
+    def __init__(self, *, mcp: bool | None = None) -> None:
+        #: True once the traffic shows MCP (an initialize with protocolVersion, server/discover...).
+        self.mcp = bool(mcp)
+        self.version: str | None = None
+        self._offered: str | None = None
+        self._initialized = False  # notifications/initialized seen (handshake era)
+        self._init_answered = False
+        self.pending: dict[Direction, dict[tuple[str, Any], Pending]] = {C2S: {}, S2C: {}}
+        self._done: dict[Direction, OrderedDict[tuple[str, Any], str]] = {C2S: OrderedDict(), S2C: OrderedDict()}
+        self._tokens: dict[tuple[str, Any], Pending] = {}
+        self._finished_tokens: OrderedDict[tuple[str, Any], str] = OrderedDict()
+        # Messages a peer could not read are answered with id null: expected, not a violation.
+        self._unreadable: dict[Direction, int] = {C2S: 0, S2C: 0}
+        self._notified: dict[Direction, str | None] = {C2S: None, S2C: None}
+        self._slowest: list[tuple[float, str, Any]] = []
+        self.counts: dict[str, Counter[str]] = {}
+        self.violations: list[Violation] = []
+        self.violation_count = 0
+
+    # -- feeding ---------------------------------------------------------------------------------
+
+    def feed(self, dir: Direction, frame: bytes, now: float) -> Event:
+        """Judge one frame that travelled ``dir``."""
+        try:
+            value = decode(frame)
+        except DecodeFailure as exc:
+            self._unreadable[_OTHER[dir]] += 1
+            ev = Event(dir, "junk", frame)
+            if dir == S2C:
+                self._flag(ev, "framing.stdout-only-jsonrpc", f"not JSON ({exc.reason}): {show(frame.decode('utf-8', 'replace'), 160)}", now)
+            return ev
+        return self.feed_value(dir, value, now)
+
+    def feed_value(self, dir: Direction, value: Any, now: float) -> Event:
+        """Judge one decoded message (or batch) that travelled ``dir``."""
+        if type(value) is dict:
+            return self._one(dir, value, now)
+        if type(value) is list:
+            ev = Event(dir, "batch", value)
+            if not value and dir == S2C:
+                self._flag(ev, "messages.response-shape", "an empty array (nothing to say must be sent as nothing)", now)
+            ev.parts = [self._one(dir, v, now) if type(v) is dict else self._invalid(dir, v, now) for v in value]
+            return ev
+        return self._invalid(dir, value, now)
+
+    def _invalid(self, dir: Direction, value: Any, now: float) -> Event:
+        ev = Event(dir, "invalid", value)
+        self._unreadable[_OTHER[dir]] += 1
+        self._flag(ev, "messages.invalid-message", f"a bare JSON {type(value).__name__} is no JSON-RPC message: {show(value, 80)}", now)
+        return ev
+
+    def _one(self, dir: Direction, v: dict[str, Any], now: float) -> Event:
+        if "method" in v:
+            return self._call(dir, v, now)
+        if "result" in v or "error" in v or "id" in v:
+            return self._response(dir, v, now)
+        ev = Event(dir, "invalid", v)
+        self._unreadable[_OTHER[dir]] += 1
+        self._flag(ev, "messages.invalid-message", f"neither a request nor a response: {show(v, 120)}", now)
+        return ev
+
+    def _call(self, dir: Direction, v: dict[str, Any], now: float) -> Event:
+        method = v["method"] if type(v["method"]) is str else show(v["method"], 40)
+        params = v.get("params")
+        if dir == C2S and method in ("initialize", "server/discover"):
+            self._note_mcp_start(method, params)
+        is_request = "id" in v
+        ev = Event(dir, "request" if is_request else "notification", v, method, v.get("id"))
+        problems = message_problems(v, mcp=self.mcp)
+        if problems:
+            self._flag(ev, "messages.invalid-message", "; ".join(problems), now)
+            if is_request:
+                self._unreadable[_OTHER[dir]] += 1
+                self._count(method, "requests")
+                return ev
+        if self.mcp:
+            self._lifecycle(ev, dir, method, is_request, now)
+        if not is_request:
+            self._count(method, "notifications")
+            self._notified[dir] = method
+            self._notification(ev, dir, method, params, now)
+            return ev
+        self._count(method, "requests")
+        p = Pending(v["id"], method, dir, now)
+        if type(params) is dict and type(params.get("_meta")) is dict and "progressToken" in params["_meta"]:
+            p.token = params["_meta"]["progressToken"]
+            self._tokens[id_key(p.token)] = p
+        self.pending[dir][id_key(v["id"])] = p
+        return ev
+
+    def _note_mcp_start(self, method: str, params: Any) -> None:
+        if method == "initialize" and type(params) is dict and type(params.get("protocolVersion")) is str:
+            self.mcp = True
+            self._offered = params["protocolVersion"]
+        elif method == "server/discover":
+            self.mcp = True
+        elif type(params) is dict and type(params.get("_meta")) is dict:
+            meta = params["_meta"]
+            if type(meta.get("io.modelcontextprotocol/protocolVersion")) is str:
+                self.mcp = True
+
+    def _lifecycle(self, ev: Event, dir: Direction, method: str, is_request: bool, now: float) -> None:
+        if dir == C2S and self.version is None and type(ev.value.get("params")) is dict:
+            meta = ev.value["params"].get("_meta")
+            if type(meta) is dict and meta.get("io.modelcontextprotocol/protocolVersion") == MODERN_VERSION:
+                self.version = MODERN_VERSION
+        if self.version == MODERN_VERSION:
+            if dir == S2C and is_request:
+                self._flag(ev, "mcp.lifecycle", f"the server sent a request ({method}); in {MODERN_VERSION} servers MUST NOT initiate requests", now)
+            return
+        if self._offered is None:
+            return
+        if dir == C2S:
+            if method == "notifications/initialized":
+                self._initialized = True
+            elif is_request and not self._init_answered and method not in ("initialize", "ping"):
+                self._flag(ev, "mcp.lifecycle", f"the client sent {method} before initialize was answered", now, Level.SHOULD)
+        elif is_request and not self._initialized and method != "ping":
+            self._flag(ev, "mcp.lifecycle", f"the server sent the request {method} before notifications/initialized", now, Level.SHOULD)
+
+    def _notification(self, ev: Event, dir: Direction, method: str, params: Any, now: float) -> None:
+        if method in CANCEL_METHODS and type(params) is dict:
+            p = self.pending[_OTHER[dir]].get(id_key(params.get(CANCEL_METHODS[method])))
+            if p is not None:
+                p.cancelled = True
+            return
+        if method != "notifications/progress" or type(params) is not dict:
+            return
+        key = id_key(params.get("progressToken"))
+        p = self._tokens.get(key)
+        if p is None:
+            finished = self._finished_tokens.get(key)
+            if finished is not None:
+                self._flag(ev, "mcp.progress", f"progress for token {show(params.get('progressToken'), 40)} arrived after the reply to {finished}", now)
+            else:
+                self._flag(ev, "mcp.progress", f"progress carries a token no request in flight sent: {show(params.get('progressToken'), 40)}", now)
+            return
+        p.progress.append(params.get("progress"))
+        problem = progress_problem(p.progress[-2:])
+        if problem:
+            self._flag(ev, "mcp.progress", f"{p.method} (id {show(p.id, 40)}): {problem}", now)
+
+    def _response(self, dir: Direction, v: dict[str, Any], now: float) -> Event:
+        ev = Event(dir, "response", v, id=v.get("id"))
+        problems = response_problems(v, id_may_be_omitted=self.mcp)
+        if problems:
+            self._flag(ev, "messages.response-shape", "; ".join(problems) + f": {show(v, 120)}", now)
+        rid = v.get("id")
+        key = id_key(rid)
+        asked = _OTHER[dir]
+        p = self.pending[asked].pop(key, None) if rid is not None else None
+        err = v.get("error")
+        if type(err) is dict and type(err.get("code")) is int:
+            self._error_code(ev, err, now)
+        if p is not None:
+            return self._settle(ev, p, v, now)
+        ev.unmatched = True
+        if rid is None:
+            if type(err) is dict and self._unreadable[dir] > 0:
+                self._unreadable[dir] -= 1  # the answer to a message the peer could not read
+                ev.unmatched = False
+                return ev
+            notified = self._notified[asked]
+            if notified is not None:
+                self._flag(ev, "messages.notification-silent", f"a reply after the notification {notified}: {show(v, 120)}", now)
+                return ev
+        if key in self._done[asked]:
+            self._flag(ev, "ids.duplicate-reply", f"a second reply to {self._done[asked][key]} (id {show(rid, 40)}): {show(v, 120)}", now)
+        elif not problems:
+            self._flag(ev, "ids.unknown-reply", f"a reply with the id {show(rid, 40)}, which no request in flight has: {show(v, 120)}", now)
+        return ev
+
+    def _settle(self, ev: Event, p: Pending, v: dict[str, Any], now: float) -> Event:
+        ev.settled = p
+        ev.method = p.method
+        ev.duration = now - p.started
+        done = self._done[p.dir]
+        done[id_key(p.id)] = p.method
+        if len(done) > _DONE_KEEP:
+            done.popitem(last=False)
+        if "error" in v:
+            self._count(p.method, "errors")
+        if p.token is not None:
+            tk = id_key(p.token)
+            self._tokens.pop(tk, None)
+            self._finished_tokens[tk] = f"{p.method} (id {show(p.id, 40)})"
+            if len(self._finished_tokens) > _DONE_KEEP:
+                self._finished_tokens.popitem(last=False)
+        item = (ev.duration, p.method, p.id)
+        if len(self._slowest) < _SLOWEST_KEEP:
+            heapq.heappush(self._slowest, item)
+        elif ev.duration > self._slowest[0][0]:
+            heapq.heapreplace(self._slowest, item)
+        if p.method == "initialize" and p.dir == C2S and self._offered is not None:
+            self._init_answered = True
+            result = v.get("result")
+            if type(result) is dict:
+                problems = initialize_result_problems(result, self._offered)
+                if problems:
+                    self._flag(ev, "mcp.initialize", "; ".join(problems), now)
+                elif type(result.get("protocolVersion")) is str:
+                    self.version = result["protocolVersion"]
+        return ev
+
+    def _error_code(self, ev: Event, err: dict[str, Any], now: float) -> None:
+        code = err["code"]
+        problem = jsonrpc_code_problem(code)
+        if problem:
+            self._flag(ev, "errors.code-range", problem, now)
+        if self.mcp:
+            for level, detail in mcp_error_code_problems(code, err.get("data"), self.version):
+                self._flag(ev, "mcp.error-codes", detail, now, level)
+
+    # -- bookkeeping -----------------------------------------------------------------------------
+
+    def _count(self, method: str, what: str) -> None:
+        c = self.counts.get(method)
+        if c is None:
+            c = self.counts[method] = Counter()
+        c[what] += 1
+
+    def _flag(self, ev: Event, rule: str, detail: str, now: float, level: Level | None = None) -> None:
+        spec = SPECS[rule]
+        viol = Violation(spec, detail, _SIDE[ev.dir], now, level or spec.level)
+        ev.violations.append(viol)
+        self.violation_count += 1
+        if len(self.violations) < _VIOLATIONS_KEEP:
+            self.violations.append(viol)
+
+    def forget(self, dir: Direction, id: Any) -> Pending | None:
+        """Stop tracking the request ``id`` that travelled ``dir`` (answered by someone else: guard)."""
+        return self.pending[dir].pop(id_key(id), None)
+
+    def summary(self, now: float) -> Summary:
+        """Requests never answered (oldest first), the slowest, counts by method, violations."""
+        unanswered = [(p, now - p.started) for d in (C2S, S2C) for p in self.pending[d].values()]
+        unanswered.sort(key=lambda pa: -pa[1])
+        return Summary(
+            unanswered,
+            sorted(self._slowest, reverse=True),
+            {m: dict(c) for m, c in sorted(self.counts.items())},
+            list(self.violations),
+            self.violation_count,
+            self.version,
+        )

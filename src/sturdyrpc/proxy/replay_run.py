@@ -1,0 +1,110 @@
+"""``sturdyrpc replay``: the pipes around :class:`~.replay.Replay`. Synchronous: one server, one
+message at a time, a reader thread so a server that stops answering cannot block us."""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import signal
+import subprocess
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..codec import DecodeFailure, decode
+from .pump import frame_payload, make_framer
+from .replay import Difference, Record, Replay
+
+__all__ = ["ReplayResult", "replay_session"]
+
+_EOF = object()
+
+
+@dataclass
+class ReplayResult:
+    """What a replay found."""
+
+    compared: int
+    differences: list[Difference]
+    exit_code: int | None
+
+
+def replay_session(
+    records: list[Record],
+    cmd: list[str],
+    *,
+    ignore: tuple[str, ...] = (),
+    framing: str = "line",
+    timeout: float = 10.0,
+    on_junk: Callable[[bytes], None] | None = None,
+) -> ReplayResult:
+    """Replay ``records`` against a fresh ``cmd``; a reply missing after ``timeout`` s is a difference."""
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+    assert proc.stdin is not None and proc.stdout is not None
+    inbox: queue.Queue[object] = queue.Queue()
+    stdout = proc.stdout
+
+    def read() -> None:
+        framer = make_framer(framing)
+        while True:
+            try:
+                data = stdout.read1(65536) if hasattr(stdout, "read1") else stdout.read(65536)
+            except OSError:
+                data = b""
+            if not data:
+                inbox.put(_EOF)
+                return
+            for frame in framer.feed(data):
+                if not isinstance(frame, bytes):
+                    continue
+                try:
+                    inbox.put(decode(frame))
+                except DecodeFailure:
+                    if on_junk is not None:
+                        on_junk(frame)
+
+    threading.Thread(target=read, daemon=True, name="sturdyrpc-replay").start()
+    run = Replay(records, ignore)
+    ended = False
+
+    def send(payloads: list[bytes]) -> None:
+        nonlocal ended
+        try:
+            for p in payloads:
+                proc.stdin.write(frame_payload(framing, p))  # type: ignore[union-attr]
+        except (BrokenPipeError, OSError):
+            ended = True
+
+    try:
+        while not run.done:
+            send(run.next_messages())
+            if run.waiting_for is None:
+                continue
+            if ended:
+                run.missing_reply()
+                continue
+            try:
+                msg = inbox.get(timeout=timeout)
+            except queue.Empty:
+                run.missing_reply()
+                continue
+            if msg is _EOF:
+                ended = True
+                run.missing_reply()
+                continue
+            values = msg if type(msg) is list else [msg]
+            for v in values:
+                send(run.from_server(v))
+    finally:
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+        try:
+            code: int | None = proc.wait(3.0)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                code = proc.wait(3.0)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                code = proc.wait()
+    return ReplayResult(run.compared, run.differences, code)

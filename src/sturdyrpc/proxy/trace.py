@@ -1,0 +1,110 @@
+"""``sturdyrpc trace``: a transparent proxy that records and judges every message.
+
+The bytes of each read are written to the other side first, unchanged and in order; only then are
+they cut into frames, judged by the :class:`~.monitor.Monitor`, logged and shown. Nothing the
+proxy does can alter or reorder the traffic.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import IO
+
+from ..codec import encode
+from ..framing import FrameTooLarge
+from .monitor import C2S, S2C, Direction, Event, Monitor
+from .pump import Proxy, make_framer
+from .view import LiveView, print_summary
+
+__all__ = ["TraceLog", "TraceProxy"]
+
+
+class TraceLog:
+    """The NDJSON log: a header record, then one record per message, both ways.
+
+    Records: ``{"dir": "c2s"|"s2c", "t": monotonic, "wall": unix time, "msg": <the message>}``;
+    bytes that are not JSON: ``"raw": "<text>"`` instead of ``"msg"``; a frame the framer could not
+    read: ``"event": "bad-header"|"too-large"`` with ``"detail"``.
+    """
+
+    def __init__(self, file: IO[bytes], command: list[str], framing: str) -> None:
+        self.file = file
+        self._wall0 = time.time() - time.monotonic()  # wall = monotonic + offset: one clock read
+        file.write(encode({"sturdyrpc": "trace", "format": 1, "command": command, "framing": framing, "wall": time.time()}) + b"\n")
+
+    def message(self, dir: Direction, frame: bytes, ev: Event, now: float) -> None:
+        head = b'{"dir":"%s","t":%.6f,"wall":%.6f,' % (dir.encode(), now, now + self._wall0)
+        if ev.kind == "junk":
+            self.file.write(head + b'"raw":' + encode(frame.decode("utf-8", "backslashreplace")) + b"}\n")
+        elif b"\n" in frame or b"\r" in frame:
+            self.file.write(head + b'"msg":' + encode(ev.value) + b"}\n")  # NDJSON: one line each
+        else:
+            self.file.write(head + b'"msg":' + frame + b"}\n")
+
+    def event(self, dir: Direction, what: str, detail: str, now: float) -> None:
+        self.file.write(encode({"dir": dir, "t": round(now, 6), "wall": round(now + self._wall0, 6), "event": what, "detail": detail}) + b"\n")
+
+    def close(self) -> None:
+        self.file.close()
+
+
+class TraceProxy(Proxy):
+    """The trace proxy: pass-through, plus monitor, log and live view."""
+
+    def __init__(
+        self,
+        cmd: list[str],
+        *,
+        framing: str = "line",
+        log: IO[bytes] | None = None,
+        view: LiveView | None = None,
+        grace: float = 2.0,
+        mcp: bool | None = None,
+        terminal: bool = False,
+    ) -> None:
+        super().__init__(cmd, framing=framing, grace=grace)
+        self.monitor = Monitor(mcp=mcp)
+        self.log = TraceLog(log, cmd, framing) if log is not None else None
+        self.view = view
+        self.terminal = terminal
+        self._framers = {C2S: make_framer(framing), S2C: make_framer(framing)}
+        self._last_flush = 0.0
+
+    def from_client(self, data: bytes, now: float) -> None:
+        assert self.to_server is not None
+        self.to_server.write(data)
+        self._observe(C2S, data, now)
+
+    def from_server(self, data: bytes, now: float) -> None:
+        self.to_client.write(data)
+        self._observe(S2C, data, now)
+
+    def _observe(self, dir: Direction, data: bytes, now: float) -> None:
+        log, view, monitor = self.log, self.view, self.monitor
+        for frame in self._framers[dir].feed(data):
+            if isinstance(frame, bytes):
+                ev = monitor.feed(dir, frame, now)
+                if log is not None:
+                    log.message(dir, frame, ev, now)
+                if view is not None:
+                    view.event(ev)
+            else:
+                what = "too-large" if isinstance(frame, FrameTooLarge) else "bad-header"
+                detail = f"a frame over {frame.limit} bytes" if isinstance(frame, FrameTooLarge) else frame.reason
+                if log is not None:
+                    log.event(dir, what, detail, now)
+                if view is not None:
+                    view.text(f"trace: {'->' if dir == C2S else '<-'} unreadable frame: {detail}", warn=True)
+        if log is not None and now - self._last_flush > 1.0:
+            self._last_flush = now
+            log.file.flush()  # readable with tail -f, without a system call per message
+
+    def client_gone(self, why: str) -> None:
+        if self.view is not None:
+            self.view.text(f"trace: the client went away ({why}); stopping the server")
+
+    def finish(self, code: int) -> None:
+        if self.log is not None:
+            self.log.close()
+        print_summary(sys.stderr, self.monitor.summary(time.monotonic()), title="sturdyrpc trace summary", code=code, terminal=self.terminal)
