@@ -175,7 +175,7 @@ class Monitor:
     def _call(self, dir: Direction, v: dict[str, Any], now: float) -> Event:
         method = v["method"] if type(v["method"]) is str else show(v["method"], 40)
         params = v.get("params")
-        if dir == C2S and method in ("initialize", "server/discover"):
+        if dir == C2S and (method == "initialize" or not self.mcp):
             self._note_mcp_start(method, params)
         is_request = "id" in v
         ev = Event(dir, "request" if is_request else "notification", v, method, v.get("id"))

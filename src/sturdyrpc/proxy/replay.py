@@ -140,8 +140,11 @@ class Replay:
     _expected: dict[tuple[str, Any], Any] = field(default_factory=dict)
     _server_requests: dict[str, list[Any]] = field(default_factory=dict)  # method -> recorded ids, in order
     _client_answers: dict[tuple[str, Any], Any] = field(default_factory=dict)  # recorded server id -> client reply
+    _end: int = 0  # one past the last record to send
 
     def __post_init__(self) -> None:
+        sendable = [i for i, r in enumerate(self.records) if r.dir == "c2s" and not _is_response(r.msg)]
+        self._end = sendable[-1] + 1 if sendable else 0
         c2s_requests = {id_key(r.msg["id"]): r.msg for r in self.records if r.dir == "c2s" and _is_request(r.msg)}
         for r in self.records:
             if r.dir == "s2c" and _is_response(r.msg) and id_key(r.msg.get("id")) in c2s_requests:
@@ -158,12 +161,12 @@ class Replay:
 
     @property
     def done(self) -> bool:
-        return self._waiting is None and self._pos >= len(self.records)
+        return self._waiting is None and self._pos >= self._end
 
     def next_messages(self) -> list[bytes]:
         """Client messages to send now: up to and including the next request that has a recorded reply."""
         out = []
-        while self._waiting is None and self._pos < len(self.records):
+        while self._waiting is None and self._pos < self._end:
             r = self.records[self._pos]
             self._pos += 1
             if r.dir != "c2s" or _is_response(r.msg):

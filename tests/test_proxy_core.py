@@ -1,0 +1,338 @@
+"""The sans-I/O cores of trace, guard and replay, fed with messages and clock values."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sturdyrpc.check.engine import all_checks
+from sturdyrpc.check.verdicts import SPECS
+from sturdyrpc.proxy.guard import DEADLINE_CODE, INVALID_REPLY_CODE, SERVER_GONE_CODE, GuardCore
+from sturdyrpc.proxy.monitor import C2S, S2C, Monitor
+from sturdyrpc.proxy.replay import Record, Replay, load_session, strip_ignored
+
+
+def b(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def req(id: Any, method: str = "m", params: Any = None) -> bytes:
+    m: dict[str, Any] = {"jsonrpc": "2.0", "id": id, "method": method}
+    if params is not None:
+        m["params"] = params
+    return b(m)
+
+
+def note(method: str, params: Any = None) -> bytes:
+    m: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if params is not None:
+        m["params"] = params
+    return b(m)
+
+
+def res(id: Any, result: Any = "ok") -> bytes:
+    return b({"jsonrpc": "2.0", "id": id, "result": result})
+
+
+def err(id: Any, code: int, message: str = "x") -> bytes:
+    return b({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+
+
+def rules(ev: Any) -> list[str]:
+    return [v.spec.id for v in ev.all_violations()]
+
+
+# -- one home for the rules ---------------------------------------------------------------------
+
+
+def test_checks_take_the_shared_rule_texts_from_verdicts() -> None:
+    registered = {c.spec.id: c.spec for c in all_checks()}
+    shared = [i for i in SPECS if i in registered]
+    assert len(shared) >= 6
+    for i in shared:
+        assert registered[i] == SPECS[i]
+
+
+# -- monitor ------------------------------------------------------------------------------------
+
+
+def test_a_matched_reply_settles_its_request_with_its_duration() -> None:
+    m = Monitor()
+    m.feed(C2S, req(1, "echo"), 10.0)
+    ev = m.feed(S2C, res(1), 10.25)
+    assert ev.settled is not None and ev.settled.method == "echo" and ev.duration == 0.25
+    assert rules(ev) == [] and not m.pending[C2S]
+    assert m.summary(11.0).by_method == {"echo": {"requests": 1}}
+
+
+def test_id_types_are_told_apart() -> None:
+    m = Monitor()
+    m.feed(C2S, req(7), 0.0)
+    ev = m.feed(S2C, res("7"), 0.1)  # "7" is not 7
+    assert rules(ev) == ["ids.unknown-reply"]
+    assert len(m.summary(1.0).unanswered) == 1
+
+
+def test_duplicate_unknown_and_notification_replies_are_flagged() -> None:
+    m = Monitor()
+    m.feed(C2S, req(1), 0.0)
+    assert rules(m.feed(S2C, res(1), 0.1)) == []
+    assert rules(m.feed(S2C, res(1), 0.2)) == ["ids.duplicate-reply"]
+    assert rules(m.feed(S2C, res(99), 0.3)) == ["ids.unknown-reply"]
+    m.feed(C2S, note("ping"), 0.4)
+    ev = m.feed(S2C, b({"jsonrpc": "2.0", "id": None, "result": "pong"}), 0.5)
+    assert rules(ev) == ["messages.notification-silent"] and ev.unmatched
+
+
+def test_a_null_id_error_after_unreadable_input_is_expected() -> None:
+    m = Monitor()
+    ev = m.feed(C2S, b"{not json", 0.0)
+    assert ev.kind == "junk" and rules(ev) == []  # the client's junk is the server's to answer
+    ev = m.feed(S2C, err(None, -32700), 0.1)
+    assert rules(ev) == [] and not ev.unmatched
+
+
+def test_junk_on_the_servers_stdout_is_flagged_and_shown() -> None:
+    m = Monitor()
+    ev = m.feed(S2C, b"Loading model... 42%", 0.0)
+    assert ev.kind == "junk" and rules(ev) == ["framing.stdout-only-jsonrpc"]
+    assert "Loading model" in ev.violations[0].detail
+
+
+def test_malformed_responses_and_reserved_codes() -> None:
+    m = Monitor()
+    m.feed(C2S, req(1), 0.0)
+    ev = m.feed(S2C, b({"jsonrpc": "2.0", "id": 1, "result": 1, "error": {"code": 1, "message": "m"}}), 0.1)
+    assert "messages.response-shape" in rules(ev)
+    m.feed(C2S, req(2), 0.2)
+    assert rules(m.feed(S2C, err(2, -32100), 0.3)) == ["errors.code-range"]
+    m.feed(C2S, req(3), 0.2)
+    assert rules(m.feed(S2C, err(3, -32050), 0.3)) == []  # the server-error range is free to use
+
+
+def test_invalid_requests_from_the_server() -> None:
+    m = Monitor()
+    ev = m.feed(S2C, b({"jsonrpc": "1.0", "id": 1, "method": 5}), 0.0)
+    assert rules(ev) == ["messages.invalid-message"]
+    assert rules(m.feed(S2C, b"42", 0.0)) == ["messages.invalid-message"]
+
+
+def test_mcp_progress_must_increase_and_stop_at_the_reply() -> None:
+    m = Monitor()
+    m.feed(C2S, req(0, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}), 0.0)
+    m.feed(S2C, res(0, {"protocolVersion": "2025-11-25", "capabilities": {}, "serverInfo": {"name": "s", "version": "1"}}), 0.1)
+    m.feed(C2S, note("notifications/initialized"), 0.2)
+    assert m.mcp and m.version == "2025-11-25"
+    m.feed(C2S, req(5, "tools/call", {"name": "t", "_meta": {"progressToken": "tok"}}), 1.0)
+    prog = lambda v: note("notifications/progress", {"progressToken": "tok", "progress": v})  # noqa: E731
+    assert rules(m.feed(S2C, prog(1), 1.1)) == []
+    assert rules(m.feed(S2C, prog(1), 1.2)) == ["mcp.progress"]
+    m.feed(S2C, res(5, {}), 1.3)
+    ev = m.feed(S2C, prog(3), 1.4)
+    assert rules(ev) == ["mcp.progress"] and "after the reply" in ev.violations[0].detail
+
+
+def test_mcp_initialize_result_and_lifecycle() -> None:
+    m = Monitor()
+    m.feed(C2S, req(0, "initialize", {"protocolVersion": "2025-06-18"}), 0.0)
+    ev = m.feed(S2C, res(0, {"protocolVersion": "2025-06-18", "capabilities": {}}), 0.1)
+    assert rules(ev) == ["mcp.initialize"] and "serverInfo" in ev.violations[0].detail
+    # a server request before notifications/initialized
+    assert rules(m.feed(S2C, req("s1", "roots/list", {}), 0.2)) == ["mcp.lifecycle"]
+    assert rules(m.feed(S2C, req("s2", "ping"), 0.2)) == []  # ping is allowed
+
+
+def test_mcp_modern_servers_send_no_requests_and_code_policy() -> None:
+    m = Monitor()
+    meta = {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}
+    m.feed(C2S, req(1, "tools/list", meta), 0.0)
+    assert m.mcp and m.version == "2026-07-28"
+    assert rules(m.feed(S2C, err(1, -32002), 0.1)) == ["mcp.error-codes", "mcp.error-codes"]
+    assert rules(m.feed(S2C, req("x", "sampling/createMessage", {}), 0.2)) == ["mcp.lifecycle"]
+
+
+def test_batches_are_judged_element_by_element() -> None:
+    m = Monitor()
+    m.feed(C2S, b"[" + req(1) + b"," + note("n") + b"," + req(2) + b"]", 0.0)
+    ev = m.feed(S2C, b"[" + res(1) + b"," + res(2) + b"," + res(3) + b"]", 0.1)
+    assert ev.kind == "batch" and [p.settled is not None for p in ev.parts] == [True, True, False]
+    assert rules(ev) == ["ids.unknown-reply"]
+
+
+def test_summary_lists_unanswered_slowest_and_violations() -> None:
+    m = Monitor()
+    m.feed(C2S, req(1, "fast"), 0.0)
+    m.feed(C2S, req(2, "slow"), 0.0)
+    m.feed(C2S, req(3, "never"), 0.0)
+    m.feed(S2C, res(1), 0.01)
+    m.feed(S2C, res(2), 2.0)
+    m.feed(S2C, b"junk", 2.0)
+    s = m.summary(5.0)
+    assert [(p.method, age) for p, age in s.unanswered] == [("never", 5.0)]
+    assert [x[1] for x in s.slowest] == ["slow", "fast"]
+    assert s.violation_count == 1
+
+
+# -- guard --------------------------------------------------------------------------------------
+
+
+def test_guard_drops_what_the_client_cannot_expect() -> None:
+    g = GuardCore()
+    assert g.from_client(req(1), 0.0).to_server == [req(1)]
+    assert g.from_server(b"Loading... 42%", 0.1).to_client == []
+    out = g.from_server(res(1), 0.2)
+    assert out.to_client == [res(1)]
+    dup = g.from_server(res(1, "again"), 0.3)
+    assert dup.to_client == [] and any("ids.duplicate-reply" in line for line in dup.log)
+    assert g.from_server(res("ghost"), 0.3).to_client == []
+    g.from_client(note("hello"), 0.4)
+    assert g.from_server(b({"jsonrpc": "2.0", "id": None, "result": 1}), 0.5).to_client == []
+    # server-initiated traffic passes
+    assert g.from_server(note("log", {}), 0.6).to_client == [note("log", {})]
+
+
+def test_guard_filters_batch_replies() -> None:
+    g = GuardCore()
+    g.from_client(b"[" + req(1) + b"," + req(2) + b"]", 0.0)
+    out = g.from_server(b"[" + res(1) + b"," + res(9) + b"," + res(2) + b"]", 0.1)
+    assert [json.loads(x) for x in out.to_client] == [[json.loads(res(1)), json.loads(res(2))]]
+
+
+def test_guard_deadline_answers_and_cancels_mcp() -> None:
+    g = GuardCore(deadline=2.0)
+    g.from_client(req(0, "initialize", {"protocolVersion": "2025-11-25"}), 0.0)
+    g.from_server(res(0, {"protocolVersion": "2025-11-25", "capabilities": {}, "serverInfo": {"name": "s", "version": "1"}}), 0.1)
+    g.from_client(req(5, "tools/call", {"name": "slow"}), 1.0)
+    assert g.next_deadline() == 3.0
+    assert g.tick(2.9).to_client == []
+    out = g.tick(3.0)
+    (reply,) = [json.loads(x) for x in out.to_client]
+    assert reply["id"] == 5 and reply["error"]["code"] == DEADLINE_CODE and "2 s" in reply["error"]["message"]
+    (cancel,) = [json.loads(x) for x in out.to_server]
+    assert cancel["method"] == "notifications/cancelled" and cancel["params"]["requestId"] == 5
+    late = g.from_server(res(5), 4.0)
+    assert late.to_client == [] and any("late reply" in line for line in late.log)
+
+
+def test_guard_deadline_cancel_by_protocol() -> None:
+    lsp = GuardCore(deadline=1.0, content_length=True)
+    lsp.from_client(req("a", "textDocument/hover"), 0.0)
+    (cancel,) = [json.loads(x) for x in lsp.tick(1.0).to_server]
+    assert cancel == {"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": "a"}}
+    plain = GuardCore(deadline=1.0)
+    plain.from_client(req("a"), 0.0)
+    out = plain.tick(5.0)
+    assert out.to_server == [] and len(out.to_client) == 1
+
+
+def test_guard_max_in_flight_holds_requests_in_order_never_drops() -> None:
+    g = GuardCore(max_in_flight=2)
+    sent = []
+    for i in range(5):
+        sent += g.from_client(req(i), 0.0).to_server
+    assert sent == [req(0), req(1)] and g.waiting == 3
+    # notifications and the client's replies are never held
+    assert g.from_client(note("n"), 0.0).to_server == [note("n")]
+    out = g.from_server(res(1), 0.1)
+    assert out.to_client == [res(1)] and out.to_server == [req(2)]
+    out = g.from_server(res(0), 0.2)
+    assert out.to_server == [req(3)]
+    out = g.from_server(res(2), 0.3)
+    assert out.to_server == [req(4)] and g.waiting == 0 and g.in_flight == 2
+
+
+def test_guard_held_request_past_its_deadline_is_answered_without_a_cancel() -> None:
+    g = GuardCore(max_in_flight=1, deadline=1.0, cancel="mcp")
+    g.from_client(req(1), 0.0)
+    g.from_client(req(2), 0.5)
+    out = g.tick(1.0)  # 1 expires (cancelled on the server); 2 is released
+    assert [json.loads(x)["id"] for x in out.to_client] == [1]
+    assert [json.loads(x).get("method", "req") for x in out.to_server] == ["notifications/cancelled", "m"]
+    g2 = GuardCore(max_in_flight=1, deadline=1.0, cancel="mcp")
+    g2.from_client(req(1), 0.0)
+    g2.from_client(req(2), 0.0)
+    g2.tick(0.5)
+    g2.from_client(req(3), 0.9)
+    out = g2.tick(1.0)  # 1 (in flight) and 2 (held) both expire; 3 is released
+    assert sorted(json.loads(x)["id"] for x in out.to_client) == [1, 2]
+    assert [json.loads(x)["params"]["requestId"] for x in out.to_server if b"cancelled" in x] == [1]
+    assert out.to_server[-1] == req(3)
+
+
+def test_guard_answers_everything_pending_when_the_server_dies() -> None:
+    g = GuardCore(max_in_flight=1)
+    g.from_client(req(1), 0.0)
+    g.from_client(req(2), 0.0)
+    out = g.server_gone(3)
+    replies = [json.loads(x) for x in out.to_client]
+    assert sorted(r["id"] for r in replies) == [1, 2]
+    assert all(r["error"]["code"] == SERVER_GONE_CODE and "code 3" in r["error"]["message"] for r in replies)
+    assert g.server_gone(3).to_client == []
+
+
+def test_guard_replaces_a_malformed_reply_with_an_error() -> None:
+    g = GuardCore()
+    g.from_client(req(1), 0.0)
+    out = g.from_server(b({"jsonrpc": "2.0", "id": 1}), 0.1)
+    (reply,) = [json.loads(x) for x in out.to_client]
+    assert reply["id"] == 1 and reply["error"]["code"] == INVALID_REPLY_CODE
+
+
+# -- replay -------------------------------------------------------------------------------------
+
+
+def _records(*items: tuple[str, bytes]) -> list[Record]:
+    return [Record(d, json.loads(m), float(i)) for i, (d, m) in enumerate(items)]
+
+
+def test_replay_sends_one_request_at_a_time_and_compares_without_ids() -> None:
+    rec = _records((C2S, req(1, "a")), (C2S, note("n")), (C2S, req(2, "b")), (S2C, res(1, "A")), (S2C, res(2, "B")))
+    r = Replay(rec)
+    assert r.next_messages() == [req(1, "a")]
+    assert r.next_messages() == []  # waits for the reply to 1
+    r.from_server(json.loads(res(1, "A")))
+    assert r.next_messages() == [note("n"), req(2, "b")]
+    r.from_server(json.loads(res(2, "other")))
+    assert r.done and r.compared == 2
+    (d,) = r.differences
+    assert d.method == "b" and '-  "result": "B"' in d.diff and '+  "result": "other"' in d.diff
+
+
+def test_replay_maps_the_ids_of_server_requests() -> None:
+    rec = _records(
+        (C2S, req(1, "tools/call")),
+        (S2C, req(100, "sampling/createMessage", {})),
+        (C2S, res(100, {"text": "hi"})),
+        (S2C, res(1, "done")),
+    )
+    r = Replay(rec)
+    assert r.next_messages() == [req(1, "tools/call")]
+    answer = r.from_server({"jsonrpc": "2.0", "id": 7, "method": "sampling/createMessage", "params": {}})
+    assert [json.loads(a) for a in answer] == [{"jsonrpc": "2.0", "id": 7, "result": {"text": "hi"}}]
+    r.from_server(json.loads(res(1, "done")))
+    assert r.done and r.differences == []
+
+
+def test_replay_missing_reply_is_a_difference_and_ignore_paths_work() -> None:
+    r = Replay(_records((C2S, req(1)), (S2C, res(1))))
+    r.next_messages()
+    r.missing_reply()
+    assert len(r.differences) == 1 and r.differences[0].got is None
+    v = {"result": {"a": 1, "time": 5, "items": [{"ts": 1, "k": 2}, {"ts": 3, "k": 4}]}}
+    assert strip_ignored(v, ["result.time", "result.items.*.ts"]) == {"result": {"a": 1, "items": [{"k": 2}, {"k": 4}]}}
+    assert strip_ignored(v, ["ts"]) == {"result": {"a": 1, "time": 5, "items": [{"k": 2}, {"k": 4}]}}
+    r2 = Replay(_records((C2S, req(1)), (S2C, res(1, {"t": 1, "v": 2}))), ignore=("result.t",))
+    r2.next_messages()
+    r2.from_server(json.loads(res(1, {"t": 9, "v": 2})))
+    assert r2.differences == []
+
+
+def test_load_session_reads_trace_logs() -> None:
+    lines = [
+        b'{"sturdyrpc":"trace","format":1,"command":["x"],"framing":"line","wall":0}',
+        b'{"dir":"c2s","t":1.0,"wall":2.0,"msg":{"jsonrpc":"2.0","id":1,"method":"a"}}',
+        b'{"dir":"s2c","t":1.1,"wall":2.1,"raw":"junk"}',
+        b'{"dir":"s2c","t":1.2,"wall":2.2,"msg":{"jsonrpc":"2.0","id":1,"result":1}}',
+    ]
+    recs = load_session(lines)
+    assert [r.dir for r in recs] == ["c2s", "s2c"]
