@@ -181,11 +181,8 @@ class Monitor:
         ev = Event(dir, "request" if is_request else "notification", v, method, v.get("id"))
         problems = message_problems(v, mcp=self.mcp)
         if problems:
+            # Still tracked: a server answers an invalid request with its id when it can read it.
             self._flag(ev, "messages.invalid-message", "; ".join(problems), now)
-            if is_request:
-                self._unreadable[_OTHER[dir]] += 1
-                self._count(method, "requests")
-                return ev
         if self.mcp:
             self._lifecycle(ev, dir, method, is_request, now)
         if not is_request:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import subprocess
 import sys
@@ -89,12 +88,14 @@ class Child:
         self.signal(signal.SIGKILL)
         await self.wait(5.0)
 
+    def close_stdin(self) -> None:
+        """EOF for the server."""
+        if self.proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
+
     def close_fds(self) -> None:
         for f in (self.proc.stdin, self.proc.stdout):
             if f is not None:
                 with contextlib.suppress(OSError):
                     f.close()
-
-    @staticmethod
-    def getppid() -> int:
-        return os.getppid()

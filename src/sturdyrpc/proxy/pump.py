@@ -148,10 +148,16 @@ class Proxy:
             return
         self._client_gone = True
         self.client_gone(why)
-        if self.to_server is not None:
-            self.to_server.close()  # the server sees EOF once what was written has left
-        if self.child is not None:
-            self._stopping = asyncio.get_running_loop().create_task(self.child.stop(self.grace))
+        self._stopping = asyncio.get_running_loop().create_task(self._stop_child())
+
+    async def _stop_child(self) -> None:
+        assert self.child is not None and self.to_server is not None
+        self.to_server.close()
+        # What was written leaves first; a server that stops reading gets no more than the grace.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.to_server.wait_closed(), self.grace)
+        self.child.close_stdin()
+        await self.child.stop(self.grace)
 
     async def _watch_parent(self) -> None:
         # A parent killed while its end of our stdin lives on elsewhere gives no EOF: look.

@@ -1,0 +1,382 @@
+"""trace, guard and replay as programs: real subprocesses over real pipes, against the misbehaving
+server of ``proxy_bad_server.py`` and the demos (with our client and the official Python SDK)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.timeout(90)
+
+HERE = Path(__file__).resolve().parent
+PY = sys.executable
+BAD = [PY, str(HERE / "proxy_bad_server.py")]
+SRPC = [PY, "-m", "sturdyrpc"]
+
+
+def line(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode() + b"\n"
+
+
+def req(id: Any, method: str, params: Any = None) -> dict[str, Any]:
+    m: dict[str, Any] = {"jsonrpc": "2.0", "id": id, "method": method}
+    if params is not None:
+        m["params"] = params
+    return m
+
+
+def cl(obj: Any) -> bytes:
+    body = json.dumps(obj).encode()
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+def pid_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    # A zombie whose parent has not reaped it yet is gone for our purposes.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def wait_gone(pid: int, timeout: float) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pid_gone(pid):
+            return True
+        time.sleep(0.05)
+    return pid_gone(pid)
+
+
+class Session:
+    """A proxy process with our test acting as its client, line by line."""
+
+    def __init__(self, argv: list[str], *, framing: str = "line") -> None:
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.framing = framing
+        self.inbox: queue.Queue[Any] = queue.Queue()
+        self.raw = bytearray()
+        threading.Thread(target=self._read, daemon=True).start()
+        self.err = bytearray()
+        threading.Thread(target=self._read_err, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        buf = b""
+        while True:
+            data = self.proc.stdout.read1(65536)
+            if not data:
+                self.inbox.put(None)
+                return
+            self.raw += data
+            buf += data
+            while True:
+                if self.framing == "line":
+                    nl = buf.find(b"\n")
+                    if nl < 0:
+                        break
+                    msg, buf = buf[:nl], buf[nl + 1 :]
+                else:
+                    end = buf.find(b"\r\n\r\n")
+                    if end < 0:
+                        break
+                    n = int(buf[:end].split(b":")[1])
+                    if len(buf) < end + 4 + n:
+                        break
+                    msg, buf = buf[end + 4 : end + 4 + n], buf[end + 4 + n :]
+                self.inbox.put(json.loads(msg))
+
+    def _read_err(self) -> None:
+        assert self.proc.stderr is not None
+        while True:
+            data = self.proc.stderr.read1(65536)
+            if not data:
+                return
+            self.err += data
+
+    def send(self, obj: Any) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(cl(obj) if self.framing != "line" else line(obj))
+        self.proc.stdin.flush()
+
+    def recv(self, timeout: float = 10.0) -> Any:
+        return self.inbox.get(timeout=timeout)
+
+    def close(self, timeout: float = 20.0) -> tuple[int, str]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        code = self.proc.wait(timeout)
+        time.sleep(0.1)
+        return code, self.err.decode("utf-8", "replace")
+
+
+# -- trace --------------------------------------------------------------------------------------
+
+MISBEHAVIOUR = b"".join(
+    [
+        line(req(1, "echo", {"a": 1})),
+        b'{ "jsonrpc" : "2.0", "id" : 2, "method" : "dup" }\r\n',  # odd spacing and CRLF pass unchanged
+        line(req(3, "ghost")),
+        line(req(4, "junk")),
+        line(req(5, "pieces")),
+        line({"jsonrpc": "2.0", "method": "note"}),
+        line(req(6, "badcode")),
+        line(req(7, "echo", ["last"])),
+    ]
+)
+
+
+def test_trace_passes_bytes_unchanged_and_flags_every_bug(tmp_path: Path) -> None:
+    direct = subprocess.run(BAD, input=MISBEHAVIOUR, capture_output=True, timeout=30)
+    log = tmp_path / "session.ndjson"
+    traced = subprocess.run([*SRPC, "trace", "--log", str(log), "--", *BAD], input=MISBEHAVIOUR, capture_output=True, timeout=30)
+    assert traced.returncode == 0
+    assert traced.stdout == direct.stdout  # the same bytes, junk and all, in the same order
+    err = traced.stderr.decode()
+    for rule in ("ids.duplicate-reply", "ids.unknown-reply", "framing.stdout-only-jsonrpc", "messages.notification-silent", "errors.code-range"):
+        assert rule in err, rule
+    assert "Loading model... 42%" in err
+    assert "requests never answered: 0" in err
+    records = [json.loads(x) for x in log.read_bytes().splitlines()]
+    assert records[0]["sturdyrpc"] == "trace" and records[0]["framing"] == "line"
+    c2s = [r for r in records if r.get("dir") == "c2s"]
+    s2c = [r for r in records if r.get("dir") == "s2c"]
+    assert len(c2s) == 8 and c2s[1]["msg"] == {"jsonrpc": "2.0", "id": 2, "method": "dup"}
+    assert {"raw": "Loading model... 42%"}.items() <= [r for r in s2c if "raw" in r][0].items()
+    assert all(isinstance(r["t"], float) and r["wall"] > 1e9 for r in c2s + s2c)
+
+
+def test_trace_reports_unanswered_requests_and_exits_with_the_servers_code(tmp_path: Path) -> None:
+    data = line(req(1, "hang")) + line(req("x", "die"))
+    traced = subprocess.run([*SRPC, "trace", "--", *BAD], input=data, capture_output=True, timeout=30)
+    assert traced.returncode == 3
+    err = traced.stderr.decode()
+    assert "requests never answered: 2" in err and "hang id=1" in err and 'die id="x"' in err
+
+
+def test_trace_content_length_framing_is_byte_exact() -> None:
+    data = cl(req(1, "echo", ["héllo"])) + cl(req(2, "subtract", [5, 3])) + cl({"jsonrpc": "2.0", "method": "update", "params": [1]})
+    demo = [*SRPC, "demo", "--framing", "content-length"]
+    direct = subprocess.run(demo, input=data, capture_output=True, timeout=30)
+    traced = subprocess.run([*SRPC, "trace", "--framing", "content-length", "--", *demo], input=data, capture_output=True, timeout=30)
+    assert traced.returncode == 0 and traced.stdout == direct.stdout and traced.stdout.count(b"Content-Length") == 2
+    err = traced.stderr.decode()
+    assert "echo id=1" in err and "subtract id=2" in err and "violations: 0" in err
+
+
+def test_trace_content_length_reassembles_pieces_and_flags_duplicates() -> None:
+    s = Session([*SRPC, "trace", "--framing", "content-length", "--", *BAD, "--content-length"], framing="cl")
+    for obj in (req(1, "pieces"), req(2, "dup")):
+        s.send(obj)
+    assert s.recv()["result"] == "in pieces"
+    assert [s.recv()["result"], s.recv()["result"]] == [1, 2]
+    code, err = s.close()
+    assert code == 0 and "ids.duplicate-reply" in err and "pieces id=1" in err
+
+
+# -- guard --------------------------------------------------------------------------------------
+
+
+def test_guard_passes_only_valid_expected_replies() -> None:
+    out = subprocess.run([*SRPC, "guard", "--", *BAD], input=MISBEHAVIOUR, capture_output=True, timeout=30)
+    assert out.returncode == 0
+    replies = [json.loads(x) for x in out.stdout.splitlines()]
+    assert [r["id"] for r in replies] == [1, 2, 3, 4, 5, 6, 7]  # once each, nothing else
+    assert replies[1]["result"] == 1  # the first of the duplicates
+    err = out.stderr.decode()
+    assert "Loading model... 42%" in err and "dropped" in err
+
+
+def test_guard_deadline_answers_and_cancels_on_the_server() -> None:
+    s = Session([*SRPC, "guard", "--deadline", "0.5", "--", *BAD])
+    s.send(req(0, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}))
+    assert s.recv()["id"] == 0
+    s.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    s.send(req(1, "hang"))
+    reply = s.recv()
+    assert reply["id"] == 1 and -32099 <= reply["error"]["code"] <= -32000 and "0.5 s" in reply["error"]["message"]
+    s.send(req(2, "echo", [1]))
+    assert s.recv()["id"] == 2
+    code, err = s.close()
+    assert code == 0 and "CANCEL 1" in err  # the server got notifications/cancelled
+
+
+def test_guard_content_length_cancels_lsp_style() -> None:
+    s = Session([*SRPC, "guard", "--framing", "content-length", "--deadline", "0.5", "--", *BAD, "--content-length"], framing="cl")
+    s.send(req("h", "hang"))
+    reply = s.recv()
+    assert reply["id"] == "h" and reply["error"]["code"] == -32001
+    s.send(req(2, "pieces"))
+    assert s.recv()["result"] == "in pieces"
+    code, err = s.close()
+    assert code == 0 and "CANCEL h" in err  # $/cancelRequest
+
+
+def test_guard_answers_pending_requests_when_the_server_dies() -> None:
+    s = Session([*SRPC, "guard", "--", *BAD])
+    s.send(req(1, "hang"))
+    s.send(req(2, "hang"))
+    s.send(req(3, "die"))
+    replies = sorted((s.recv(), s.recv(), s.recv()), key=lambda r: r["id"])
+    assert [r["id"] for r in replies] == [1, 2, 3]
+    assert all(r["error"]["code"] == -32002 and "code 3" in r["error"]["message"] for r in replies)
+    assert s.recv() is None  # then stdout closes
+    assert s.proc.wait(10) == 3
+
+
+def test_guard_max_in_flight_holds_requests_in_order() -> None:
+    s = Session([*SRPC, "guard", "--max-in-flight", "1", "--deadline", "1", "--", *BAD])
+    s.send(req(0, "echo", ["up"]))
+    assert s.recv()["id"] == 0  # the guard is up: what follows arrives when it is sent
+    s.send(req(1, "hang"))
+    time.sleep(0.5)  # the echo's own deadline then falls after the hang's, which frees its slot
+    s.send(req(2, "echo", ["waited"]))
+    first, second = s.recv(), s.recv()
+    # Without the limit the echo would come back at once, before the hang's deadline.
+    assert first["id"] == 1 and first["error"]["code"] == -32001
+    assert second == {"jsonrpc": "2.0", "id": 2, "result": {"params": ["waited"]}}
+    s.close()
+
+
+# -- no orphans ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tool", ["guard", "trace"])
+def test_stdin_eof_stops_a_server_that_ignores_eof_and_sigterm(tmp_path: Path, tool: str) -> None:
+    pidfile = tmp_path / "pid"
+    s = Session([*SRPC, tool, "--grace", "0.3", "--", *BAD, "--ignore-eof", "--ignore-term", "--pidfile", str(pidfile)])
+    s.send(req(1, "echo", [1]))
+    assert s.recv()["id"] == 1
+    pid = int(pidfile.read_text())
+    code, err = s.close(timeout=15)
+    assert code == 128 + signal.SIGKILL and "EOF" in err
+    assert wait_gone(pid, 5)
+
+
+def test_the_server_dies_with_a_killed_proxy(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    s = Session([*SRPC, "guard", "--", *BAD, "--ignore-eof", "--pidfile", str(pidfile)])
+    s.send(req(1, "echo", [1]))
+    assert s.recv()["id"] == 1
+    pid = int(pidfile.read_text())
+    s.proc.kill()
+    s.proc.wait(5)
+    assert wait_gone(pid, 10)
+
+
+def test_the_server_is_stopped_when_the_parent_dies(tmp_path: Path) -> None:
+    # Our stdin stays open (the test holds it): only the parent's death shows the client is gone.
+    pidfile = tmp_path / "pid"
+    guard = [*SRPC, "guard", "--grace", "0.3", "--", *BAD, "--ignore-eof", "--pidfile", str(pidfile)]
+    parent = subprocess.Popen([PY, "-c", f"import subprocess; subprocess.Popen({guard!r}).wait()"], stdin=subprocess.PIPE)
+    end = time.monotonic() + 20
+    while not pidfile.exists() and time.monotonic() < end:
+        time.sleep(0.05)
+    pid = int(pidfile.read_text())
+    parent.kill()
+    parent.wait(5)
+    assert wait_gone(pid, 10)
+    assert parent.stdin is not None
+    parent.stdin.close()
+
+
+# -- real clients through the proxies -----------------------------------------------------------
+
+
+def test_our_client_through_guard_against_the_demo() -> None:
+    from sturdyrpc.client import connect_stdio
+
+    async def main() -> None:
+        async with connect_stdio([*SRPC, "guard", "--deadline", "5", "--", *SRPC, "demo"]) as conn:
+            p = conn.peer
+            assert await p.request("subtract", [42, 23]) == 19
+            assert await p.request("echo", {"value": "7"}, id="7") == "7"
+            results = await asyncio.gather(*(p.request("sleep", {"seconds": 0.2, "value": i}) for i in range(4)))
+            assert results == [0, 1, 2, 3]
+
+    asyncio.run(main())
+
+
+def _sdk() -> Any:
+    try:
+        from mcp.client.client import Client
+        from mcp.client.stdio import StdioServerParameters
+    except ImportError:  # pragma: no cover
+        from _mcp_support import missing_peer
+
+        missing_peer("the official Python SDK (pip package 'mcp') is not installed")
+    return Client, StdioServerParameters
+
+
+@pytest.mark.parametrize(("tool", "mode"), [("trace", "legacy"), ("guard", "auto")])
+def test_official_python_sdk_through_the_proxy(tmp_path: Path, tool: str, mode: str) -> None:
+    from _mcp_support import recorded_cmd, validate_recording
+    from test_mcp_interop_python import _check_cancel_on_wire, _session_checks
+
+    Client, Params = _sdk()
+    wire = tmp_path / "wire"
+    errlog = tmp_path / "proxy.err"
+    extra = ["--log", str(tmp_path / "session.ndjson")] if tool == "trace" else ["--deadline", "20"]
+    proxy = [*SRPC, tool, *extra, "--", *recorded_cmd(wire)]
+    # The proxy's stderr goes to a file, so its summary can be read after the session.
+    shell = ["sh", "-c", f'exec "$@" 2>>{errlog}', "sh", *proxy]
+
+    async def main() -> None:
+        async with Client(Params(command=shell[0], args=shell[1:]), mode=mode, read_timeout_seconds=20) as c:
+            await _session_checks(c, mode, wire)
+
+    asyncio.run(main())
+    _check_cancel_on_wire(wire)
+    assert validate_recording(wire, "2026-07-28" if mode == "auto" else "2025-11-25") >= 15
+    end = time.monotonic() + 10
+    while "summary ==" not in errlog.read_text() and time.monotonic() < end:
+        time.sleep(0.1)
+    err = errlog.read_text()
+    assert "violations: 0" in err, err[-3000:]
+    if tool == "trace":
+        assert "MCP version: 2025-11-25" in err and "tools/call" in err
+
+
+# -- replay -------------------------------------------------------------------------------------
+
+
+def test_replay_same_behaviour_differences_and_ignore(tmp_path: Path) -> None:
+    log = tmp_path / "session.ndjson"
+    data = line(req(1, "echo", {"a": 1})) + line({"jsonrpc": "2.0", "method": "update"}) + line(req(2, "nope")) + line(req(3, "echo", [2]))
+    rec = subprocess.run([*SRPC, "trace", "--log", str(log), "--", *BAD], input=data, capture_output=True, timeout=30)
+    assert rec.returncode == 0
+    same = subprocess.run([*SRPC, "replay", str(log), "--", *BAD], capture_output=True, timeout=30)
+    assert same.returncode == 0 and b"3 replies compared, same behaviour" in same.stderr
+    changed = subprocess.run([*SRPC, "replay", str(log), "--", *BAD, "--shout"], capture_output=True, timeout=30)
+    assert changed.returncode == 1
+    out = changed.stdout.decode()
+    assert out.count("differs") == 2 and '+    "shout": true' in out
+    ignored = subprocess.run([*SRPC, "replay", str(log), "--ignore", "result.shout", "--", *BAD, "--shout"], capture_output=True, timeout=30)
+    assert ignored.returncode == 0
+
+
+def test_a_recording_as_a_pytest_regression_test(tmp_path: Path) -> None:
+    # The recipe of docs/TOOLS.md: load the log, replay it, assert no difference.
+    from sturdyrpc.proxy.replay import load_session
+    from sturdyrpc.proxy.replay_run import replay_session
+
+    log = tmp_path / "session.ndjson"
+    data = line(req(1, "subtract", [5, 3])) + line(req(2, "echo", ["x"]))
+    subprocess.run([*SRPC, "trace", "--log", str(log), "--", *SRPC, "demo"], input=data, capture_output=True, timeout=30, check=True)
+    result = replay_session(load_session(log.read_bytes().splitlines()), [*SRPC, "demo"])
+    assert result.compared == 2 and result.differences == [], [d.diff for d in result.differences]
