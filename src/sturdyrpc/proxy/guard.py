@@ -14,10 +14,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..check.config import id_key
 from ..check.verdicts import show
 from ..codec import DecodeFailure, decode, encode
-from .monitor import C2S, S2C, Event, Monitor
+from .monitor import C2S, S2C, Event, Monitor, key_of
 
 __all__ = ["Actions", "GuardCore", "DEADLINE_CODE", "SERVER_GONE_CODE", "INVALID_REPLY_CODE"]
 
@@ -96,6 +95,8 @@ class GuardCore:
 
     @staticmethod
     def _requests_in(value: Any) -> list[tuple[Any, str]]:
+        if type(value) is dict:  # the everyday case, without building a list to scan
+            return [(value["id"], value["method"] if type(value["method"]) is str else "?")] if "id" in value and "method" in value else []
         items = value if type(value) is list else [value]
         return [
             (m["id"], m["method"] if type(m["method"]) is str else "?")
@@ -112,7 +113,7 @@ class GuardCore:
     def _send(self, frame: bytes, value: Any, requests: list[tuple[Any, str]], arrived: float, out: Actions) -> None:
         self.monitor.feed_value(C2S, value, arrived)
         for rid, _ in requests:
-            self._arrived[id_key(rid)] = (arrived, rid)
+            self._arrived[key_of(rid)] = (arrived, rid)
         self._in_flight += len(requests)
         out.to_server.append(frame)
 
@@ -152,7 +153,7 @@ class GuardCore:
                 return False  # an unreadable request from the server would confuse the client
             return True
         if ev.settled is not None and ev.settled.dir == C2S:
-            key = id_key(ev.settled.id)
+            key = key_of(ev.settled.id)
             self._arrived.pop(key, None)
             self._in_flight -= 1
             if any(v.spec.id == "messages.response-shape" for v in ev.violations):
@@ -161,7 +162,7 @@ class GuardCore:
                 return False
             return True
         if ev.unmatched:
-            key = id_key(ev.id)
+            key = key_of(ev.id)
             if key in self._given_up:
                 self._given_up.discard(key)
                 out.log.append(f"guard: dropped the late reply to id {show(ev.id, 40)} (already answered at its deadline)")

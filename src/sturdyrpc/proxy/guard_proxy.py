@@ -40,10 +40,13 @@ class GuardProxy(Proxy):
 
     def _apply(self, act: Actions) -> None:
         fr = self.framing
+        # Written at once, not at the end of the loop's turn: every read is one decision anyway.
         if act.to_server and self.to_server is not None:
             self.to_server.write(b"".join(frame_payload(fr, p) for p in act.to_server))
+            self.to_server.flush_now()
         if act.to_client:
             self.to_client.write(b"".join(frame_payload(fr, p) for p in act.to_client))
+            self.to_client.flush_now()
         for line in act.log:
             self.view.text(line, warn=True)
         self._arm()

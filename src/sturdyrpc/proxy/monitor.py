@@ -11,8 +11,9 @@ predicates ``sturdyrpc check`` uses.
 from __future__ import annotations
 
 import heapq
-from collections import Counter, OrderedDict
-from dataclasses import dataclass, field
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..check.config import MODERN_VERSION, id_key
@@ -29,7 +30,7 @@ from ..check.verdicts import (
 )
 from ..codec import DecodeFailure, decode
 
-__all__ = ["C2S", "S2C", "Direction", "Pending", "Violation", "Event", "Summary", "Monitor"]
+__all__ = ["C2S", "S2C", "Direction", "Pending", "Violation", "Event", "Summary", "Monitor", "key_of"]
 
 Direction = Literal["c2s", "s2c"]
 C2S: Direction = "c2s"
@@ -44,7 +45,13 @@ _VIOLATIONS_KEEP = 1000
 CANCEL_METHODS = {"notifications/cancelled": "requestId", "$/cancelRequest": "id"}
 
 
-@dataclass
+def key_of(id: Any) -> tuple[Any, Any]:
+    """A dict key for a JSON-RPC id that tells ``"7"``, ``7``, ``7.0`` and ``True`` apart."""
+    t = type(id)
+    return (t, id) if t is int or t is str else id_key(id)
+
+
+@dataclass(slots=True)
 class Pending:
     """A request in flight. ``dir`` is the direction the request travelled."""
 
@@ -53,7 +60,7 @@ class Pending:
     dir: Direction
     started: float
     token: Any = None  # MCP progressToken
-    progress: list[Any] = field(default_factory=list)
+    progress: list[Any] | None = None
     cancelled: bool = False
 
 
@@ -71,7 +78,9 @@ class Violation:
         return f"[{self.level.value}] {self.side}: {self.spec.id}: {self.detail}"
 
 
-@dataclass
+_NONE: tuple[()] = ()
+
+
 class Event:
     """What one frame (or one element of a batch) was.
 
@@ -81,19 +90,26 @@ class Event:
     response that answers nothing in flight (unknown id, duplicate, reply to a notification).
     """
 
-    dir: Direction
-    kind: str
-    value: Any = None
+    # Class-level defaults: one is made per message, so only what differs is set.
     method: str | None = None
     id: Any = None
     settled: Pending | None = None
     duration: float | None = None
     unmatched: bool = False
-    violations: list[Violation] = field(default_factory=list)
-    parts: list[Event] = field(default_factory=list)
+    violations: Sequence[Violation] = _NONE
+    parts: Sequence[Event] = _NONE
+
+    def __init__(self, dir: Direction, kind: str, value: Any = None, method: str | None = None, id: Any = None) -> None:
+        self.dir = dir
+        self.kind = kind
+        self.value = value
+        if method is not None:
+            self.method = method
+        if id is not None:
+            self.id = id
 
     def all_violations(self) -> list[Violation]:
-        return self.violations + [v for p in self.parts for v in p.violations]
+        return [*self.violations, *(v for p in self.parts for v in p.violations)]
 
 
 @dataclass
@@ -106,6 +122,22 @@ class Summary:
     violations: list[Violation]
     violation_count: int
     mcp_version: str | None
+
+
+def _plainly_valid_call(v: dict[str, Any]) -> bool:
+    # A request or notification that message_problems would certainly pass (MCP or not).
+    params = v.get("params", v)
+    rid = v.get("id", "")
+    return (
+        v.get("jsonrpc") == "2.0" and type(v["method"]) is str and type(params) is dict
+        and (type(rid) is str or type(rid) is int) and len(v) == 2 + ("params" in v) + ("id" in v)
+    )
+
+
+def _plainly_valid_result(v: dict[str, Any]) -> bool:
+    # A success response that response_problems would certainly pass.
+    rid = v.get("id", v)
+    return len(v) == 3 and v.get("jsonrpc") == "2.0" and "result" in v and (type(rid) is int or type(rid) is str)
 
 
 class Monitor:
@@ -126,7 +158,7 @@ class Monitor:
         self._unreadable: dict[Direction, int] = {C2S: 0, S2C: 0}
         self._notified: dict[Direction, str | None] = {C2S: None, S2C: None}
         self._slowest: list[tuple[float, str, Any]] = []
-        self.counts: dict[str, Counter[str]] = {}
+        self.counts: dict[str, dict[str, int]] = {}
         self.violations: list[Violation] = []
         self.violation_count = 0
 
@@ -175,11 +207,14 @@ class Monitor:
     def _call(self, dir: Direction, v: dict[str, Any], now: float) -> Event:
         method = v["method"] if type(v["method"]) is str else show(v["method"], 40)
         params = v.get("params")
-        if dir == C2S and (method == "initialize" or not self.mcp):
+        if dir == C2S and (
+            method == "initialize" or method == "server/discover" or (not self.mcp and type(params) is dict and "_meta" in params)
+        ):
             self._note_mcp_start(method, params)
         is_request = "id" in v
         ev = Event(dir, "request" if is_request else "notification", v, method, v.get("id"))
-        problems = message_problems(v, mcp=self.mcp)
+        # The shared predicate judges anything but the everyday shape, which it would pass.
+        problems = None if _plainly_valid_call(v) else message_problems(v, mcp=self.mcp)
         if problems:
             # Still tracked: a server answers an invalid request with its id when it can read it.
             self._flag(ev, "messages.invalid-message", "; ".join(problems), now)
@@ -194,8 +229,8 @@ class Monitor:
         p = Pending(v["id"], method, dir, now)
         if type(params) is dict and type(params.get("_meta")) is dict and "progressToken" in params["_meta"]:
             p.token = params["_meta"]["progressToken"]
-            self._tokens[id_key(p.token)] = p
-        self.pending[dir][id_key(v["id"])] = p
+            self._tokens[key_of(p.token)] = p
+        self.pending[dir][key_of(v["id"])] = p
         return ev
 
     def _note_mcp_start(self, method: str, params: Any) -> None:
@@ -230,13 +265,13 @@ class Monitor:
 
     def _notification(self, ev: Event, dir: Direction, method: str, params: Any, now: float) -> None:
         if method in CANCEL_METHODS and type(params) is dict:
-            p = self.pending[_OTHER[dir]].get(id_key(params.get(CANCEL_METHODS[method])))
+            p = self.pending[_OTHER[dir]].get(key_of(params.get(CANCEL_METHODS[method])))
             if p is not None:
                 p.cancelled = True
             return
         if method != "notifications/progress" or type(params) is not dict:
             return
-        key = id_key(params.get("progressToken"))
+        key = key_of(params.get("progressToken"))
         p = self._tokens.get(key)
         if p is None:
             finished = self._finished_tokens.get(key)
@@ -245,6 +280,8 @@ class Monitor:
             else:
                 self._flag(ev, "mcp.progress", f"progress carries a token no request in flight sent: {show(params.get('progressToken'), 40)}", now)
             return
+        if p.progress is None:
+            p.progress = []
         p.progress.append(params.get("progress"))
         problem = progress_problem(p.progress[-2:])
         if problem:
@@ -252,18 +289,18 @@ class Monitor:
 
     def _response(self, dir: Direction, v: dict[str, Any], now: float) -> Event:
         ev = Event(dir, "response", v, id=v.get("id"))
-        problems = response_problems(v, id_may_be_omitted=self.mcp)
+        problems = None if _plainly_valid_result(v) else response_problems(v, id_may_be_omitted=self.mcp)
         if problems:
             self._flag(ev, "messages.response-shape", "; ".join(problems) + f": {show(v, 120)}", now)
         rid = v.get("id")
-        key = id_key(rid)
+        key = key_of(rid)
         asked = _OTHER[dir]
         p = self.pending[asked].pop(key, None) if rid is not None else None
         err = v.get("error")
         if type(err) is dict and type(err.get("code")) is int:
             self._error_code(ev, err, now)
         if p is not None:
-            return self._settle(ev, p, v, now)
+            return self._settle(ev, p, key, v, now)
         ev.unmatched = True
         if rid is None:
             if type(err) is dict and self._unreadable[dir] > 0:
@@ -280,18 +317,18 @@ class Monitor:
             self._flag(ev, "ids.unknown-reply", f"a reply with the id {show(rid, 40)}, which no request in flight has: {show(v, 120)}", now)
         return ev
 
-    def _settle(self, ev: Event, p: Pending, v: dict[str, Any], now: float) -> Event:
+    def _settle(self, ev: Event, p: Pending, key: tuple[Any, Any], v: dict[str, Any], now: float) -> Event:
         ev.settled = p
         ev.method = p.method
         ev.duration = now - p.started
         done = self._done[p.dir]
-        done[id_key(p.id)] = p.method
+        done[key] = p.method
         if len(done) > _DONE_KEEP:
             done.popitem(last=False)
         if "error" in v:
             self._count(p.method, "errors")
         if p.token is not None:
-            tk = id_key(p.token)
+            tk = key_of(p.token)
             self._tokens.pop(tk, None)
             self._finished_tokens[tk] = f"{p.method} (id {show(p.id, 40)})"
             if len(self._finished_tokens) > _DONE_KEEP:
@@ -326,20 +363,20 @@ class Monitor:
     def _count(self, method: str, what: str) -> None:
         c = self.counts.get(method)
         if c is None:
-            c = self.counts[method] = Counter()
-        c[what] += 1
+            c = self.counts[method] = {}
+        c[what] = c.get(what, 0) + 1
 
     def _flag(self, ev: Event, rule: str, detail: str, now: float, level: Level | None = None) -> None:
         spec = SPECS[rule]
         viol = Violation(spec, detail, _SIDE[ev.dir], now, level or spec.level)
-        ev.violations.append(viol)
+        ev.violations = [*ev.violations, viol]
         self.violation_count += 1
         if len(self.violations) < _VIOLATIONS_KEEP:
             self.violations.append(viol)
 
     def forget(self, dir: Direction, id: Any) -> Pending | None:
         """Stop tracking the request ``id`` that travelled ``dir`` (answered by someone else: guard)."""
-        return self.pending[dir].pop(id_key(id), None)
+        return self.pending[dir].pop(key_of(id), None)
 
     def summary(self, now: float) -> Summary:
         """Requests never answered (oldest first), the slowest, counts by method, violations."""

@@ -33,8 +33,12 @@ class TraceLog:
         self._wall0 = time.time() - time.monotonic()  # wall = monotonic + offset: one clock read
         file.write(encode({"sturdyrpc": "trace", "format": 1, "command": command, "framing": framing, "wall": time.time()}) + b"\n")
 
-    def message(self, dir: Direction, frame: bytes, ev: Event, now: float) -> None:
-        head = b'{"dir":"%s","t":%.6f,"wall":%.6f,' % (dir.encode(), now, now + self._wall0)
+    def head(self, dir: Direction, now: float) -> bytes:
+        """The start of the records of the frames of one read (they share a direction and a time)."""
+        return b'{"dir":"%s","t":%.6f,"wall":%.6f,' % (dir.encode(), now, now + self._wall0)
+
+    def message(self, head: bytes, frame: bytes, ev: Event) -> None:
+        """The record of one frame; ``head`` from :meth:`head`."""
         if ev.kind == "junk":
             self.file.write(head + b'"raw":' + encode(frame.decode("utf-8", "backslashreplace")) + b"}\n")
         elif b"\n" in frame or b"\r" in frame:
@@ -73,32 +77,40 @@ class TraceProxy(Proxy):
 
     def from_client(self, data: bytes, now: float) -> None:
         assert self.to_server is not None
+        # Sent on before it is looked at: judging it adds no latency.
         self.to_server.write(data)
+        self.to_server.flush_now()
         self._observe(C2S, data, now)
 
     def from_server(self, data: bytes, now: float) -> None:
         self.to_client.write(data)
+        self.to_client.flush_now()
         self._observe(S2C, data, now)
 
     def _observe(self, dir: Direction, data: bytes, now: float) -> None:
         log, view, monitor = self.log, self.view, self.monitor
+        head = log.head(dir, now) if log is not None else b""
         for frame in self._framers[dir].feed(data):
-            if isinstance(frame, bytes):
+            if type(frame) is bytes:
                 ev = monitor.feed(dir, frame, now)
                 if log is not None:
-                    log.message(dir, frame, ev, now)
+                    log.message(head, frame, ev)
                 if view is not None:
                     view.event(ev)
-            else:
-                what = "too-large" if isinstance(frame, FrameTooLarge) else "bad-header"
-                detail = f"a frame over {frame.limit} bytes" if isinstance(frame, FrameTooLarge) else frame.reason
-                if log is not None:
-                    log.event(dir, what, detail, now)
-                if view is not None:
-                    view.text(f"trace: {'->' if dir == C2S else '<-'} unreadable frame: {detail}", warn=True)
+            elif isinstance(frame, FrameTooLarge):
+                self._unreadable(dir, "too-large", f"a frame over {frame.limit} bytes", now)
+            elif not isinstance(frame, bytes):
+                self._unreadable(dir, "bad-header", frame.reason, now)
         if log is not None and now - self._last_flush > 1.0:
             self._last_flush = now
             log.file.flush()  # readable with tail -f, without a system call per message
+
+    def _unreadable(self, dir: Direction, what: str, detail: str, now: float) -> None:
+        log, view = self.log, self.view
+        if log is not None:
+            log.event(dir, what, detail, now)
+        if view is not None:
+            view.text(f"trace: {'->' if dir == C2S else '<-'} unreadable frame: {detail}", warn=True)
 
     def client_gone(self, why: str) -> None:
         if self.view is not None:

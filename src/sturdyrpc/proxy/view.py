@@ -28,6 +28,8 @@ class LiveView:
 
     def event(self, ev: Event) -> None:
         """One judged frame."""
+        if not self.traffic and not ev.violations and not ev.parts and ev.kind != "junk":
+            return
         lines: list[str] = []
         self._lines(ev, lines)
         if lines:
