@@ -336,3 +336,22 @@ def test_load_session_reads_trace_logs() -> None:
     ]
     recs = load_session(lines)
     assert [r.dir for r in recs] == ["c2s", "s2c"]
+
+
+def test_slowest_tolerates_ids_of_different_types_with_equal_durations() -> None:
+    m = Monitor()
+    for i, rid in enumerate([1, "a", 2.5, None, "b", 3, "c"]):
+        m.feed(C2S, req(rid, f"m{i}"), 0.0)
+        m.feed(S2C, res(rid), 1.0)  # all take exactly 1 s
+    s = m.summary(2.0)
+    assert len(s.slowest) == 5 and all(d == 1.0 for d, _, _ in s.slowest)
+
+
+def test_guard_deadline_follows_arrival_even_when_a_client_reuses_an_id() -> None:
+    g = GuardCore(deadline=1.0)
+    g.from_client(req(1), 0.0)
+    g.from_client(req(2), 0.5)
+    g.from_client(req(1), 0.8)  # reused while in flight: now the youngest
+    out = g.tick(1.6)
+    assert [json.loads(x)["id"] for x in out.to_client] == [2]
+    assert g.next_deadline() == 1.8

@@ -380,3 +380,12 @@ def test_a_recording_as_a_pytest_regression_test(tmp_path: Path) -> None:
     subprocess.run([*SRPC, "trace", "--log", str(log), "--", *SRPC, "demo"], input=data, capture_output=True, timeout=30, check=True)
     result = replay_session(load_session(log.read_bytes().splitlines()), [*SRPC, "demo"])
     assert result.compared == 2 and result.differences == [], [d.diff for d in result.differences]
+
+
+def test_trace_judges_every_message_of_large_reads() -> None:
+    # 3,000 requests in a few writes: judged in slices between reads, all of them by the end.
+    data = b"".join(line(req(i, "echo", {"value": i})) for i in range(3000))
+    traced = subprocess.run([*SRPC, "trace", "--quiet", "--", *SRPC, "demo"], input=data, capture_output=True, timeout=60)
+    assert traced.returncode == 0 and traced.stdout.count(b"\n") == 3000
+    err = traced.stderr.decode()
+    assert "echo: 3000 / 0 / 0" in err and "requests never answered: 0" in err and "violations: 0" in err

@@ -70,16 +70,17 @@ class GuardCore:
         self.cancel = cancel
         self.content_length = content_length
         self.monitor = monitor or Monitor()
-        self._arrived: dict[tuple[str, Any], tuple[float, Any]] = {}  # client requests sent to the server
-        self._given_up: set[tuple[str, Any]] = set()  # answered by guard: a late reply is dropped
+        self._given_up: set[tuple[Any, Any]] = set()  # answered by guard: a late reply is dropped
         self._queue: deque[_Waiting] = deque()
-        self._in_flight = 0  # client requests passed to the server and not settled
+        # The client's requests passed to the server and not settled are the monitor's pending
+        # ones, in arrival order (the queue is first in, first out), each started when it arrived.
+        self._sent = self.monitor.pending[C2S]
 
     # -- the client's frames ---------------------------------------------------------------------
 
-    def from_client(self, frame: bytes, now: float) -> Actions:
-        """A frame the client wrote."""
-        out = Actions()
+    def from_client(self, frame: bytes, now: float, out: Actions | None = None) -> Actions:
+        """A frame the client wrote; what to do is added to ``out`` (a new one by default)."""
+        out = Actions() if out is None else out
         try:
             value = decode(frame)
         except DecodeFailure:
@@ -108,13 +109,11 @@ class GuardCore:
         if self.max_in_flight is None:
             return True
         # A batch larger than the limit goes alone, or it would wait forever.
-        return self._in_flight + n <= self.max_in_flight or self._in_flight == 0
+        in_flight = len(self._sent)
+        return in_flight + n <= self.max_in_flight or in_flight == 0
 
     def _send(self, frame: bytes, value: Any, requests: list[tuple[Any, str]], arrived: float, out: Actions) -> None:
-        self.monitor.feed_value(C2S, value, arrived)
-        for rid, _ in requests:
-            self._arrived[key_of(rid)] = (arrived, rid)
-        self._in_flight += len(requests)
+        self.monitor.feed_value(C2S, value, arrived)  # pending from ``arrived``: deadlines count from there
         out.to_server.append(frame)
 
     def _release(self, now: float, out: Actions) -> None:
@@ -124,9 +123,9 @@ class GuardCore:
 
     # -- the server's frames ---------------------------------------------------------------------
 
-    def from_server(self, frame: bytes, now: float) -> Actions:
-        """A frame the server wrote: passed on, or dropped (and logged), or replaced."""
-        out = Actions()
+    def from_server(self, frame: bytes, now: float, out: Actions | None = None) -> Actions:
+        """A frame the server wrote: passed on, or dropped (and logged), or replaced; added to ``out``."""
+        out = Actions() if out is None else out
         ev = self.monitor.feed(S2C, frame, now)
         if ev.kind == "batch":
             kept = [p.value for p in ev.parts if self._keep(p, out)]
@@ -153,10 +152,7 @@ class GuardCore:
                 return False  # an unreadable request from the server would confuse the client
             return True
         if ev.settled is not None and ev.settled.dir == C2S:
-            key = key_of(ev.settled.id)
-            self._arrived.pop(key, None)
-            self._in_flight -= 1
-            if any(v.spec.id == "messages.response-shape" for v in ev.violations):
+            if ev.violations and any(v.spec.id == "messages.response-shape" for v in ev.violations):
                 out.to_client.append(self._error(ev.settled.id, INVALID_REPLY_CODE, "sturdyrpc guard: the server's reply was not a valid JSON-RPC response"))
                 out.log.append(f"guard: answered {ev.settled.method} (id {show(ev.settled.id, 40)}) with an error: its reply was malformed")
                 return False
@@ -180,9 +176,10 @@ class GuardCore:
         """The monotonic time of the next deadline, or None."""
         if self.deadline is None:
             return None
-        times = [t for t, _ in self._arrived.values()]
-        times += [w.arrived for w in self._queue]
-        return min(times) + self.deadline if times else None
+        # The oldest request in flight arrived before everything held in the queue.
+        for p in self._sent.values():
+            return p.started + self.deadline
+        return self._queue[0].arrived + self.deadline if self._queue else None
 
     def tick(self, now: float) -> Actions:
         """Answer the requests whose deadline has passed; cancel them on the server."""
@@ -191,15 +188,14 @@ class GuardCore:
             return out
         limit = now - self.deadline
         message = f"sturdyrpc guard: no reply within the deadline of {self.deadline:g} s"
-        for key, (arrived, rid) in list(self._arrived.items()):
-            if arrived > limit:
-                continue
-            del self._arrived[key]
-            p = self.monitor.forget(C2S, rid)
-            if p is None:
-                continue
-            self._in_flight -= 1
-            self._given_up.add(key)
+        expired = []
+        for p in self._sent.values():
+            if p.started > limit:
+                break  # arrival order: the rest are younger
+            expired.append(p)
+        for p in expired:
+            self.monitor.forget(C2S, p.id)
+            self._given_up.add(key_of(p.id))
             out.to_client.append(self._error(p.id, DEADLINE_CODE, message))
             cancel = self._cancel_notification(p.id)
             if cancel is not None:
@@ -227,8 +223,6 @@ class GuardCore:
                 out.to_client.append(self._error(rid, SERVER_GONE_CODE, why))
         n = len(pending) + sum(len(w.requests) for w in self._queue)
         self._queue.clear()
-        self._arrived.clear()
-        self._in_flight = 0
         if n:
             out.log.append(f"guard: the server is gone; answered {n} pending request(s) with {SERVER_GONE_CODE}")
         return out
@@ -241,7 +235,7 @@ class GuardCore:
     @property
     def in_flight(self) -> int:
         """Client requests passed to the server and not settled."""
-        return self._in_flight
+        return len(self._sent)
 
     # -- messages guard writes -------------------------------------------------------------------
 

@@ -8,13 +8,16 @@ import asyncio
 import sys
 import time
 
-from ..framing import FrameTooLarge
+from ..framing import BadHeader, FrameTooLarge
 from .guard import Actions, GuardCore
-from .monitor import C2S, S2C
+from .monitor import C2S, S2C, Direction
 from .pump import Proxy, frame_payload, make_framer
 from .view import LiveView, print_summary
 
 __all__ = ["GuardProxy"]
+
+#: Frames decided before what they produced is written out.
+SLICE = 16
 
 
 class GuardProxy(Proxy):
@@ -39,36 +42,44 @@ class GuardProxy(Proxy):
         self._timer_at: float | None = None
 
     def _apply(self, act: Actions) -> None:
-        fr = self.framing
         # Written at once, not at the end of the loop's turn: every read is one decision anyway.
         if act.to_server and self.to_server is not None:
-            self.to_server.write(b"".join(frame_payload(fr, p) for p in act.to_server))
+            self.to_server.write(self._framed(act.to_server))
             self.to_server.flush_now()
         if act.to_client:
-            self.to_client.write(b"".join(frame_payload(fr, p) for p in act.to_client))
+            self.to_client.write(self._framed(act.to_client))
             self.to_client.flush_now()
         for line in act.log:
             self.view.text(line, warn=True)
         self._arm()
 
+    def _framed(self, payloads: list[bytes]) -> bytes:
+        if self.framing == "line":
+            payloads.append(b"")
+            return b"\n".join(payloads)
+        return b"".join(frame_payload(self.framing, p) for p in payloads)
+
     def from_client(self, data: bytes, now: float) -> None:
-        act = Actions()
-        for frame in self._framers[C2S].feed(data):
-            if isinstance(frame, bytes):
-                act.extend(self.core.from_client(frame, now))
-            else:
-                what = f"over {frame.limit} bytes" if isinstance(frame, FrameTooLarge) else frame.reason
-                act.log.append(f"guard: dropped an unreadable frame from the client ({what})")
-        self._apply(act)
+        self._frames(C2S, data, now)
 
     def from_server(self, data: bytes, now: float) -> None:
+        self._frames(S2C, data, now)
+
+    def _frames(self, dir: Direction, data: bytes, now: float) -> None:
+        core = self.core
+        decide = core.from_client if dir == C2S else core.from_server
         act = Actions()
-        for frame in self._framers[S2C].feed(data):
-            if isinstance(frame, bytes):
-                act.extend(self.core.from_server(frame, now))
+        for i, frame in enumerate(self._framers[dir].feed(data), 1):
+            if type(frame) is bytes:
+                decide(frame, now, act)
             else:
-                what = f"over {frame.limit} bytes" if isinstance(frame, FrameTooLarge) else frame.reason
-                act.log.append(f"guard: dropped an unreadable frame from the server ({what})")
+                what = f"over {frame.limit} bytes" if isinstance(frame, FrameTooLarge) else frame.reason if isinstance(frame, BadHeader) else "?"
+                act.log.append(f"guard: dropped an unreadable frame from the {'client' if dir == C2S else 'server'} ({what})")
+            if i % SLICE == 0:
+                # Out in slices: the other side starts on the first messages of a large read
+                # while guard decides about the rest.
+                self._apply(act)
+                act = Actions()
         self._apply(act)
 
     def _arm(self) -> None:

@@ -79,6 +79,7 @@ class Violation:
 
 
 _NONE: tuple[()] = ()
+_ABSENT: Any = object()
 
 
 class Event:
@@ -124,16 +125,6 @@ class Summary:
     mcp_version: str | None
 
 
-def _plainly_valid_call(v: dict[str, Any]) -> bool:
-    # A request or notification that message_problems would certainly pass (MCP or not).
-    params = v.get("params", v)
-    rid = v.get("id", "")
-    return (
-        v.get("jsonrpc") == "2.0" and type(v["method"]) is str and type(params) is dict
-        and (type(rid) is str or type(rid) is int) and len(v) == 2 + ("params" in v) + ("id" in v)
-    )
-
-
 def _plainly_valid_result(v: dict[str, Any]) -> bool:
     # A success response that response_problems would certainly pass.
     rid = v.get("id", v)
@@ -150,14 +141,16 @@ class Monitor:
         self._offered: str | None = None
         self._initialized = False  # notifications/initialized seen (handshake era)
         self._init_answered = False
-        self.pending: dict[Direction, dict[tuple[str, Any], Pending]] = {C2S: {}, S2C: {}}
-        self._done: dict[Direction, OrderedDict[tuple[str, Any], str]] = {C2S: OrderedDict(), S2C: OrderedDict()}
-        self._tokens: dict[tuple[str, Any], Pending] = {}
-        self._finished_tokens: OrderedDict[tuple[str, Any], str] = OrderedDict()
+        self.pending: dict[Direction, dict[tuple[Any, Any], Pending]] = {C2S: {}, S2C: {}}
+        self._done: dict[Direction, OrderedDict[tuple[Any, Any], str]] = {C2S: OrderedDict(), S2C: OrderedDict()}
+        self._tokens: dict[tuple[Any, Any], Pending] = {}
+        self._finished_tokens: OrderedDict[tuple[Any, Any], str] = OrderedDict()
         # Messages a peer could not read are answered with id null: expected, not a violation.
         self._unreadable: dict[Direction, int] = {C2S: 0, S2C: 0}
         self._notified: dict[Direction, str | None] = {C2S: None, S2C: None}
-        self._slowest: list[tuple[float, str, Any]] = []
+        # (duration, sequence, method, id): the sequence keeps ids of different types from being compared.
+        self._slowest: list[tuple[float, int, str, Any]] = []
+        self._settled = 0
         self.counts: dict[str, dict[str, int]] = {}
         self.violations: list[Violation] = []
         self.violation_count = 0
@@ -205,19 +198,27 @@ class Monitor:
         return ev
 
     def _call(self, dir: Direction, v: dict[str, Any], now: float) -> Event:
-        method = v["method"] if type(v["method"]) is str else show(v["method"], 40)
-        params = v.get("params")
+        method = v["method"]
+        params = v.get("params", _ABSENT)
+        rid = v.get("id", _ABSENT)
+        is_request = rid is not _ABSENT
+        # The shared predicate judges anything but the everyday shape, which it would pass.
+        plain = (
+            type(method) is str and type(params) is dict and v.get("jsonrpc") == "2.0"
+            and (type(rid) is int or type(rid) is str or not is_request) and len(v) == 3 + is_request
+        )
+        if type(method) is not str:
+            method = show(method, 40)
         if dir == C2S and (
             method == "initialize" or method == "server/discover" or (not self.mcp and type(params) is dict and "_meta" in params)
         ):
             self._note_mcp_start(method, params)
-        is_request = "id" in v
-        ev = Event(dir, "request" if is_request else "notification", v, method, v.get("id"))
-        # The shared predicate judges anything but the everyday shape, which it would pass.
-        problems = None if _plainly_valid_call(v) else message_problems(v, mcp=self.mcp)
-        if problems:
-            # Still tracked: a server answers an invalid request with its id when it can read it.
-            self._flag(ev, "messages.invalid-message", "; ".join(problems), now)
+        ev = Event(dir, "request" if is_request else "notification", v, method, rid if is_request else None)
+        if not plain:
+            problems = message_problems(v, mcp=self.mcp)
+            if problems:
+                # Still tracked: a server answers an invalid request with its id when it can read it.
+                self._flag(ev, "messages.invalid-message", "; ".join(problems), now)
         if self.mcp:
             self._lifecycle(ev, dir, method, is_request, now)
         if not is_request:
@@ -225,12 +226,22 @@ class Monitor:
             self._notified[dir] = method
             self._notification(ev, dir, method, params, now)
             return ev
-        self._count(method, "requests")
-        p = Pending(v["id"], method, dir, now)
-        if type(params) is dict and type(params.get("_meta")) is dict and "progressToken" in params["_meta"]:
-            p.token = params["_meta"]["progressToken"]
-            self._tokens[key_of(p.token)] = p
-        self.pending[dir][key_of(v["id"])] = p
+        counts = self.counts.get(method)
+        if counts is None:
+            counts = self.counts[method] = {"requests": 0}
+        counts["requests"] = counts.get("requests", 0) + 1
+        p = Pending(rid, method, dir, now)
+        if type(params) is dict:
+            meta = params.get("_meta")
+            if type(meta) is dict and "progressToken" in meta:
+                p.token = meta["progressToken"]
+                self._tokens[key_of(p.token)] = p
+        t = type(rid)
+        key = (t, rid) if t is int or t is str else id_key(rid)
+        pending = self.pending[dir]
+        if key in pending:
+            del pending[key]  # an id reused while in flight: the newer one, at the end (arrival order)
+        pending[key] = p
         return ev
 
     def _note_mcp_start(self, method: str, params: Any) -> None:
@@ -288,6 +299,24 @@ class Monitor:
             self._flag(ev, "mcp.progress", f"{p.method} (id {show(p.id, 40)}): {problem}", now)
 
     def _response(self, dir: Direction, v: dict[str, Any], now: float) -> Event:
+        rid = v.get("id")
+        t = type(rid)
+        if (t is int or t is str) and len(v) == 3 and "result" in v and v.get("jsonrpc") == "2.0":
+            # The everyday case: a well-formed success answering a request in flight.
+            key = (t, rid)
+            p = self.pending[_OTHER[dir]].pop(key, None)
+            if p is not None:
+                ev = Event(dir, "response", v, p.method, rid)
+                if p.token is not None or p.method == "initialize":
+                    return self._settle(ev, p, key, v, now)
+                ev.settled = p
+                ev.duration = d = now - p.started
+                done = self._done[p.dir]
+                done[key] = p.method
+                if len(done) > _DONE_KEEP:
+                    done.popitem(last=False)
+                self._note_duration(d, p)
+                return ev
         ev = Event(dir, "response", v, id=v.get("id"))
         problems = None if _plainly_valid_result(v) else response_problems(v, id_may_be_omitted=self.mcp)
         if problems:
@@ -333,11 +362,7 @@ class Monitor:
             self._finished_tokens[tk] = f"{p.method} (id {show(p.id, 40)})"
             if len(self._finished_tokens) > _DONE_KEEP:
                 self._finished_tokens.popitem(last=False)
-        item = (ev.duration, p.method, p.id)
-        if len(self._slowest) < _SLOWEST_KEEP:
-            heapq.heappush(self._slowest, item)
-        elif ev.duration > self._slowest[0][0]:
-            heapq.heapreplace(self._slowest, item)
+        self._note_duration(ev.duration, p)
         if p.method == "initialize" and p.dir == C2S and self._offered is not None:
             self._init_answered = True
             result = v.get("result")
@@ -348,6 +373,14 @@ class Monitor:
                 elif type(result.get("protocolVersion")) is str:
                     self.version = result["protocolVersion"]
         return ev
+
+    def _note_duration(self, duration: float, p: Pending) -> None:
+        self._settled += 1
+        slowest = self._slowest
+        if len(slowest) < _SLOWEST_KEEP:
+            heapq.heappush(slowest, (duration, self._settled, p.method, p.id))
+        elif duration > slowest[0][0]:
+            heapq.heapreplace(slowest, (duration, self._settled, p.method, p.id))
 
     def _error_code(self, ev: Event, err: dict[str, Any], now: float) -> None:
         code = err["code"]
@@ -384,7 +417,7 @@ class Monitor:
         unanswered.sort(key=lambda pa: -pa[1])
         return Summary(
             unanswered,
-            sorted(self._slowest, reverse=True),
+            [(d, m, i) for d, _, m, i in sorted(self._slowest, reverse=True)],
             {m: dict(c) for m, c in sorted(self.counts.items())},
             list(self.violations),
             self.violation_count,
