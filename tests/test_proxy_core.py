@@ -355,3 +355,14 @@ def test_guard_deadline_follows_arrival_even_when_a_client_reuses_an_id() -> Non
     out = g.tick(1.6)
     assert [json.loads(x)["id"] for x in out.to_client] == [2]
     assert g.next_deadline() == 1.8
+
+
+def test_guard_a_request_cancelled_while_held_never_reaches_the_server() -> None:
+    g = GuardCore(max_in_flight=1)
+    g.from_client(req(1), 0.0)
+    g.from_client(req(2), 0.0)
+    out = g.from_client(note("notifications/cancelled", {"requestId": 2}), 0.1)
+    assert out.to_server == [] and g.waiting == 0
+    # a cancel for the request in flight goes to the server as usual
+    assert g.from_client(note("notifications/cancelled", {"requestId": 1}), 0.2).to_server != []
+    assert g.from_server(res(1), 0.3).to_server == []  # nothing left to release

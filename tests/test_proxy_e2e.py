@@ -298,11 +298,12 @@ def test_the_server_is_stopped_when_the_parent_dies(tmp_path: Path) -> None:
 # -- real clients through the proxies -----------------------------------------------------------
 
 
-def test_our_client_through_guard_against_the_demo() -> None:
+@pytest.mark.parametrize("proxy", [["guard", "--deadline", "5"], ["trace"]])
+def test_our_client_through_the_proxy_against_the_demo(proxy: list[str]) -> None:
     from sturdyrpc.client import connect_stdio
 
     async def main() -> None:
-        async with connect_stdio([*SRPC, "guard", "--deadline", "5", "--", *SRPC, "demo"]) as conn:
+        async with connect_stdio([*SRPC, *proxy, "--", *SRPC, "demo"]) as conn:
             p = conn.peer
             assert await p.request("subtract", [42, 23]) == 19
             assert await p.request("echo", {"value": "7"}, id="7") == "7"

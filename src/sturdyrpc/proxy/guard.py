@@ -16,7 +16,7 @@ from typing import Any
 
 from ..check.verdicts import show
 from ..codec import DecodeFailure, decode, encode
-from .monitor import C2S, S2C, Event, Monitor, key_of
+from .monitor import C2S, CANCEL_METHODS, S2C, Event, Monitor, key_of
 
 __all__ = ["Actions", "GuardCore", "DEADLINE_CODE", "SERVER_GONE_CODE", "INVALID_REPLY_CODE"]
 
@@ -91,8 +91,23 @@ class GuardCore:
         if requests and (self._queue or not self._fits(len(requests))):
             self._queue.append(_Waiting(frame, requests, now))
             return out
+        if self._queue and type(value) is dict and value.get("method") in CANCEL_METHODS and self._withdraw(value, out):
+            return out
         self._send(frame, value, requests, now, out)
         return out
+
+    def _withdraw(self, cancel: dict[str, Any], out: Actions) -> bool:
+        """The client cancels a request still held back: it never reaches the server (nor does the cancel)."""
+        params = cancel.get("params")
+        if type(params) is not dict:
+            return False
+        key = key_of(params.get(CANCEL_METHODS[cancel["method"]]))
+        for w in self._queue:
+            if len(w.requests) == 1 and key_of(w.requests[0][0]) == key:
+                self._queue.remove(w)
+                out.log.append(f"guard: {w.requests[0][1]} (id {show(w.requests[0][0], 40)}) was cancelled while held back: not sent")
+                return True
+        return False
 
     @staticmethod
     def _requests_in(value: Any) -> list[tuple[Any, str]]:
