@@ -24,8 +24,8 @@ from typing import Any
 from bench_stdio import demo_command, load
 
 HERE = Path(__file__).resolve().parent
-N_REQUESTS = 20_000
-ROUNDS = 3
+N_REQUESTS = 10_000
+ROUNDS = 7
 TARGET_RATIO = 0.5
 TARGET_US = 20.0
 

@@ -390,3 +390,20 @@ def test_trace_judges_every_message_of_large_reads() -> None:
     assert traced.returncode == 0 and traced.stdout.count(b"\n") == 3000
     err = traced.stderr.decode()
     assert "echo: 3000 / 0 / 0" in err and "requests never answered: 0" in err and "violations: 0" in err
+
+
+@pytest.mark.parametrize("tool", ["guard", "trace"])
+def test_server_requests_pass_both_ways_through_the_proxy(tmp_path: Path, tool: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The SDK's feature session (sampling, elicitation, logging, resources, prompts: requests the
+    # server makes and the client answers) with the proxy in front of the recorded demo.
+    _sdk()
+    import test_mcp_interop_python as interop
+
+    plain = interop.recorded_cmd
+    options = {"guard": ["--deadline", "20"], "trace": ["--quiet"]}[tool]
+
+    def proxied(log: Path) -> list[str]:
+        return [*SRPC, tool, *options, "--", *plain(log)]
+
+    monkeypatch.setattr(interop, "recorded_cmd", proxied)
+    interop.test_python_sdk_features_against_demo(tmp_path)
