@@ -366,3 +366,46 @@ def test_guard_a_request_cancelled_while_held_never_reaches_the_server() -> None
     # a cancel for the request in flight goes to the server as usual
     assert g.from_client(note("notifications/cancelled", {"requestId": 1}), 0.2).to_server != []
     assert g.from_server(res(1), 0.3).to_server == []  # nothing left to release
+
+
+# -- properties: nothing the server writes crashes the proxies, and guard lets only valid replies out
+
+
+def _values() -> Any:
+    from hypothesis import strategies as st
+
+    scalars = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.floats(allow_nan=False, allow_infinity=False),
+                        st.sampled_from(["2.0", "1.0", "a", "notifications/progress", "notifications/cancelled", "initialize"]))
+    ids = st.one_of(st.integers(0, 3), st.sampled_from(["0", "1"]), st.none(), st.floats(0, 2), st.lists(st.integers(0, 1), max_size=1))
+    member = st.sampled_from(["jsonrpc", "id", "method", "params", "result", "error", "extra"])
+    messages = st.dictionaries(member, st.one_of(scalars, ids, st.dictionaries(st.sampled_from(["code", "message", "data", "progressToken", "progress", "requestId", "_meta"]), scalars, max_size=3)), max_size=5)
+    return st.lists(st.one_of(messages, st.lists(messages, max_size=3), scalars), max_size=12)
+
+
+def test_property_guard_passes_only_valid_messages_and_never_crashes() -> None:
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from sturdyrpc.check.verdicts import message_problems, response_problems
+
+    @given(_values(), _values(), st.booleans())
+    def run(client: list[Any], server: list[Any], mcp: bool) -> None:
+        g = GuardCore(deadline=1.0, max_in_flight=2, cancel="mcp" if mcp else "none")
+        now = 0.0
+        for c, s in zip(client, server, strict=False):
+            now += 0.3
+            g.from_client(b(c), now)
+            out = g.from_server(b(s), now)
+            out.extend(g.tick(now))
+            for payload in out.to_client:
+                msg = json.loads(payload)
+                for m in msg if type(msg) is list else [msg]:
+                    assert type(m) is dict
+                    if "method" in m:
+                        assert message_problems(m) == []
+                    else:
+                        assert response_problems(m, id_may_be_omitted=True) == []
+        g.server_gone(1)
+        g.monitor.summary(now + 1)
+
+    run()

@@ -163,8 +163,12 @@ class GuardCore:
             out.log.append("guard: dropped a message that is no JSON-RPC message: " + show(ev.value, 200))
             return False
         if ev.kind != "response":
-            if ev.violations and ev.kind == "request":
-                return False  # an unreadable request from the server would confuse the client
+            for v in ev.violations:
+                # A malformed request or notification would confuse the client; progress that
+                # breaks the rules (after the reply, unknown token, not increasing) too.
+                if v.spec.id in ("messages.invalid-message", "mcp.progress"):
+                    out.log.append(f"guard: dropped a {ev.kind} of the server that breaks {v.spec.id}: {show(ev.value, 200)}")
+                    return False
             return True
         if ev.settled is not None and ev.settled.dir == C2S:
             if ev.violations and any(v.spec.id == "messages.response-shape" for v in ev.violations):
@@ -256,6 +260,8 @@ class GuardCore:
 
     @staticmethod
     def _error(id: Any, code: int, message: str) -> bytes:
+        if type(id) not in (str, int, float):
+            id = None  # a request id JSON-RPC does not allow: answered as unreadable (§5)
         return encode({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
 
     def _cancel_notification(self, id: Any) -> bytes | None:
