@@ -409,3 +409,10 @@ def test_property_guard_passes_only_valid_messages_and_never_crashes() -> None:
         g.monitor.summary(now + 1)
 
     run()
+
+
+def test_the_answer_to_an_empty_batch_is_expected() -> None:
+    m = Monitor()
+    m.feed(C2S, b"[]", 0.0)
+    assert rules(m.feed(S2C, err(None, -32600), 0.1)) == []
+    assert rules(m.feed(S2C, b"[]", 0.2)) == ["messages.response-shape"]

@@ -175,8 +175,11 @@ class Monitor:
             return self._one(dir, value, now)
         if type(value) is list:
             ev = Event(dir, "batch", value)
-            if not value and dir == S2C:
-                self._flag(ev, "messages.response-shape", "an empty array (nothing to say must be sent as nothing)", now)
+            if not value:
+                if dir == S2C:
+                    self._flag(ev, "messages.response-shape", "an empty array (nothing to say must be sent as nothing)", now)
+                else:
+                    self._unreadable[S2C] += 1  # answered with one -32600, id null
             ev.parts = [self._one(dir, v, now) if type(v) is dict else self._invalid(dir, v, now) for v in value]
             return ev
         return self._invalid(dir, value, now)
