@@ -259,10 +259,11 @@ class Monitor:
                 self.mcp = True
 
     def _lifecycle(self, ev: Event, dir: Direction, method: str, is_request: bool, now: float) -> None:
-        if dir == C2S and self.version is None and type(ev.value.get("params")) is dict:
+        if dir == C2S and not self._init_answered and type(ev.value.get("params")) is dict:
+            # Without a handshake (2026-07-28) each request names its version: the latest counts.
             meta = ev.value["params"].get("_meta")
-            if type(meta) is dict and meta.get("io.modelcontextprotocol/protocolVersion") == MODERN_VERSION:
-                self.version = MODERN_VERSION
+            if type(meta) is dict and type(meta.get("io.modelcontextprotocol/protocolVersion")) is str:
+                self.version = meta["io.modelcontextprotocol/protocolVersion"]
         if self.version == MODERN_VERSION:
             if dir == S2C and is_request:
                 self._flag(ev, "mcp.lifecycle", f"the server sent a request ({method}); in {MODERN_VERSION} servers MUST NOT initiate requests", now)
