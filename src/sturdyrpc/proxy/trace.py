@@ -46,14 +46,18 @@ class TraceLog:
         """The start of the records of the frames of one read (they share a direction and a time)."""
         return b'{"dir":"%s","t":%.6f,"wall":%.6f,' % (dir.encode(), now, now + self._wall0)
 
-    def message(self, head: bytes, frame: bytes, ev: Event) -> None:
-        """The record of one frame; ``head`` from :meth:`head`."""
+    def message(self, out: list[bytes], head: bytes, frame: bytes, ev: Event) -> None:
+        """Add the record of one frame to ``out`` (written by :meth:`write`); ``head`` from :meth:`head`."""
         if ev.kind == "junk":
-            self.file.write(head + b'"raw":' + encode(frame.decode("utf-8", "backslashreplace")) + b"}\n")
+            out += (head, b'"raw":', encode(frame.decode("utf-8", "backslashreplace")), b"}\n")
         elif b"\n" in frame or b"\r" in frame:
-            self.file.write(head + b'"msg":' + encode(ev.value) + b"}\n")  # NDJSON: one line each
+            out += (head, b'"msg":', encode(ev.value), b"}\n")  # NDJSON: one line each
         else:
-            self.file.write(head + b'"msg":' + frame + b"}\n")
+            out += (head, b'"msg":', frame, b"}\n")
+
+    def write(self, out: list[bytes]) -> None:
+        """Write the records collected in ``out`` (one call for many messages)."""
+        self.file.write(b"".join(out))
 
     def event(self, dir: Direction, what: str, detail: str, now: float) -> None:
         self.file.write(encode({"dir": dir, "t": round(now, 6), "wall": round(now + self._wall0, 6), "event": what, "detail": detail}) + b"\n")
@@ -131,17 +135,24 @@ class TraceProxy(Proxy):
             n -= len(take)
             self._backlog_frames -= len(take)
             head = log.head(dir, now) if log is not None else b""
+            records: list[bytes] = []
             for frame in take:
                 if type(frame) is bytes:
                     ev = monitor.feed(dir, frame, now)
                     if log is not None:
-                        log.message(head, frame, ev)
+                        log.message(records, head, frame, ev)
                     if view is not None:
                         view.event(ev)
-                elif isinstance(frame, FrameTooLarge):
-                    self._unreadable(dir, "too-large", f"a frame over {frame.limit} bytes", now)
-                elif not isinstance(frame, bytes):
-                    self._unreadable(dir, "bad-header", frame.reason, now)
+                else:
+                    if records and log is not None:
+                        log.write(records)  # in order with the event record below
+                        records = []
+                    if isinstance(frame, FrameTooLarge):
+                        self._unreadable(dir, "too-large", f"a frame over {frame.limit} bytes", now)
+                    elif not isinstance(frame, bytes):
+                        self._unreadable(dir, "bad-header", frame.reason, now)
+            if records and log is not None:
+                log.write(records)
             if log is not None and now - self._last_flush > 1.0:
                 self._last_flush = now
                 log.file.flush()  # readable with tail -f, without a system call per message
