@@ -268,9 +268,10 @@ def test_stdin_eof_stops_a_server_that_ignores_eof_and_sigterm(tmp_path: Path, t
     assert wait_gone(pid, 5)
 
 
-def test_the_server_dies_with_a_killed_proxy(tmp_path: Path) -> None:
+@pytest.mark.parametrize("tool", ["guard", "trace"])
+def test_the_server_dies_with_a_killed_proxy(tmp_path: Path, tool: str) -> None:
     pidfile = tmp_path / "pid"
-    s = Session([*SRPC, "guard", "--", *BAD, "--ignore-eof", "--pidfile", str(pidfile)])
+    s = Session([*SRPC, tool, "--", *BAD, "--ignore-eof", "--pidfile", str(pidfile)])
     s.send(req(1, "echo", [1]))
     assert s.recv()["id"] == 1
     pid = int(pidfile.read_text())
@@ -279,18 +280,22 @@ def test_the_server_dies_with_a_killed_proxy(tmp_path: Path) -> None:
     assert wait_gone(pid, 10)
 
 
-def test_the_server_is_stopped_when_the_parent_dies(tmp_path: Path) -> None:
+@pytest.mark.parametrize("tool", ["guard", "trace"])
+def test_the_server_is_stopped_when_the_parent_dies(tmp_path: Path, tool: str) -> None:
     # Our stdin stays open (the test holds it): only the parent's death shows the client is gone.
     pidfile = tmp_path / "pid"
-    guard = [*SRPC, "guard", "--grace", "0.3", "--", *BAD, "--ignore-eof", "--pidfile", str(pidfile)]
+    guard = [*SRPC, tool, "--grace", "0.3", "--", *BAD, "--ignore-eof", "--pidfile", str(pidfile)]
     parent = subprocess.Popen([PY, "-c", f"import subprocess; subprocess.Popen({guard!r}).wait()"], stdin=subprocess.PIPE)
     end = time.monotonic() + 20
     while not pidfile.exists() and time.monotonic() < end:
         time.sleep(0.05)
     pid = int(pidfile.read_text())
+    with open(f"/proc/{pid}/stat") as f:
+        proxy_pid = int(f.read().split(")")[-1].split()[1])  # the server's parent: the proxy
     parent.kill()
     parent.wait(5)
     assert wait_gone(pid, 10)
+    assert wait_gone(proxy_pid, 10)  # and the proxy itself does not linger
     assert parent.stdin is not None
     parent.stdin.close()
 
@@ -407,3 +412,15 @@ def test_server_requests_pass_both_ways_through_the_proxy(tmp_path: Path, tool: 
 
     monkeypatch.setattr(interop, "recorded_cmd", proxied)
     interop.test_python_sdk_features_against_demo(tmp_path)
+
+
+def test_trace_log_is_written_while_the_session_runs(tmp_path: Path) -> None:
+    log = tmp_path / "live.ndjson"
+    s = Session([*SRPC, "trace", "--log", str(log), "--", *BAD])
+    s.send(req(1, "echo", {"a": 1}))
+    assert s.recv()["id"] == 1
+    end = time.monotonic() + 10
+    while log.read_bytes().count(b"\n") < 3 and time.monotonic() < end:  # header, request, reply
+        time.sleep(0.1)
+    assert [json.loads(x).get("dir") for x in log.read_bytes().splitlines()] == [None, "c2s", "s2c"]
+    s.close()

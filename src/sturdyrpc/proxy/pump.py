@@ -74,6 +74,9 @@ class Proxy:
     def finish(self, code: int) -> None:
         """Everything is over; the proxy exits with ``code``."""
 
+    def housekeeping(self) -> None:
+        """Called twice a second while the proxy runs."""
+
     # -- plumbing --------------------------------------------------------------------------------
 
     async def run(self) -> int:
@@ -164,6 +167,7 @@ class Proxy:
         parent = os.getppid()
         while True:
             await asyncio.sleep(0.5)
+            self.housekeeping()
             if os.getppid() != parent:
                 self._go_away("the parent process died")
                 return

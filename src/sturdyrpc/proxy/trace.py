@@ -168,6 +168,10 @@ class TraceProxy(Proxy):
         if self.view is not None:
             self.view.text(f"trace: the client went away ({why}); stopping the server")
 
+    def housekeeping(self) -> None:
+        if self.log is not None and not self._backlog:
+            self.log.file.flush()  # what was judged is in the file within half a second
+
     def server_gone(self, code: int | None) -> None:
         self._judge(self._backlog_frames)
 
