@@ -157,7 +157,8 @@ class GuardCore:
         for v in ev.violations:
             out.log.append(v.line())
         if ev.kind == "junk":
-            out.log.append("guard: dropped non-JSON output of the server: " + show(ev.value.decode("utf-8", "replace"), 200))
+            # The line itself, as the server wrote it (bounded): usually a log line meant for stderr.
+            out.log.append("guard: server stdout (not JSON-RPC): " + bytes(ev.value[:4096]).decode("utf-8", "replace"))
             return False
         if ev.kind == "invalid":
             out.log.append("guard: dropped a message that is no JSON-RPC message: " + show(ev.value, 200))
