@@ -10,7 +10,7 @@ the server dies.
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +24,7 @@ __all__ = ["Actions", "GuardCore", "DEADLINE_CODE", "SERVER_GONE_CODE", "INVALID
 DEADLINE_CODE = -32001
 SERVER_GONE_CODE = -32002
 INVALID_REPLY_CODE = -32003
+_GIVEN_UP_KEEP = 4096
 
 
 @dataclass
@@ -43,6 +44,7 @@ class Actions:
 @dataclass
 class _Waiting:
     payload: bytes
+    value: Any  # the payload decoded
     requests: list[tuple[Any, str]]  # (id, method) of the requests it holds
     arrived: float
 
@@ -70,7 +72,8 @@ class GuardCore:
         self.cancel = cancel
         self.content_length = content_length
         self.monitor = monitor or Monitor()
-        self._given_up: set[tuple[Any, Any]] = set()  # answered by guard: a late reply is dropped
+        # Answered by guard at their deadline: a late reply is dropped quietly (the newest kept).
+        self._given_up: OrderedDict[tuple[Any, Any], None] = OrderedDict()
         self._queue: deque[_Waiting] = deque()
         # The client's requests passed to the server and not settled are the monitor's pending
         # ones, in arrival order (the queue is first in, first out), each started when it arrived.
@@ -89,11 +92,11 @@ class GuardCore:
             return out
         requests = self._requests_in(value)
         if requests and (self._queue or not self._fits(len(requests))):
-            self._queue.append(_Waiting(frame, requests, now))
+            self._queue.append(_Waiting(frame, value, requests, now))
             return out
         if self._queue and type(value) is dict and value.get("method") in CANCEL_METHODS and self._withdraw(value, out):
             return out
-        self._send(frame, value, requests, now, out)
+        self._send(frame, value, now, out)
         return out
 
     def _withdraw(self, cancel: dict[str, Any], out: Actions) -> bool:
@@ -127,14 +130,14 @@ class GuardCore:
         in_flight = len(self._sent)
         return in_flight + n <= self.max_in_flight or in_flight == 0
 
-    def _send(self, frame: bytes, value: Any, requests: list[tuple[Any, str]], arrived: float, out: Actions) -> None:
+    def _send(self, frame: bytes, value: Any, arrived: float, out: Actions) -> None:
         self.monitor.feed_value(C2S, value, arrived)  # pending from ``arrived``: deadlines count from there
         out.to_server.append(frame)
 
     def _release(self, now: float, out: Actions) -> None:
         while self._queue and self._fits(len(self._queue[0].requests)):
             w = self._queue.popleft()
-            self._send(w.payload, decode(w.payload), w.requests, w.arrived, out)
+            self._send(w.payload, w.value, w.arrived, out)
 
     # -- the server's frames ---------------------------------------------------------------------
 
@@ -180,7 +183,7 @@ class GuardCore:
         if ev.unmatched:
             key = key_of(ev.id)
             if key in self._given_up:
-                self._given_up.discard(key)
+                del self._given_up[key]
                 out.log.append(f"guard: dropped the late reply to id {show(ev.id, 40)} (already answered at its deadline)")
             else:
                 out.log.append(f"guard: dropped a reply the client cannot expect: {show(ev.value, 200)}")
@@ -215,7 +218,9 @@ class GuardCore:
             expired.append(p)
         for p in expired:
             self.monitor.forget(C2S, p.id)
-            self._given_up.add(key_of(p.id))
+            self._given_up[key_of(p.id)] = None
+            if len(self._given_up) > _GIVEN_UP_KEEP:
+                self._given_up.popitem(last=False)
             out.to_client.append(self._error(p.id, DEADLINE_CODE, message))
             cancel = self._cancel_notification(p.id)
             if cancel is not None:
