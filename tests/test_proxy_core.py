@@ -212,6 +212,7 @@ def test_guard_deadline_answers_and_cancels_mcp() -> None:
     assert cancel["method"] == "notifications/cancelled" and cancel["params"]["requestId"] == 5
     late = g.from_server(res(5), 4.0)
     assert late.to_client == [] and any("late reply" in line for line in late.log)
+    assert not any("ids.unknown-reply" in line for line in late.log)  # it crossed the cancel: no violation
 
 
 def test_guard_deadline_cancel_by_protocol() -> None:

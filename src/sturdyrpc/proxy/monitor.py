@@ -145,6 +145,7 @@ class Monitor:
         self._done: dict[Direction, OrderedDict[tuple[Any, Any], str]] = {C2S: OrderedDict(), S2C: OrderedDict()}
         self._tokens: dict[tuple[Any, Any], Pending] = {}
         self._finished_tokens: OrderedDict[tuple[Any, Any], str] = OrderedDict()
+        self._abandoned: OrderedDict[tuple[Any, Any], str] = OrderedDict()  # see forget()
         # Messages a peer could not read are answered with id null: expected, not a violation.
         self._unreadable: dict[Direction, int] = {C2S: 0, S2C: 0}
         self._notified: dict[Direction, str | None] = {C2S: None, S2C: None}
@@ -344,6 +345,9 @@ class Monitor:
             if notified is not None:
                 self._flag(ev, "messages.notification-silent", f"a reply after the notification {notified}: {show(v, 120)}", now)
                 return ev
+        if key in self._abandoned:
+            del self._abandoned[key]  # answered late, after guard gave up on it
+            return ev
         if key in self._done[asked]:
             self._flag(ev, "ids.duplicate-reply", f"a second reply to {self._done[asked][key]} (id {show(rid, 40)}): {show(v, 120)}", now)
         elif not problems:
@@ -412,8 +416,15 @@ class Monitor:
             self.violations.append(viol)
 
     def forget(self, dir: Direction, id: Any) -> Pending | None:
-        """Stop tracking the request ``id`` that travelled ``dir`` (answered by someone else: guard)."""
-        return self.pending[dir].pop(key_of(id), None)
+        """Stop tracking the request ``id`` that travelled ``dir`` (answered by someone else: guard).
+        A late reply to it is then unmatched but no violation (it may cross the cancel)."""
+        key = key_of(id)
+        p = self.pending[dir].pop(key, None)
+        if p is not None:
+            self._abandoned[key] = p.method
+            if len(self._abandoned) > _DONE_KEEP:
+                self._abandoned.popitem(last=False)
+        return p
 
     def summary(self, now: float) -> Summary:
         """Requests never answered (oldest first), the slowest, counts by method, violations."""
