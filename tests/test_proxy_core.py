@@ -417,3 +417,10 @@ def test_the_answer_to_an_empty_batch_is_expected() -> None:
     m.feed(C2S, b"[]", 0.0)
     assert rules(m.feed(S2C, err(None, -32600), 0.1)) == []
     assert rules(m.feed(S2C, b"[]", 0.2)) == ["messages.response-shape"]
+
+
+def test_an_unreadable_frame_of_the_server_is_flagged() -> None:
+    m = Monitor()
+    ev = m.feed_unreadable(S2C, "missing Content-Length", 0.0)
+    assert rules(ev) == ["framing.stdout-only-jsonrpc"] and "missing Content-Length" in ev.violations[0].detail
+    assert rules(m.feed_unreadable(C2S, "invalid Content-Length", 0.0)) == []

@@ -424,3 +424,19 @@ def test_trace_log_is_written_while_the_session_runs(tmp_path: Path) -> None:
         time.sleep(0.1)
     assert [json.loads(x).get("dir") for x in log.read_bytes().splitlines()] == [None, "c2s", "s2c"]
     s.close()
+
+
+def test_trace_content_length_flags_a_broken_header_from_the_server(tmp_path: Path) -> None:
+    # A server that prints a log line into its Content-Length stream: passed on unchanged by
+    # trace (the client sees what it would see), flagged in the summary.
+    server = tmp_path / "cl_junk.py"
+    server.write_text(
+        "import sys\n"
+        "body = b'{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":1}'\n"
+        "sys.stdin.buffer.read()\n"
+        "sys.stdout.buffer.write(b'starting up...\\r\\n\\r\\n' + b'Content-Length: %d\\r\\n\\r\\n' % len(body) + body)\n"
+    )
+    traced = subprocess.run([*SRPC, "trace", "--framing", "content-length", "--", PY, str(server)], input=cl(req(1, "x")), capture_output=True, timeout=30)
+    assert traced.returncode == 0 and traced.stdout.startswith(b"starting up...")
+    err = traced.stderr.decode()
+    assert "framing.stdout-only-jsonrpc" in err and "x id=1" in err

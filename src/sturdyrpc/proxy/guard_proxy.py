@@ -74,6 +74,8 @@ class GuardProxy(Proxy):
                 decide(frame, now, act)
             else:
                 what = f"over {frame.limit} bytes" if isinstance(frame, FrameTooLarge) else frame.reason if isinstance(frame, BadHeader) else "?"
+                for v in self.core.monitor.feed_unreadable(dir, what, now).violations:
+                    act.log.append(v.line())
                 act.log.append(f"guard: dropped an unreadable frame from the {'client' if dir == C2S else 'server'} ({what})")
             if i % SLICE == 0:
                 # Out in slices: the other side starts on the first messages of a large read

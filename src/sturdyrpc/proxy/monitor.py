@@ -86,7 +86,8 @@ class Event:
     """What one frame (or one element of a batch) was.
 
     ``kind``: ``request``, ``notification``, ``response``, ``batch`` (see ``parts``), ``junk``
-    (not JSON) or ``invalid`` (JSON, but no JSON-RPC message). ``settled`` is the request a
+    (not JSON), ``invalid`` (JSON, but no JSON-RPC message) or ``unreadable`` (a frame the framer
+    could not read; ``value`` says why). ``settled`` is the request a
     response answered (``duration`` seconds after it was sent); ``unmatched`` is true for a
     response that answers nothing in flight (unknown id, duplicate, reply to a notification).
     """
@@ -169,6 +170,14 @@ class Monitor:
                 self._flag(ev, "framing.stdout-only-jsonrpc", f"not JSON ({exc.reason}): {show(frame.decode('utf-8', 'replace'), 160)}", now)
             return ev
         return self.feed_value(dir, value, now)
+
+    def feed_unreadable(self, dir: Direction, detail: str, now: float) -> Event:
+        """A frame the framer could not read (a bad ``Content-Length`` header, a frame too large)."""
+        self._unreadable[_OTHER[dir]] += 1
+        ev = Event(dir, "unreadable", detail)
+        if dir == S2C:
+            self._flag(ev, "framing.stdout-only-jsonrpc", f"an unreadable frame: {detail}", now)
+        return ev
 
     def feed_value(self, dir: Direction, value: Any, now: float) -> Event:
         """Judge one decoded message (or batch) that travelled ``dir``."""

@@ -158,11 +158,12 @@ class TraceProxy(Proxy):
                 log.file.flush()  # readable with tail -f, without a system call per message
 
     def _unreadable(self, dir: Direction, what: str, detail: str, now: float) -> None:
-        log, view = self.log, self.view
-        if log is not None:
-            log.event(dir, what, detail, now)
-        if view is not None:
-            view.text(f"trace: {'->' if dir == C2S else '<-'} unreadable frame: {detail}", warn=True)
+        ev = self.monitor.feed_unreadable(dir, detail, now)
+        if self.log is not None:
+            self.log.event(dir, what, detail, now)
+        if self.view is not None:
+            self.view.text(f"trace: {'->' if dir == C2S else '<-'} unreadable frame: {detail}", warn=True)
+            self.view.event(ev)
 
     def client_gone(self, why: str) -> None:
         if self.view is not None:
