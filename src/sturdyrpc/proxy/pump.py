@@ -123,6 +123,7 @@ class Proxy:
             if self._stopping is not None:
                 self._stopping.cancel()
             self._client_in.close()
+            self._server_out.close()  # before its fd is closed below
             if self.child.returncode is None:
                 self.child.signal(signal.SIGKILL)
             self.child.close_fds()
