@@ -424,3 +424,13 @@ def test_an_unreadable_frame_of_the_server_is_flagged() -> None:
     ev = m.feed_unreadable(S2C, "missing Content-Length", 0.0)
     assert rules(ev) == ["framing.stdout-only-jsonrpc"] and "missing Content-Length" in ev.violations[0].detail
     assert rules(m.feed_unreadable(C2S, "invalid Content-Length", 0.0)) == []
+
+
+def test_labels_name_the_tool() -> None:
+    m = Monitor()
+    m.feed(C2S, req(1, "tools/call", {"name": "search", "arguments": {}}), 0.0)
+    m.feed(C2S, req(2, "resources/read", {"uri": "file:///a"}), 0.0)
+    ev = m.feed(S2C, res(1, {}), 0.5)
+    assert ev.settled is not None and ev.settled.label == "tools/call search"
+    s = m.summary(1.0)
+    assert [p.label for p, _ in s.unanswered] == ["resources/read file:///a"] and s.slowest[0][1] == "tools/call search"

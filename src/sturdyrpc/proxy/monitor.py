@@ -43,6 +43,8 @@ _SLOWEST_KEEP = 5
 _VIOLATIONS_KEEP = 1000
 #: Cancel notifications by protocol: MCP's, and LSP's (the Content-Length world).
 CANCEL_METHODS = {"notifications/cancelled": "requestId", "$/cancelRequest": "id"}
+#: MCP methods whose live view and summary show what they name (the member that names it).
+_NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
 
 def key_of(id: Any) -> tuple[Any, Any]:
@@ -61,6 +63,12 @@ class Pending:
     started: float
     token: Any = None  # MCP progressToken
     progress: list[Any] | None = None
+    name: str | None = None  # what a tools/call, prompts/get or resources/read is about
+
+    @property
+    def label(self) -> str:
+        """The method, with the tool, prompt or resource it names."""
+        return self.method if self.name is None else f"{self.method} {self.name}"
     cancelled: bool = False
 
 
@@ -119,7 +127,7 @@ class Summary:
     """The closing report of a conversation."""
 
     unanswered: list[tuple[Pending, float]]  # (request, age in seconds)
-    slowest: list[tuple[float, str, Any]]  # (seconds, method, id), slowest first
+    slowest: list[tuple[float, str, Any]]  # (seconds, method and what it names, id), slowest first
     by_method: dict[str, dict[str, int]]  # method -> {"requests", "errors", "notifications"}
     violations: list[Violation]
     violation_count: int
@@ -245,6 +253,10 @@ class Monitor:
         counts["requests"] = counts.get("requests", 0) + 1
         p = Pending(rid, method, dir, now)
         if type(params) is dict:
+            if method in _NAMED:
+                named = params.get(_NAMED[method])
+                if type(named) is str:
+                    p.name = named[:80]
             meta = params.get("_meta")
             if type(meta) is dict and "progressToken" in meta:
                 p.token = meta["progressToken"]
@@ -395,9 +407,9 @@ class Monitor:
         self._settled += 1
         slowest = self._slowest
         if len(slowest) < _SLOWEST_KEEP:
-            heapq.heappush(slowest, (duration, self._settled, p.method, p.id))
+            heapq.heappush(slowest, (duration, self._settled, p.label, p.id))
         elif duration > slowest[0][0]:
-            heapq.heapreplace(slowest, (duration, self._settled, p.method, p.id))
+            heapq.heapreplace(slowest, (duration, self._settled, p.label, p.id))
 
     def _error_code(self, ev: Event, err: dict[str, Any], now: float) -> None:
         code = err["code"]

@@ -56,7 +56,7 @@ class LiveView:
             else:
                 status = self._c(_GREEN, "ok")
             cancelled = " (cancelled)" if ev.settled.cancelled else ""
-            lines.append(f"{p}: {ev.settled.method} id={show(ev.settled.id, 40)} {ms:.1f} ms {status}{cancelled}{who}\n")
+            lines.append(f"{p}: {ev.settled.label} id={show(ev.settled.id, 40)} {ms:.1f} ms {status}{cancelled}{who}\n")
         elif ev.kind == "notification":
             lines.append(self._c(_DIM, f"{p}: {arrow} {ev.method}") + "\n")
         if ev.kind == "junk":
@@ -80,7 +80,7 @@ def format_summary(s: Summary, *, title: str = "trace summary", code: int | None
     lines.append(f"requests never answered: {len(s.unanswered)}")
     for p, age in s.unanswered[:20]:
         who = "client" if p.dir == C2S else "server"
-        lines.append(f"  {p.method} id={show(p.id, 40)} (sent by the {who}) waited {age:.2f} s")
+        lines.append(f"  {p.label} id={show(p.id, 40)} (sent by the {who}) waited {age:.2f} s")
     if len(s.unanswered) > 20:
         lines.append(f"  ... and {len(s.unanswered) - 20} more")
     if s.slowest:
