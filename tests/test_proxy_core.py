@@ -434,3 +434,22 @@ def test_labels_name_the_tool() -> None:
     assert ev.settled is not None and ev.settled.label == "tools/call search"
     s = m.summary(1.0)
     assert [p.label for p, _ in s.unanswered] == ["resources/read file:///a"] and s.slowest[0][1] == "tools/call search"
+
+
+def test_live_view_lines_plain_and_coloured() -> None:
+    import io
+
+    from sturdyrpc.proxy.view import LiveView
+
+    m = Monitor()
+    m.feed(C2S, req(1, "tools/call", {"name": "t"}), 0.0)
+    ev = m.feed(S2C, err(1, -32100, "odd"), 0.25)
+    plain, coloured = io.StringIO(), io.StringIO()
+    LiveView(plain).event(ev)
+    LiveView(coloured, colour=True).event(ev)  # through rich when installed
+    assert plain.getvalue().startswith('trace: tools/call t id=1 250.0 ms error -32100 "odd"\n')
+    assert "errors.code-range" in plain.getvalue()
+    assert "tools/call t id=1" in coloured.getvalue() and "errors.code-range" in coloured.getvalue()
+    quiet = io.StringIO()
+    LiveView(quiet, traffic=False).event(m.feed(S2C, res(5), 0.3))
+    assert "ids.unknown-reply" in quiet.getvalue() and "id=5" not in quiet.getvalue().split("VIOLATION")[0]

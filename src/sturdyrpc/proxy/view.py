@@ -4,6 +4,7 @@ summary) only on a terminal; plain lines otherwise, cheap enough to keep up with
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import IO, Any
 
 from ..check.verdicts import show
@@ -15,13 +16,29 @@ _RED, _YELLOW, _DIM, _GREEN, _RESET = "\x1b[31m", "\x1b[33m", "\x1b[2m", "\x1b[3
 
 
 class LiveView:
-    """Writes the live lines to ``out`` (stderr); ``colour`` adds ANSI colours."""
+    """Writes the live lines to ``out`` (stderr). ``colour`` (a terminal): coloured, through
+    ``rich`` when it is installed (wrapped to the terminal's width), else with ANSI codes."""
 
     def __init__(self, out: IO[str], *, colour: bool = False, prefix: str = "trace", traffic: bool = True) -> None:
         self.out = out
         self.traffic = traffic  # False: only violations, junk and the proxy's own lines
         self.colour = colour
         self.prefix = prefix
+        self._write: Callable[[str], Any] = out.write
+        if colour:
+            try:
+                from rich.console import Console
+                from rich.text import Text
+            except ModuleNotFoundError:
+                pass
+            else:
+                console = Console(file=out, highlight=False, soft_wrap=False)
+
+                def write(lines: str) -> None:
+                    for line in lines.splitlines():
+                        console.print(Text.from_ansi(line))
+
+                self._write = write
 
     def _c(self, code: str, text: str) -> str:
         return f"{code}{text}{_RESET}" if self.colour else text
@@ -33,7 +50,7 @@ class LiveView:
         lines: list[str] = []
         self._lines(ev, lines)
         if lines:
-            self.out.write("".join(lines))
+            self._write("".join(lines))
 
     def _lines(self, ev: Event, lines: list[str]) -> None:
         p = self.prefix
@@ -66,8 +83,7 @@ class LiveView:
 
     def text(self, line: str, *, warn: bool = False) -> None:
         """A line of the proxy's own (guard's decisions)."""
-        self.out.write(self._c(_YELLOW, line) if warn else line)
-        self.out.write("\n")
+        self._write((self._c(_YELLOW, line) if warn else line) + "\n")
 
 
 def format_summary(s: Summary, *, title: str = "trace summary", code: int | None = None) -> str:
