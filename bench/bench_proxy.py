@@ -8,7 +8,9 @@ Figures:
 - throughput through the proxy / direct throughput, the median of per-round ratios (target >= 0.5);
 - the proxy's CPU time per message (requests and replies both count: 2 messages per request),
   from ``/proc/PID/task/*/schedstat`` of the proxy process (its server is another process): what
-  the proxy adds to each message (target < 20 µs).
+  the proxy adds to each message (target < 20 µs);
+- the latency a proxy adds to a round trip with one request in flight (median p50 of the rounds,
+  minus the direct one): two more pipe hops plus the proxy's work before it writes.
 
 Run alone: ``.venv/bin/python bench/bench_proxy.py [n_requests]``.
 """
@@ -26,6 +28,7 @@ from bench_stdio import demo_command, load
 HERE = Path(__file__).resolve().parent
 N_REQUESTS = 10_000
 ROUNDS = 7
+PING_N = 2_000
 TARGET_RATIO = 0.5
 TARGET_US = 20.0
 
@@ -73,7 +76,22 @@ def main(n: int = N_REQUESTS) -> dict[str, Any]:
         })
         if any(r["bad_replies"] for r in rs):
             raise RuntimeError(f"{name}: replies changed on the way")
-    return {"title": f"trace/guard in front of sturdyrpc demo, {n:,} echo requests x {ROUNDS} rounds", "metrics": metrics, "rounds": rounds}
+    # Latency one request at a time (no queueing): what the proxy adds to a round trip.
+    with tempfile.TemporaryDirectory() as tmp:
+        cmds = commands(Path(tmp) / "session.ndjson")
+        pings: dict[str, list[float]] = {k: [] for k in cmds}
+        for _ in range(ROUNDS):
+            for name, cmd in cmds.items():
+                pings[name].append(load(cmd, n=PING_N, in_flight=1, warmup=200)["p50_us"])
+    base = statistics.median(pings["direct"])
+    for name in ("bare relay", "trace", "trace --log", "guard"):
+        added = statistics.median(pings[name]) - base
+        metrics.append({
+            "name": f"{name}: round trip added, 1 in flight", "value": added, "unit": "µs",
+            "extra": f"p50 {statistics.median(pings[name]):.0f} µs vs direct {base:.0f} µs", "target": None, "ok": None,
+        })
+    return {"title": f"trace/guard in front of sturdyrpc demo, {n:,} echo requests x {ROUNDS} rounds", "metrics": metrics,
+            "rounds": rounds, "ping_p50_us": pings}
 
 
 if __name__ == "__main__":
