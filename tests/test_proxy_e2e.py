@@ -440,3 +440,16 @@ def test_trace_content_length_flags_a_broken_header_from_the_server(tmp_path: Pa
     assert traced.returncode == 0 and traced.stdout.startswith(b"starting up...")
     err = traced.stderr.decode()
     assert "framing.stdout-only-jsonrpc" in err and "x id=1" in err
+
+
+def test_sigterm_to_the_proxy_stops_the_server_first(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    s = Session([*SRPC, "guard", "--grace", "0.3", "--", *BAD, "--pidfile", str(pidfile)])
+    s.send(req(1, "echo", [1]))
+    assert s.recv()["id"] == 1
+    pid = int(pidfile.read_text())
+    s.proc.send_signal(signal.SIGTERM)
+    assert s.proc.wait(15) == 0  # the server saw EOF and exited normally: its status is ours
+    assert wait_gone(pid, 5)
+    time.sleep(0.1)
+    assert "signal SIGTERM" in s.err.decode() and "EOF" in s.err.decode()
