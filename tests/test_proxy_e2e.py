@@ -63,11 +63,26 @@ def wait_gone(pid: int, timeout: float) -> bool:
     return pid_gone(pid)
 
 
+_SESSIONS: list[subprocess.Popen[bytes]] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_leftovers() -> Any:
+    # A failing test must not leave its proxy (and through it, its server) running.
+    yield
+    while _SESSIONS:
+        p = _SESSIONS.pop()
+        if p.poll() is None:
+            p.kill()
+            p.wait(5)
+
+
 class Session:
     """A proxy process with our test acting as its client, line by line."""
 
     def __init__(self, argv: list[str], *, framing: str = "line") -> None:
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        _SESSIONS.append(self.proc)
         self.framing = framing
         self.inbox: queue.Queue[Any] = queue.Queue()
         self.raw = bytearray()
