@@ -177,6 +177,11 @@ class Monitor:
             if dir == S2C:
                 self._flag(ev, "framing.stdout-only-jsonrpc", f"not JSON ({exc.reason}): {show(frame.decode('utf-8', 'replace'), 160)}", now)
             return ev
+        if type(value) is dict:  # the everyday case, one call less
+            if "method" in value:
+                return self._call(dir, value, now)
+            if "result" in value or "error" in value or "id" in value:
+                return self._response(dir, value, now)
         return self.feed_value(dir, value, now)
 
     def feed_unreadable(self, dir: Direction, detail: str, now: float) -> Event:
