@@ -195,7 +195,7 @@ class Monitor:
     def feed_value(self, dir: Direction, value: Any, now: float) -> Event:
         """Judge one decoded message (or batch) that travelled ``dir``."""
         if type(value) is dict:
-            return self._one(dir, value, now)
+            return self._call(dir, value, now) if "method" in value else self._one(dir, value, now)
         if type(value) is list:
             ev = Event(dir, "batch", value)
             if not value:
