@@ -222,10 +222,10 @@ class ToolsCall:
     def render(self, rules: VersionRules, tool: Tool, value: Any, id_: Any = _RESULT_ONLY) -> bytes | None:
         """The encoded result (or, given ``id_``, the whole reply) from a cached template, or
         None when no template applies."""
-        kind = tool.template_kind
         t = type(value)
-        if kind is None or not (t is str or (t is int and kind is _WRAPPED)):
+        if t is not tool.template_type:  # another type: the general path checks and renders it
             return None
+        kind: str = tool.template_kind  # type: ignore[assignment]  # set whenever template_type is
         cache = self._templates[kind]
         tpl = cache.get(rules, _RESULT_ONLY)
         if tpl is _RESULT_ONLY or (tpl is not None and rules.result_type and tpl.info != self._info()):
@@ -255,12 +255,14 @@ class ToolsCall:
         mark = "\x00sturdyrpc-hole\x00"
         finish = self.server.finish
         try:
-            out = codec.encode(finish(rules, tool.result(mark, rules)))
+            # the mark is a string; an int tool's wrapped result is cut from the same rendering
+            shape = tool.wrapped if tool.template_kind is _WRAPPED else tool.result
+            out = codec.encode(finish(rules, shape(mark, rules)))
             parts = out.split(_raw_encode(mark))
             if len(parts) not in (2, 3):
                 return None
             tpl = _Template(parts[0], parts[1] if len(parts) == 3 else None, parts[-1], self._info())
-            samples: tuple[Any, ...] = ('a"\u2028b', "", -12345, 2**70) if tool.template_kind is _WRAPPED else ('a"\u2028b', "")
+            samples: tuple[Any, ...] = (-12345, 2**70, 0) if tool.template_type is int else ('a"\u2028b', "")
             for sample in samples:
                 v = _raw_encode(sample)
                 text = v if type(sample) is str else _raw_encode(str(sample))
