@@ -38,7 +38,7 @@ from ..peer import Peer
 from ..profile import Profile
 from .content import ToolError, text_content
 from .context import InputRequired, MCPContext
-from .registry import TEMPLATE_TEXT, TEMPLATE_WRAPPED, Tool
+from .registry import TEMPLATE_TEXT, TEMPLATE_WRAPPED, OutputMismatch, Tool
 from .session_state import SessionState
 from .versions import VersionRules
 
@@ -207,7 +207,10 @@ class ToolsCall:
         if isinstance(exc, ToolError):
             return self.server.finish(rules, {"content": [text_content(exc.message)], "isError": True})
         incident = os.urandom(4).hex()
-        log.error("incident %s: tool %r raised", incident, name, exc_info=exc)
+        if isinstance(exc, OutputMismatch):  # the author's bug, said in full; no traceback to read
+            log.error("incident %s: %s", incident, exc)
+        else:
+            log.error("incident %s: tool %r raised", incident, name, exc_info=exc)
         text = f"The tool failed with an internal error (incident {incident})."
         return self.server.finish(rules, {"content": [text_content(text)], "isError": True})
 
