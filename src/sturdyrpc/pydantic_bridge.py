@@ -27,7 +27,7 @@ _PREFIXES = ("pydantic", "annotated_types")
 
 
 def _loaded() -> bool:
-    return "pydantic" in sys.modules
+    return sys.modules.get("pydantic") is not None
 
 
 def _module_of(obj: Any) -> str:
