@@ -407,7 +407,7 @@ class Prompt(HandlerFunction):
             a: dict[str, Any] = {"name": p.name}
             if arg_descriptions and p.name in arg_descriptions:
                 a["description"] = arg_descriptions[p.name]
-            a["required"] = p.default is inspect.Parameter.empty
+            a["required"] = p.default is inspect.Parameter.empty or (pydantic_bridge.is_field(p.default) and pydantic_bridge.field_default(p.default) is pydantic_bridge.MISSING)
             self.arguments.append(a)
 
     def describe(self, rules: VersionRules) -> dict[str, Any]:
