@@ -21,6 +21,7 @@ import pytest
 from _http_support import free_port
 from _mcp_support import VERSIONS, Wire, modern_meta, validate_server_message
 from mcp_app_server import DARK_ICON, ICON, make_server
+from pydantic import BaseModel, ConfigDict, Field
 
 from sturdyrpc.dispatch import Dispatcher
 from sturdyrpc.mcp import MCPServer
@@ -341,6 +342,34 @@ def test_bad_icons_are_refused_at_registration(icons: Any) -> None:
             return None
 
     assert "t" not in server.tools
+
+
+class Shape(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+    side_length: int = Field(alias="sideLength")
+
+
+def test_sdk_icon_objects_and_pydantic_aliases_go_out_by_their_wire_names() -> None:
+    from mcp.types import Icon
+
+    server = MCPServer("alias")
+
+    @server.tool(icons=[Icon(src="https://example.com/i.png", mimeType="image/png")])
+    def grow(shape: Shape) -> Shape:
+        return Shape(side_length=shape.side_length + 1)
+
+    async def main() -> None:
+        async with Wire(server) as w:
+            await w.initialize(V)
+            t = tool_of(await w.call("tools/list", {}, id=1), "grow")
+            assert t["icons"] == [{"src": "https://example.com/i.png", "mimeType": "image/png"}]
+            assert t["outputSchema"]["required"] == ["sideLength"]
+            r = await w.call("tools/call", {"name": "grow", "arguments": {"shape": {"sideLength": 2}}}, id=2)
+            assert r["result"]["structuredContent"] == {"sideLength": 3}
+            jsonschema.validate(r["result"]["structuredContent"], t["outputSchema"])
+            w.validate(V)
+
+    run(main())
 
 
 # ----------------------------------------------------------------------------- pagination

@@ -138,8 +138,8 @@ def enc_hook(obj: Any) -> Any:
     if _is_pydantic_class(type(obj)):
         dump = getattr(obj, "model_dump", None)
         if dump is not None:
-            return dump(mode="json")
-        return adapter(type(obj)).dump_python(obj, mode="json")
+            return dump(mode="json", by_alias=True)
+        return adapter(type(obj)).dump_python(obj, mode="json", by_alias=True)
     raise NotImplementedError(f"cannot encode a {type(obj).__name__}")
 
 

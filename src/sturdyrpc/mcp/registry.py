@@ -91,7 +91,7 @@ def _output_check(ret: Any, name: str) -> Callable[[Any], Any]:
 
         def check_pydantic(value: Any) -> Any:
             try:
-                return adapter.dump_python(adapter.validate_python(value), mode="json")
+                return adapter.dump_python(adapter.validate_python(value), mode="json", by_alias=True)
             except ValueError as exc:
                 raise OutputMismatch(f"tool {name!r} returned a value its output type does not admit: {pydantic_bridge.error_text(exc)}") from None
 
