@@ -98,7 +98,7 @@ def make_server(page_size: int | None = 2, coerce_json_strings: bool = True) -> 
         return ToolResult([{"type": "text", "text": "p"}], structured={"x": 1, "y": 2} if ok else {"x": "one"})  # type: ignore[return-value]
 
     @server.tool(blocking=False)
-    def text(value: str) -> str:
+    def text(value: Annotated[str, "The text to echo"]) -> str:
         """Echo a string (never decoded from JSON, whatever it holds)."""
         return value
 

@@ -34,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 SERVER_SCRIPT = str(HERE / "mcp_app_server.py")
 V = "2025-11-25"
 #: What no text sent to a client may contain: pydantic's URLs and names, Python internals.
-LEAKS = re.compile(r"pydantic|errors\.pydantic\.dev|Traceback|ValidationError|msgspec|sturdyrpc\.|mcp_app_server|Item\(|File \"")
+LEAKS = re.compile(r"pydantic|errors\.pydantic\.dev|Traceback|ValidationError|msgspec|sturdyrpc\.|mcp_app_server|Item|instance of|File \"")
 
 
 def run(coro: Any) -> Any:
@@ -114,6 +114,7 @@ def test_input_schemas_carry_descriptions_constraints_and_types() -> None:
             assert order["outputSchema"]["properties"]["total"]["type"] == "integer"
             assert set(order["outputSchema"]["required"]) == {"total", "names"}
             assert "ctx" not in tool_of(listing, "echo_item")["inputSchema"]["properties"]
+            assert tool_of(listing, "text")["inputSchema"]["properties"]["value"] == {"description": "The text to echo", "type": "string"}
             for t in listing["result"]["tools"]:
                 jsonschema.Draft202012Validator.check_schema(t["inputSchema"])
                 if "outputSchema" in t:
@@ -157,6 +158,8 @@ def test_constraint_and_pydantic_errors_read_like_ours(version: str) -> None:
         ("order", {"items": [{"qty": 2}]}, "Invalid params: parameter 'items' is invalid: [0].name: Field required"),
         ("echo_item", {"item": {"name": "a", "qty": "many"}}, "Invalid params: parameter 'item' is invalid: qty: Input should be a valid integer, unable to parse string as an integer"),
         ("order", {"items": [], "note": 5}, "Invalid params: parameter 'note' is invalid: Input should be a valid string"),
+        ("echo_item", {"item": "x"}, "Invalid params: parameter 'item' is invalid: Input should be an object"),
+        ("order", {"items": {"name": "a"}}, "Invalid params: parameter 'items' is invalid: Input should be an array"),
     ]
 
     async def main() -> None:
@@ -225,12 +228,12 @@ def test_coerce_json_strings_decodes_objects_and_arrays_only_when_asked() -> Non
             bad = await w.call("tools/call", {"name": "order", "arguments": {"items": "[1]"}}, id=9)
             assert error_text(bad["result"]).startswith("Invalid params: parameter 'items' is invalid: [0]: Input should be")
             bad = await w.call("tools/call", {"name": "order", "arguments": {"items": "not json"}}, id=10)
-            assert error_text(bad["result"]) == "Invalid params: parameter 'items' is invalid: Input should be a valid list"
+            assert error_text(bad["result"]) == "Invalid params: parameter 'items' is invalid: Input should be an array"
             w.validate(V)
         async with Wire(make_server(page_size=None, coerce_json_strings=False)) as w:  # the default: off
             await w.initialize(V)
             r = await w.call("tools/call", {"name": "order", "arguments": {"items": '[{"name": "a"}]'}}, id=2)
-            assert error_text(r["result"]) == "Invalid params: parameter 'items' is invalid: Input should be a valid list"
+            assert error_text(r["result"]) == "Invalid params: parameter 'items' is invalid: Input should be an array"
             r = await w.call("tools/call", {"name": "search", "arguments": {"query": "q", "near": '{"x": 1, "y": 2}'}}, id=3)
             assert error_text(r["result"]).startswith("Invalid params: parameter 'near' must be")
             w.validate(V)
@@ -401,6 +404,31 @@ def test_pages_walk_every_list_and_refuse_bad_cursors() -> None:
                 r = await w.call(method, {"cursor": first}, id=f"other-{i}")  # a tools cursor names another list
                 assert r["error"]["code"] == -32602
             w.validate(V)
+
+    run(main())
+
+
+def test_pages_and_validation_inside_a_2025_03_26_batch() -> None:
+    async def main() -> None:
+        async with Wire(make_server(page_size=2)) as w:
+            await w.initialize("2025-03-26")
+            first = (await w.call("prompts/list", {}, id=1))["result"]
+            batch = [
+                {"jsonrpc": "2.0", "id": 2, "method": "prompts/list", "params": {"cursor": first["nextCursor"]}},
+                {"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"cursor": first["nextCursor"]}},
+                {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "search", "arguments": {"query": ""}}},
+                {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "order", "arguments": {"items": [{"name": "b"}]}}},
+            ]
+            await w.send(batch)
+            w.sent.extend(batch)
+            reply = {m["id"]: m for m in await w.recv()}
+            assert [p["name"] for p in reply[2]["result"]["prompts"]] == ["prompt_2"] and "nextCursor" not in reply[2]["result"]
+            assert reply[3]["error"]["code"] == -32602  # a prompts cursor is no tools cursor
+            assert reply[4]["error"] == {"code": -32602, "message": "Invalid params: parameter 'query' must be a string of length >= 1",
+                                         "data": {"param": "query", "expected": "a string", "got": "a string"}}  # fmt: skip
+            assert reply[5]["result"]["content"][0]["text"] == '{"total":1,"names":["b"]}'
+            assert "structuredContent" not in reply[5]["result"]  # 2025-03-26 has none
+            w.validate("2025-03-26")
 
     run(main())
 

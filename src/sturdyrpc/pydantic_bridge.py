@@ -115,9 +115,25 @@ def _loc(loc: tuple[Any, ...]) -> str:
     return out
 
 
+#: pydantic's messages that name a Python class or type, said in JSON's words instead.
+_JSON_WORDS = {
+    "model_type": "Input should be an object",
+    "model_attributes_type": "Input should be an object",
+    "dataclass_type": "Input should be an object",
+    "dataclass_exact_type": "Input should be an object",
+    "dict_type": "Input should be an object",
+    "list_type": "Input should be an array",
+    "tuple_type": "Input should be an array",
+    "set_type": "Input should be an array",
+    "frozen_set_type": "Input should be an array",
+    "is_instance_of": "Input is not a valid value",
+    "is_subclass_of": "Input is not a valid value",
+}
+
+
 def error_text(exc: Exception, limit: int = 5) -> str:
     """What a pydantic ``ValidationError`` says, for a client: where and what, never the input
-    value, a class path or a documentation URL."""
+    value, a class name or a documentation URL."""
     errors_of = getattr(exc, "errors", None)
     if errors_of is None:
         return "is not valid"
@@ -125,7 +141,7 @@ def error_text(exc: Exception, limit: int = 5) -> str:
     parts = []
     for e in errors[:limit]:
         where = _loc(tuple(e.get("loc", ())))
-        msg = str(e.get("msg", "is not valid"))
+        msg = _JSON_WORDS.get(str(e.get("type")), str(e.get("msg", "is not valid")))
         parts.append(f"{where}: {msg}" if where else msg)
     more = len(errors) - limit
     if more > 0:

@@ -99,6 +99,8 @@ class _Builder:
             for m in hint.__metadata__:
                 if isinstance(m, msgspec.Meta):
                     annotated = _with_meta(annotated, m)
+                elif type(m) is str and "description" not in annotated:  # FastMCP's Annotated[int, "what it is"]
+                    annotated = {"description": m, **annotated}
             return annotated
         if origin is Union or origin is types.UnionType:
             subs = [self.build(a) for a in args]
