@@ -129,6 +129,30 @@ def test_input_schemas_carry_descriptions_constraints_and_types() -> None:
     run(main())
 
 
+def test_two_types_of_one_name_get_two_definitions() -> None:
+    from mcp_app_server import Item as PydanticItem
+
+    from sturdyrpc.mcp.schema import input_schema
+
+    class Item(msgspec.Struct):  # another "Item"
+        label: str
+
+    def f(x, y, z):  # type: ignore[no-untyped-def]
+        return None
+
+    s = input_schema(f, hints={"x": list[PydanticItem], "y": Item, "z": PydanticItem | None})
+    refs = {s["properties"]["x"]["items"]["$ref"], s["properties"]["y"]["$ref"]}
+    assert refs == {"#/$defs/Item", "#/$defs/Item2"}
+    by_ref = {r: s["$defs"][r.rsplit("/", 1)[1]] for r in refs}
+    assert "label" in by_ref[s["properties"]["y"]["$ref"]]["properties"]
+    assert "qty" in by_ref[s["properties"]["x"]["items"]["$ref"]]["properties"]
+    assert s["properties"]["z"]["anyOf"][0] == {"$ref": s["properties"]["x"]["items"]["$ref"]}
+    jsonschema.Draft202012Validator.check_schema(s)
+    v = jsonschema.Draft202012Validator(s)
+    assert v.is_valid({"x": [{"name": "a"}], "y": {"label": "l"}, "z": None})
+    assert not v.is_valid({"x": [{"label": "a"}], "y": {"label": "l"}, "z": None})
+
+
 def test_prompt_arguments_described_from_the_docstring() -> None:
     async def main() -> None:
         async with Wire(make_server(page_size=None)) as w:

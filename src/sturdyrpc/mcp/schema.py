@@ -65,6 +65,15 @@ def _with_meta(schema: dict[str, Any], meta: msgspec.Meta) -> dict[str, Any]:
     return out
 
 
+def _renamed(value: Any, renames: dict[str, str]) -> Any:
+    """``value`` with every ``$ref`` in ``renames`` replaced."""
+    if type(value) is dict:
+        return {k: (renames.get(v, v) if k == "$ref" and type(v) is str else _renamed(v, renames)) for k, v in value.items()}
+    if type(value) is list:
+        return [_renamed(v, renames) for v in value]
+    return value
+
+
 class _Builder:
     def __init__(self, mode: str = "validation") -> None:
         self.defs: dict[str, Any] = {}
@@ -135,16 +144,31 @@ class _Builder:
             schema = pydantic_bridge.json_schema(hint, self.mode)
         except Exception:
             return {}
-        self.defs.update(schema.pop("$defs", {}))
-        return schema
+        return self._merge(schema, schema.pop("$defs", {}))
 
     def _structured(self, hint: Any) -> dict[str, Any]:
         try:
             (schema,), components = msgspec.json.schema_components((hint,), ref_template="#/$defs/{name}")
         except Exception:
             return {}
-        self.defs.update(components)
-        return dict(schema)
+        return self._merge(dict(schema), dict(components))
+
+    def _merge(self, schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+        """Add ``defs`` (made for ``schema`` alone) to the shared ``$defs``; a name already taken
+        by another definition (two types of one name, e.g. from two modules) is renamed, and the
+        references to it in ``schema`` and ``defs`` follow."""
+        renames: dict[str, str] = {}
+        for name, d in defs.items():
+            if name in self.defs and self.defs[name] != d:
+                n = 2
+                while f"{name}{n}" in self.defs or f"{name}{n}" in defs:
+                    n += 1
+                renames[f"#/$defs/{name}"] = f"#/$defs/{name}{n}"
+        if renames:
+            schema = _renamed(schema, renames)
+            defs = {renames.get(f"#/$defs/{k}", f"#/$defs/{k}").rsplit("/", 1)[1]: _renamed(v, renames) for k, v in defs.items()}
+        self.defs.update(defs)
+        return schema
 
 
 def schema_for(hint: Any, mode: str = "validation") -> dict[str, Any]:
