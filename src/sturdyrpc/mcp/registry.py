@@ -209,7 +209,7 @@ class Tool(HandlerFunction):
         blocking: bool | None,
         meta: dict[str, Any] | None,
         *,
-        icons: list[dict[str, Any]] | None = None,
+        icons: list[Any] | None = None,
         coerce_json_strings: bool = False,
     ) -> None:
         super().__init__(fn, blocking, coerce_json_strings)
@@ -322,7 +322,7 @@ class Resource(HandlerFunction):
         title: str | None,
         blocking: bool | None,
         *,
-        icons: list[dict[str, Any]] | None = None,
+        icons: list[Any] | None = None,
     ) -> None:
         super().__init__(fn, blocking)
         self.uri = uri
@@ -391,7 +391,7 @@ class Prompt(HandlerFunction):
         title: str | None,
         arg_descriptions: dict[str, str] | None,
         *,
-        icons: list[dict[str, Any]] | None = None,
+        icons: list[Any] | None = None,
     ) -> None:
         super().__init__(fn, None)
         self.name = name

@@ -151,7 +151,7 @@ class MCPServer:
         structured: bool | None = None,
         blocking: bool | None = None,
         meta: dict[str, Any] | None = None,
-        icons: list[dict[str, Any]] | None = None,
+        icons: list[Any] | None = None,
     ) -> Callable[[F], F]:
         """Register a tool. The description defaults to the docstring (without its ``Args:`` /
         ``:param:`` part, which describes the parameters in the input schema).
@@ -182,7 +182,7 @@ class MCPServer:
         mime_type: str | None = None,
         title: str | None = None,
         blocking: bool | None = None,
-        icons: list[dict[str, Any]] | None = None,
+        icons: list[Any] | None = None,
     ) -> Callable[[F], F]:
         """Register a resource; a URI with ``{variables}`` registers a template whose variables
         are passed to the function by name. ``title``/``icons`` as for :meth:`tool`."""
@@ -202,7 +202,7 @@ class MCPServer:
         description: str | None = None,
         title: str | None = None,
         arguments: dict[str, str] | None = None,
-        icons: list[dict[str, Any]] | None = None,
+        icons: list[Any] | None = None,
     ) -> Callable[[F], F]:
         """Register a prompt; ``arguments`` maps parameter names to descriptions (the docstring's
         ``Args:`` section fills the others). ``title``/``icons`` as for :meth:`tool`."""
