@@ -217,6 +217,30 @@ def test_pydantic_values_are_built_before_the_tool_runs_and_field_defaults_apply
     run(main())
 
 
+def _field_tool(need: int = Field(description="Required: a Field without a default"), xs: list[int] = Field(default_factory=list)) -> int:
+    xs.append(need)
+    return len(xs)
+
+
+def test_field_without_default_is_required_and_factories_run_per_call() -> None:
+    from sturdyrpc.errors import InvalidParams
+    from sturdyrpc.mcp.schema import input_schema
+    from sturdyrpc.params import compile_binder
+
+    s = input_schema(_field_tool)
+    assert s["required"] == ["need"] and s["properties"]["need"]["description"] == "Required: a Field without a default"
+    assert "default" not in s["properties"]["xs"]
+    b = compile_binder(_field_tool)
+    with pytest.raises(InvalidParams, match="missing required parameter 'need'"):
+        b.bind({})
+    _, first = b.bind({"need": 1})
+    _, second = b.bind({"need": 2})
+    assert first == {"need": 1, "xs": []} and second["xs"] == [] and first["xs"] is not second["xs"]
+    args, kwargs = b.bind([3])
+    assert args == (3,) and kwargs == {"xs": []}
+    assert _field_tool(*args, **kwargs) == 1
+
+
 def test_core_dispatcher_checks_annotated_constraints_too() -> None:
     d = Dispatcher()
 
