@@ -258,19 +258,20 @@ class ToolsCall:
         mark = "\x00sturdyrpc-hole\x00"
         finish = self.server.finish
         try:
-            # the mark is a string; an int tool's wrapped result is cut from the same rendering
+            # one template per kind serves str and int tools alike: cut and checked on the
+            # unchecked rendering (the mark is a string, whatever the tool's declared type)
             shape = tool.wrapped if tool.template_kind is _WRAPPED else tool.result
             out = codec.encode(finish(rules, shape(mark, rules)))
             parts = out.split(_raw_encode(mark))
             if len(parts) not in (2, 3):
                 return None
             tpl = _Template(parts[0], parts[1] if len(parts) == 3 else None, parts[-1], self._info())
-            samples: tuple[Any, ...] = (-12345, 2**70, 0) if tool.template_type is int else ('a"\u2028b', "")
+            samples: tuple[Any, ...] = ('a"\u2028b', "", -12345, 2**70) if tool.template_kind is _WRAPPED else ('a"\u2028b', "")
             for sample in samples:
                 v = _raw_encode(sample)
                 text = v if type(sample) is str else _raw_encode(str(sample))
                 got = b"".join((tpl.head, text, tpl.tail)) if tpl.mid is None else b"".join((tpl.head, text, tpl.mid, v, tpl.tail))
-                if got != codec.encode(finish(rules, tool.result(sample, rules))):
+                if got != codec.encode(finish(rules, shape(sample, rules))):
                     return None
             return tpl
         except Exception:
