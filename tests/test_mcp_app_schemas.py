@@ -20,7 +20,7 @@ import msgspec
 import pytest
 from _http_support import free_port
 from _mcp_support import VERSIONS, Wire, modern_meta, validate_server_message
-from mcp_app_server import DARK_ICON, ICON, make_server
+from mcp_app_server import DARK_ICON, ICON, Color, Point, make_server
 from pydantic import BaseModel, ConfigDict, Field
 
 from sturdyrpc.dispatch import Dispatcher
@@ -239,6 +239,32 @@ def test_field_without_default_is_required_and_factories_run_per_call() -> None:
     args, kwargs = b.bind([3])
     assert args == (3,) and kwargs == {"xs": []}
     assert _field_tool(*args, **kwargs) == 1
+
+
+def _points(ps: list[Point], by_name: dict[str, Point] | None = None, color: Color | None = None) -> int:
+    assert all(isinstance(p, Point) for p in [*ps, *(by_name or {}).values()])  # built, not dicts
+    return sum(p.x for p in ps)
+
+
+def test_msgspec_types_are_built_in_containers_and_errors_name_no_classes() -> None:
+    from sturdyrpc.errors import InvalidParams
+    from sturdyrpc.params import compile_binder
+
+    b = compile_binder(_points)
+    args, kwargs = b.bind({"ps": [{"x": 1, "y": 2}], "by_name": {"a": {"x": 3, "y": 4}}})
+    assert _points(*args, **kwargs) == 1
+    cases = [
+        ({"ps": [{"x": 1, "y": 2}, {"x": 1}]}, "Invalid params: parameter 'ps' item [1] is missing the required field 'y'"),
+        ({"ps": [{"x": "1", "y": 2}]}, "Invalid params: parameter 'ps' item [0] must be an integer, got a string (at $.x)"),
+        ({"ps": [], "by_name": {"k": 5}}, "Invalid params: parameter 'by_name' member 'k' must be an object, got an integer"),
+        ({"ps": [], "color": "green"}, "Invalid params: parameter 'color' must be one of 'red' or 'blue' or null, got a string"),
+        ({"ps": "x"}, "Invalid params: parameter 'ps' must be an array, got a string"),
+    ]
+    for params, text in cases:
+        with pytest.raises(InvalidParams) as info:
+            b.bind(params)
+        assert info.value.message == text
+        assert "Point" not in json.dumps(info.value.to_dict()) and "Color" not in json.dumps(info.value.to_dict())
 
 
 def test_core_dispatcher_checks_annotated_constraints_too() -> None:

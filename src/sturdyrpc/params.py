@@ -109,6 +109,18 @@ def _checker_for(hint: Any) -> Checker | None:
         if any(s is None for s in subs):
             return None
         names = " or ".join(_expected_name(a) for a in args)
+        if len(args) == 2 and type(None) in args:  # Optional[X]: X's own complaint says more
+            only: Checker = subs[1] if args[0] is type(None) else subs[0]  # type: ignore[assignment]
+
+            def check_optional(v: Any) -> Any:
+                if v is None:
+                    return v
+                try:
+                    return only(v)
+                except _Mismatch as m:
+                    raise _Mismatch(names, m.reason) from None
+
+            return check_optional
 
         def check_union(v: Any) -> Any:
             for s in subs:
@@ -142,10 +154,15 @@ def _checker_for(hint: Any) -> Checker | None:
         def check_list(v: Any) -> Any:
             if type(v) is not list:
                 raise _Mismatch(expected)
-            if item is not None:
-                for x in v:
-                    item(x)
-            return v
+            if item is None:
+                return v
+            out = []  # the items as their checks return them (built Structs, models...)
+            for i, x in enumerate(v):
+                try:
+                    out.append(item(x))
+                except _Mismatch as m:
+                    raise _Mismatch(expected, f"item [{i}] {m.reason or f'must be {m.expected}, got {json_type_name(x)}'}") from None
+            return out
 
         return check_list
     if origin is dict or origin is collections.abc.Mapping:
@@ -155,10 +172,15 @@ def _checker_for(hint: Any) -> Checker | None:
         def check_dict(v: Any) -> Any:
             if type(v) is not dict:
                 raise _Mismatch(expected)
-            if value_check is not None:
-                for x in v.values():
-                    value_check(x)
-            return v
+            if value_check is None:
+                return v
+            out = {}
+            for k, x in v.items():
+                try:
+                    out[k] = value_check(x)
+                except _Mismatch as m:
+                    raise _Mismatch(expected, f"member {k!r} {m.reason or f'must be {m.expected}, got {json_type_name(x)}'}") from None
+            return out
 
         return check_dict
     # Structs, dataclasses, TypedDicts, enums...: let msgspec validate and convert.
@@ -166,13 +188,16 @@ def _checker_for(hint: Any) -> Checker | None:
         msgspec.inspect.type_info(hint)
     except Exception:
         return None
-    expected = f"a valid {getattr(hint, '__name__', 'value')}"
+    expected = _expected_name(hint)
+    is_enum = isinstance(msgspec.inspect.type_info(hint), msgspec.inspect.EnumType)
 
     def check_convert(v: Any) -> Any:
         try:
             return msgspec.convert(v, hint, strict=True)
-        except msgspec.ValidationError as exc:
-            raise _Mismatch(f"{expected} ({exc})") from None
+        except msgspec.ValidationError as exc:  # said in JSON's words: no class names
+            if is_enum:
+                raise _Mismatch(expected) from None  # "must be one of 'a' or 'b', got a string"
+            raise _Mismatch(expected, _msgspec_reason(exc)) from None
 
     return check_convert
 
@@ -201,6 +226,9 @@ def _msgspec_reason(exc: msgspec.ValidationError) -> str:
         for name, said in _MSGSPEC_NAMES.items():
             text = text.replace(name, said)
         return f"must be {text.replace('`', '')}{where}"
+    for said, says in (("Object missing required field ", "is missing the required field "), ("Object contains unknown field ", "has an unknown field ")):
+        if text.startswith(said):
+            return f"{says}{text[len(said) :].replace('`', chr(39))}{where}"
     return f"is not valid: {text.replace('`', '')}{where}"
 
 
@@ -316,7 +344,17 @@ def _expected_name(hint: Any) -> str:
         return "an array"
     if origin is dict:
         return "an object"
-    return getattr(hint, "__name__", "a value")
+    try:
+        info = msgspec.inspect.type_info(hint)
+    except Exception:
+        return "a valid value"
+    if isinstance(info, (msgspec.inspect.StructType, msgspec.inspect.DataclassType, msgspec.inspect.TypedDictType, msgspec.inspect.DictType)):
+        return "an object"  # said in JSON's words: no class names to a client
+    if isinstance(info, (msgspec.inspect.NamedTupleType, msgspec.inspect.ListType, msgspec.inspect.SetType, msgspec.inspect.FrozenSetType)):
+        return "an array"
+    if isinstance(info, msgspec.inspect.EnumType):
+        return "one of " + " or ".join(repr(m.value) for m in info.cls)
+    return "a valid value"
 
 
 class Binder:
