@@ -217,7 +217,7 @@ def test_pydantic_values_are_built_before_the_tool_runs_and_field_defaults_apply
     run(main())
 
 
-def _field_tool(need: int = Field(description="Required: a Field without a default"), xs: list[int] = Field(default_factory=list)) -> int:
+def _field_tool(need: int = Field(description="Required: a Field without a default"), xs: list[int] = Field(default_factory=list)) -> int:  # noqa: B008
     xs.append(need)
     return len(xs)
 
