@@ -18,16 +18,26 @@ from typing import Any, Literal, Union
 
 import msgspec
 
+from . import codec, pydantic_bridge
 from .errors import InvalidParams
 
-__all__ = ["Binder", "compile_binder", "json_type_name"]
+__all__ = ["Binder", "compile_binder", "json_type_name", "value_checker", "Mismatch", "is_container"]
 
 Checker = Callable[[Any], Any]
 
 
-class _Mismatch(Exception):
-    def __init__(self, expected: str) -> None:
+class Mismatch(ValueError):
+    """A value that does not fit its type: ``expected`` says what was expected ("an integer");
+    ``reason``, when set, is the whole complaint ("must be a string of length >= 1") and no
+    "got ..." follows it."""
+
+    def __init__(self, expected: str, reason: str | None = None) -> None:
+        super().__init__(reason or f"must be {expected}")
         self.expected = expected
+        self.reason = reason
+
+
+_Mismatch = Mismatch
 
 
 _JSON_NAMES: dict[type, str] = {
@@ -86,13 +96,31 @@ def _checker_for(hint: Any) -> Checker | None:
         return _simple(list, "an array")
     if hint is dict:
         return _simple(dict, "an object")
+    if pydantic_bridge.is_pydantic(hint):
+        return _pydantic_checker(hint)
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
+    if origin is typing.Annotated:
+        if any(isinstance(m, msgspec.Meta) for m in hint.__metadata__):
+            return _meta_checker(hint, _checker_for(args[0]))
+        return _checker_for(args[0])
     if origin is Union or origin is types.UnionType:
         subs = [_checker_for(a) for a in args]
         if any(s is None for s in subs):
             return None
         names = " or ".join(_expected_name(a) for a in args)
+        if len(args) == 2 and type(None) in args:  # Optional[X]: X's own complaint says more
+            only: Checker = subs[1] if args[0] is type(None) else subs[0]  # type: ignore[assignment]
+
+            def check_optional(v: Any) -> Any:
+                if v is None:
+                    return v
+                try:
+                    return only(v)
+                except _Mismatch as m:
+                    raise _Mismatch(names, m.reason) from None
+
+            return check_optional
 
         def check_union(v: Any) -> Any:
             for s in subs:
@@ -126,10 +154,15 @@ def _checker_for(hint: Any) -> Checker | None:
         def check_list(v: Any) -> Any:
             if type(v) is not list:
                 raise _Mismatch(expected)
-            if item is not None:
-                for x in v:
-                    item(x)
-            return v
+            if item is None:
+                return v
+            out = []  # the items as their checks return them (built Structs, models...)
+            for i, x in enumerate(v):
+                try:
+                    out.append(item(x))
+                except _Mismatch as m:
+                    raise _Mismatch(expected, f"item [{i}] {m.reason or f'must be {m.expected}, got {json_type_name(x)}'}") from None
+            return out
 
         return check_list
     if origin is dict or origin is collections.abc.Mapping:
@@ -139,10 +172,15 @@ def _checker_for(hint: Any) -> Checker | None:
         def check_dict(v: Any) -> Any:
             if type(v) is not dict:
                 raise _Mismatch(expected)
-            if value_check is not None:
-                for x in v.values():
-                    value_check(x)
-            return v
+            if value_check is None:
+                return v
+            out = {}
+            for k, x in v.items():
+                try:
+                    out[k] = value_check(x)
+                except _Mismatch as m:
+                    raise _Mismatch(expected, f"member {k!r} {m.reason or f'must be {m.expected}, got {json_type_name(x)}'}") from None
+            return out
 
         return check_dict
     # Structs, dataclasses, TypedDicts, enums...: let msgspec validate and convert.
@@ -150,18 +188,153 @@ def _checker_for(hint: Any) -> Checker | None:
         msgspec.inspect.type_info(hint)
     except Exception:
         return None
-    expected = f"a valid {getattr(hint, '__name__', 'value')}"
+    expected = _expected_name(hint)
+    is_enum = isinstance(msgspec.inspect.type_info(hint), msgspec.inspect.EnumType)
 
     def check_convert(v: Any) -> Any:
         try:
             return msgspec.convert(v, hint, strict=True)
-        except msgspec.ValidationError as exc:
-            raise _Mismatch(f"{expected} ({exc})") from None
+        except msgspec.ValidationError as exc:  # said in JSON's words: no class names
+            if is_enum:
+                raise _Mismatch(expected) from None  # "must be one of 'a' or 'b', got a string"
+            raise _Mismatch(expected, _msgspec_reason(exc)) from None
 
     return check_convert
 
 
+#: msgspec's names of JSON types in its error messages, as this module says them.
+_MSGSPEC_NAMES = {
+    "`str`": "a string",
+    "`int`": "an integer",
+    "`float`": "a number",
+    "`bool`": "a boolean",
+    "`array`": "an array",
+    "`object`": "an object",
+    "`null`": "null",
+}
+
+
+def _msgspec_reason(exc: msgspec.ValidationError) -> str:
+    """msgspec's "Expected `str` of length >= 1 - at `$.x`" as "must be a string of length >= 1 (at $.x)"."""
+    text = str(exc)
+    where = ""
+    if " - at `" in text:
+        text, _, path = text.partition(" - at `")
+        where = f" (at {path.rstrip('`')})"
+    if text.startswith("Expected "):
+        text = text[len("Expected ") :]
+        for name, said in _MSGSPEC_NAMES.items():
+            text = text.replace(name, said)
+        return f"must be {text.replace('`', '')}{where}"
+    for said, says in (("Object missing required field ", "is missing the required field "), ("Object contains unknown field ", "has an unknown field ")):
+        if text.startswith(said):
+            return f"{says}{text[len(said) :].replace('`', chr(39))}{where}"
+    return f"is not valid: {text.replace('`', '')}{where}"
+
+
+def _meta_checker(hint: Any, base: Checker | None) -> Checker:
+    """``Annotated[T, msgspec.Meta(...)]``: the type checked as ``T`` is, then the constraints by msgspec."""
+    convert = msgspec.convert
+
+    def check_meta(v: Any) -> Any:
+        if base is not None:
+            base(v)
+        try:
+            return convert(v, hint, strict=True)
+        except msgspec.ValidationError as exc:
+            raise Mismatch(_expected_name(hint), _msgspec_reason(exc)) from None
+
+    return check_meta
+
+
+def _pydantic_checker(hint: Any) -> Checker:
+    """A hint pydantic validates (see :mod:`.pydantic_bridge`): its ``TypeAdapter`` builds the value."""
+    validate = pydantic_bridge.adapter(hint).validate_python
+    text = pydantic_bridge.error_text
+
+    def check_pydantic(v: Any) -> Any:
+        try:
+            return validate(v)
+        except ValueError as exc:  # pydantic's ValidationError is a ValueError
+            raise Mismatch("a valid value", f"is invalid: {text(exc)}") from None
+
+    return check_pydantic
+
+
+def value_checker(hint: Any) -> Checker | None:
+    """The check :class:`Binder` runs on a value declared ``hint`` (None: anything goes).
+
+    The checker returns the value to use (built for structured and pydantic types) and raises
+    :class:`Mismatch` saying what was wrong. For callers checking values other than params
+    (e.g. a tool's return value against its declared type).
+    """
+    return _checker_for(hint)
+
+
+def is_container(hint: Any) -> bool:
+    """Whether ``hint`` declares a JSON object or array (and no string): what a JSON string
+    standing for it may be decoded into (``coerce_json_strings``)."""
+    if hint in (list, tuple, dict, set, frozenset):
+        return True
+    origin = typing.get_origin(hint)
+    if origin is typing.Annotated:
+        return is_container(typing.get_args(hint)[0])
+    if origin is Union or origin is types.UnionType:
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if any(a is str or a is Any or a is object or (typing.get_origin(a) is Literal) for a in args):
+            return False
+        return any(is_container(a) for a in args)
+    if origin in (list, tuple, dict, set, frozenset, collections.abc.Sequence, collections.abc.Mapping):
+        return True
+    if pydantic_bridge.is_pydantic(hint):
+        return isinstance(hint, type)  # a model or a pydantic dataclass: an object
+    try:
+        info = msgspec.inspect.type_info(hint)
+    except Exception:
+        return False
+    return isinstance(info, _CONTAINER_INFO)
+
+
+_CONTAINER_INFO = (
+    msgspec.inspect.StructType,
+    msgspec.inspect.DataclassType,
+    msgspec.inspect.TypedDictType,
+    msgspec.inspect.NamedTupleType,
+    msgspec.inspect.ListType,
+    msgspec.inspect.TupleType,
+    msgspec.inspect.VarTupleType,
+    msgspec.inspect.SetType,
+    msgspec.inspect.FrozenSetType,
+    msgspec.inspect.DictType,
+)
+
+
+def _json_strings_decoded(check: Checker | None) -> Checker:
+    """``check`` after decoding a JSON string that holds an object or an array (once, strictly)."""
+    decode = codec.decode
+
+    def check_decoded(v: Any) -> Any:
+        if type(v) is str:
+            try:
+                d = decode(v.encode())
+            except Exception:
+                d = None  # not JSON: the check says what was expected
+            if type(d) is dict or type(d) is list:
+                if check is None:
+                    return d
+                try:
+                    return check(d)
+                except Mismatch as m:
+                    reason = m.reason or f"must be {m.expected}, got {json_type_name(d)}"
+                    raise Mismatch(m.expected, f"{reason} (decoded from a JSON string)") from None
+        return v if check is None else check(v)
+
+    return check_decoded
+
+
 def _expected_name(hint: Any) -> str:
+    if typing.get_origin(hint) is typing.Annotated:
+        return _expected_name(typing.get_args(hint)[0])
     if hint in _JSON_NAMES:
         return _JSON_NAMES[hint]
     if hint is type(None) or hint is None:
@@ -171,7 +344,17 @@ def _expected_name(hint: Any) -> str:
         return "an array"
     if origin is dict:
         return "an object"
-    return getattr(hint, "__name__", "a value")
+    try:
+        info = msgspec.inspect.type_info(hint)
+    except Exception:
+        return "a valid value"
+    if isinstance(info, (msgspec.inspect.StructType, msgspec.inspect.DataclassType, msgspec.inspect.TypedDictType, msgspec.inspect.DictType)):
+        return "an object"  # said in JSON's words: no class names to a client
+    if isinstance(info, (msgspec.inspect.NamedTupleType, msgspec.inspect.ListType, msgspec.inspect.SetType, msgspec.inspect.FrozenSetType)):
+        return "an array"
+    if isinstance(info, msgspec.inspect.EnumType):
+        return "one of " + " or ".join(repr(m.value) for m in info.cls)
+    return "a valid value"
 
 
 class Binder:
@@ -195,6 +378,7 @@ class Binder:
         "dict_args",
         "list_min",
         "list_max",
+        "fills",
         "_req_prefix",
     )
 
@@ -221,6 +405,9 @@ class Binder:
         #: An array of list_min..list_max elements binds as it is (no checks to run).
         self.list_min = 1
         self.list_max = 0
+        #: Parameters whose default comes from a pydantic ``Field(...)``: ``(name, factory)``,
+        #: filled in when absent (Python would pass the ``FieldInfo`` itself).
+        self.fills: list[tuple[str, Callable[[], Any]]] = []
         self._req_prefix = -1
 
     def finish(self) -> Binder:
@@ -265,12 +452,22 @@ class Binder:
         if t is list:
             if self.list_min <= len(params) <= self.list_max:
                 return tuple(params), {}
-            return self._bind_list(params), {}
+            return self._bind_list(params), self._filled({}, len(params))
         if params is None:
             if self.required:
                 raise _missing(self.required[0])
-            return (), {}
+            return (), self._filled({}, 0)
         return (), self._bind_dict(params)
+
+    def _filled(self, kwargs: dict[str, Any], n_given: int) -> dict[str, Any]:
+        """``kwargs`` with the ``Field(...)`` defaults of the parameters not given (by name, or
+        among the first ``n_given`` positionals)."""
+        if self.fills:
+            given = {name for name, _ in self.positional[:n_given]}
+            for name, factory in self.fills:
+                if name not in kwargs and name not in given:
+                    kwargs[name] = factory()
+        return kwargs
 
     def _bind_list(self, params: list[Any]) -> tuple[Any, ...]:
         n = len(params)
@@ -319,7 +516,7 @@ class Binder:
         for name in self.required:
             if name not in out:
                 raise _missing(name)
-        return out
+        return self._filled(out, 0) if self.fills else out
 
 
 def _missing(name: str) -> InvalidParams:
@@ -330,21 +527,29 @@ def _run(check: Checker, value: Any, name: str) -> Any:
     try:
         return check(value)
     except _Mismatch as m:
+        if m.reason is not None:
+            raise InvalidParams(
+                f"Invalid params: parameter '{name}' {m.reason}", {"param": name, "expected": m.expected, "got": json_type_name(value)}
+            ) from None
         raise InvalidParams(
             f"Invalid params: parameter '{name}' must be {m.expected}, got {json_type_name(value)}",
             {"param": name, "expected": m.expected, "got": json_type_name(value)},
         ) from None
 
 
-def compile_binder(fn: Callable[..., Any], context_type: type | None = None) -> Binder:
+def compile_binder(fn: Callable[..., Any], context_type: type | None = None, *, coerce_json_strings: bool = False) -> Binder:
     """Inspect ``fn`` once and build its binder.
 
     A parameter annotated with ``context_type`` is not bound from params: the
-    runner passes the request context there by keyword.
+    runner passes the request context there by keyword. Constraints in
+    ``Annotated[T, msgspec.Meta(...)]`` are checked; pydantic types, and parameters whose
+    default is a pydantic ``Field(...)``, are validated (and built) by pydantic.
+    ``coerce_json_strings``: a JSON string given for a parameter declared as an object or an
+    array is decoded once before the check.
     """
     sig = inspect.signature(fn)
     try:
-        hints = typing.get_type_hints(fn, include_extras=False)
+        hints = typing.get_type_hints(fn, include_extras=True)
     except Exception:
         hints = {}
     b = Binder()
@@ -353,10 +558,19 @@ def compile_binder(fn: Callable[..., Any], context_type: type | None = None) -> 
         if context_type is not None and isinstance(hint, type) and issubclass(hint, context_type):
             b.context_name = p.name
             continue
+        required = p.default is inspect.Parameter.empty
+        if pydantic_bridge.is_field(p.default):
+            hint = pydantic_bridge.with_field(Any if hint is inspect.Parameter.empty else hint, p.default)
+            factory = pydantic_bridge.field_default(p.default)
+            if factory is pydantic_bridge.MISSING:
+                required = True
+            else:
+                b.fills.append((p.name, factory))
         check = _checker_for(hint)
+        if coerce_json_strings and is_container(hint):
+            check = _json_strings_decoded(check)
         if check is not None:
             b.no_checks = False
-        required = p.default is inspect.Parameter.empty
         if p.kind is p.POSITIONAL_ONLY:
             b.positional.append((p.name, check))
             b.positional_only.add(p.name)

@@ -4,11 +4,14 @@
 
     sturdyrpc mcp tools [--protocol V] [--timeout S] -- CMD ARGS...
     sturdyrpc mcp call TOOL [ARGS_JSON] [--timeout S] [--protocol V] -- CMD ARGS...
+    sturdyrpc mcp resources|prompts [--protocol V] [--timeout S] -- CMD ARGS...
 
 ``tools`` lists the server's tools: name, description and a summary of the input schema
 (``name: type``, ``?`` marks optional arguments). ``call`` calls one tool and prints its
 content: text blocks as text, other blocks as a short description, and structured content
-as JSON (unless it only repeats the text). Progress goes to stderr.
+as JSON (unless it only repeats the text). Progress goes to stderr. ``resources`` lists the
+resources (URI, name, MIME type) and then the resource templates; ``prompts`` lists the prompts
+and their arguments. Every list follows the server's pages (``nextCursor``) to the end.
 
 Exit codes: 0 done; 1 the tool reported ``isError``, a protocol error, or the server died;
 2 bad usage; 124 ``--timeout`` passed (the call is cancelled first); 127 the server could
@@ -30,8 +33,8 @@ from . import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_NOT_STARTED, EXIT_OK, EXIT_TIME
 def register(sub: Any) -> None:
     m = sub.add_parser(
         "mcp",
-        help="talk to an MCP server on stdio: sturdyrpc mcp tools|call ... -- CMD ARGS...",
-        description="List or call the tools of an MCP server started as a subprocess (stdio).",
+        help="talk to an MCP server on stdio: sturdyrpc mcp tools|call|resources|prompts ... -- CMD ARGS...",
+        description="List or call the tools (or list the resources and prompts) of an MCP server started as a subprocess (stdio).",
         epilog="exit codes: 0 ok, 1 tool error / protocol error / server gone, 2 usage, 124 timeout, 127 cannot start the server",
     )
     msub = m.add_subparsers(dest="mcp_command", required=True)
@@ -39,7 +42,9 @@ def register(sub: Any) -> None:
     c = msub.add_parser("call", help="call one tool and print its content")
     c.add_argument("tool", help="tool name")
     c.add_argument("arguments", nargs="?", help="tool arguments as a JSON object")
-    for p in (t, c):
+    r = msub.add_parser("resources", help="list the server's resources and resource templates")
+    pr = msub.add_parser("prompts", help="list the server's prompts")
+    for p in (t, c, r, pr):
         p.add_argument("--timeout", type=float, metavar="S", help="give up after S seconds (exit 124)")
         p.add_argument("--protocol", metavar="VERSION", help="force a protocol version (default: negotiate the newest)")
     m.set_defaults(func=run)
@@ -115,6 +120,17 @@ def render_result(result: dict[str, Any]) -> str:
     if "structuredContent" in result and not (len(content) == len(texts) and _repeats_text(result["structuredContent"], texts)):
         lines.append(json.dumps(result["structuredContent"], ensure_ascii=False))
     return "\n".join(lines)
+
+
+def _listing(head: Any, item: dict[str, Any], with_name: bool = True) -> str:
+    """One listed resource, template or prompt: its head line, then its description indented."""
+    line = str(head)
+    if with_name and item.get("name"):
+        line += f"  {item['name']}"
+    if item.get("mimeType"):
+        line += f"  ({item['mimeType']})"
+    desc = (item.get("description") or "").strip().splitlines()
+    return line + (f"\n    {desc[0]}" if desc else "")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -204,6 +220,17 @@ async def _main(args: argparse.Namespace, arguments: dict[str, Any]) -> int:
                 sys.stdout.write(f"{tool.get('name')}({schema_summary(tool.get('inputSchema'))})\n")
                 if desc:
                     sys.stdout.write(f"    {desc[0]}\n")
+            code = EXIT_OK
+        elif args.mcp_command == "resources":
+            for res in await client.list_resources():
+                sys.stdout.write(_listing(res.get("uri"), res) + "\n")
+            for tpl in await client.list_resource_templates():
+                sys.stdout.write(_listing(tpl.get("uriTemplate"), tpl) + "\n")
+            code = EXIT_OK
+        elif args.mcp_command == "prompts":
+            for prompt in await client.list_prompts():
+                names = [f"{a.get('name')}{'' if a.get('required') else '?'}" for a in prompt.get("arguments") or [] if isinstance(a, dict)]
+                sys.stdout.write(_listing(f"{prompt.get('name')}({', '.join(names)})", prompt, with_name=False) + "\n")
             code = EXIT_OK
         else:
             result = await client.call_tool(args.tool, arguments, on_progress=on_progress)

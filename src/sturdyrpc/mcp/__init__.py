@@ -24,7 +24,7 @@ from .versions import HANDSHAKE_VERSIONS, LATEST, MODERN_VERSIONS, SUPPORTED_VER
 
 def __getattr__(name: str) -> object:
     # The client is imported on first use, so servers do not pay for it at start-up.
-    if name in ("connect", "MCPClient", "NegotiationFailed"):
+    if name in ("connect", "MCPClient", "NegotiationFailed", "PaginationError"):
         from . import client
 
         return getattr(client, name)
@@ -57,4 +57,5 @@ __all__ = [
     "connect",
     "MCPClient",
     "NegotiationFailed",
+    "PaginationError",
 ]

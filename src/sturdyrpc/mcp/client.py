@@ -46,7 +46,7 @@ from .versions import (
     SUPPORTED_VERSIONS,
 )
 
-__all__ = ["MCPClient", "Subscription", "connect", "NegotiationFailed"]
+__all__ = ["MCPClient", "Subscription", "connect", "NegotiationFailed", "PaginationError"]
 
 log = logging.getLogger("sturdyrpc.mcp")
 
@@ -55,6 +55,11 @@ RootsCallback = Callable[[], Awaitable[list[dict[str, Any]]] | list[dict[str, An
 
 #: Most ``input_required`` rounds of one request before giving up.
 MAX_INPUT_ROUNDS = 8
+
+
+class PaginationError(RPCError):
+    """A server's list pages do not end: a ``nextCursor`` seen before, or too many pages
+    (an ``RPCError`` -32603, so callers that handle a failed list request handle this too)."""
 
 
 class NegotiationFailed(Exception):
@@ -257,16 +262,22 @@ class MCPClient:
         raise InvalidParams(f"this client does not handle {method}")
 
     async def _paged(self, method: str, key: str, timeout: float | None) -> list[dict[str, Any]]:
+        """Every item of a paginated list: the pages, following ``nextCursor`` until there is none
+        (a cursor seen before, or more than 10,000 pages, ends the walk with :class:`PaginationError`)."""
         items: list[dict[str, Any]] = []
         cursor: str | None = None
-        for _ in range(1000):
+        seen: set[str] = set()
+        for _ in range(10_000):
             params = {"cursor": cursor} if cursor is not None else {}
             result = await self.request(method, params, timeout=timeout)
             items.extend(result.get(key) or [])
             cursor = result.get("nextCursor")
             if not cursor:
-                break
-        return items
+                return items
+            if type(cursor) is not str or cursor in seen:
+                raise PaginationError(f"{method}: the server sent a cursor that does not move on ({cursor!r})")
+            seen.add(cursor)
+        raise PaginationError(f"{method}: more than 10,000 pages")
 
     async def ping(self, timeout: float | None = None) -> None:
         """``ping`` (handshake era only; 2026-07-28 has none)."""

@@ -10,9 +10,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-import msgspec
-
-from .. import codec
+from .. import codec, pydantic_bridge
 from .versions import VersionRules
 
 __all__ = [
@@ -100,7 +98,7 @@ def to_content(value: Any) -> list[dict[str, Any]]:
         return [value]
     if type(value) is list and all(is_content(x) for x in value):
         return value
-    return [text_content(codec.encode(msgspec.to_builtins(value)).decode())]
+    return [text_content(codec.encode(pydantic_bridge.to_builtins(value)).decode())]
 
 
 def older_block(block: Any, rules: VersionRules) -> Any:

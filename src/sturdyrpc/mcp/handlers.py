@@ -23,6 +23,7 @@ from .context import LEVEL_RANK, InputRequired, MCPContext
 from .listen import agree
 from .registry import HandlerFunction, Prompt, find_resource
 from .session_state import SessionState, current_session
+from .versions import VersionRules
 
 if TYPE_CHECKING:
     from .server import MCPServer
@@ -78,10 +79,13 @@ class ProtocolHandlers:
             raise InvalidRequest("Invalid Request", {"reason": "no MCP session for this request"})
         return s
 
-    @staticmethod
-    def _no_cursor(params: dict[str, Any]) -> None:
-        if "cursor" in params and params["cursor"] is not None:
-            raise InvalidParams("Invalid params: unknown cursor", {"param": "cursor"})
+    def _listed(self, rules: VersionRules, key: str, kind: str, records: Any, params: dict[str, Any]) -> dict[str, Any]:
+        """A list result: one page of ``records`` (:mod:`.pages`), described under ``rules``."""
+        page, next_cursor = self.server.pages.page(kind, records, params)
+        result: dict[str, Any] = {key: [r.describe(rules) for r in page]}
+        if next_cursor is not None:
+            result["nextCursor"] = next_cursor
+        return self.server.finish(rules, result, True)
 
     async def _run(self, fn: HandlerFunction, arguments: Any, mctx: MCPContext) -> Any:
         """Run a resource or prompt function; its exceptions propagate (the caller's policy)."""
@@ -126,8 +130,7 @@ class ProtocolHandlers:
 
     def tools_list(self, **params: Any) -> dict[str, Any]:
         rules = self.current().rules_of(params)
-        self._no_cursor(params)
-        return self.server.finish(rules, {"tools": [t.describe(rules) for t in self.server.tools.values()]}, True)
+        return self._listed(rules, "tools", "tools", self.server.tools.values(), params)
 
     def tools_call_inline(self, **params: Any) -> Any:
         """``tools/call`` of a tool that runs inline (sync, non-blocking, no context)."""
@@ -142,13 +145,11 @@ class ProtocolHandlers:
 
     def resources_list(self, **params: Any) -> dict[str, Any]:
         rules = self.current().rules_of(params)
-        self._no_cursor(params)
-        return self.server.finish(rules, {"resources": [r.describe(rules) for r in self.server.resources.values()]}, True)
+        return self._listed(rules, "resources", "resources", self.server.resources.values(), params)
 
     def templates_list(self, **params: Any) -> dict[str, Any]:
         rules = self.current().rules_of(params)
-        self._no_cursor(params)
-        return self.server.finish(rules, {"resourceTemplates": [r.describe(rules) for r in self.server.templates.values()]}, True)
+        return self._listed(rules, "resourceTemplates", "templates", self.server.templates.values(), params)
 
     async def resources_read(self, ctx: Context, **params: Any) -> dict[str, Any]:
         server = self.server
@@ -194,8 +195,7 @@ class ProtocolHandlers:
 
     def prompts_list(self, **params: Any) -> dict[str, Any]:
         rules = self.current().rules_of(params)
-        self._no_cursor(params)
-        return self.server.finish(rules, {"prompts": [p.describe(rules) for p in self.server.prompts.values()]}, True)
+        return self._listed(rules, "prompts", "prompts", self.server.prompts.values(), params)
 
     async def prompts_get(self, ctx: Context, **params: Any) -> dict[str, Any]:
         server = self.server

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import inspect
+import itertools
 import re
 import types
 import typing
@@ -17,52 +18,131 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any
 
-import msgspec
-
-from .. import codec
+from .. import codec, pydantic_bridge
 from ..execute import Outcome, call_now, execute
-from ..params import Binder, compile_binder
+from ..params import Binder, Mismatch, compile_binder, value_checker
 from .content import ToolResult, is_content, older_block, text_content, to_content
 from .context import MCPContext
+from .docstrings import describe_function
 from .schema import DIALECT, input_schema, output_schema, wraps_output
 from .versions import VersionRules
 
-__all__ = ["HandlerFunction", "Tool", "Resource", "Prompt", "find_resource", "is_context_hint", "TEMPLATE_WRAPPED", "TEMPLATE_TEXT"]
+__all__ = [
+    "HandlerFunction",
+    "Tool",
+    "Resource",
+    "Prompt",
+    "find_resource",
+    "is_context_hint",
+    "check_icons",
+    "OutputMismatch",
+    "TEMPLATE_WRAPPED",
+    "TEMPLATE_TEXT",
+]
 
 #: Template kinds of :attr:`Tool.template_kind`.
 TEMPLATE_WRAPPED = "wrapped"
 TEMPLATE_TEXT = "text"
+
+#: Registration order of every record, process-wide (a cursor names a position in it).
+_SEQ = itertools.count(1)
+
+_ICON_THEMES = ("light", "dark")
+
+
+def check_icons(icons: Any) -> list[dict[str, Any]] | None:
+    """``icons`` as the protocol's ``Icon`` objects (``src``; optional ``mimeType``, ``sizes``,
+    ``theme``), checked once at registration: a ``TypeError``/``ValueError`` says what is wrong."""
+    if icons is None:
+        return None
+    if isinstance(icons, (str, bytes)) or not isinstance(icons, (list, tuple)):
+        raise TypeError("icons must be a list of objects like {'src': 'https://example.com/icon.png'}")
+    out: list[dict[str, Any]] = []
+    for icon in icons:
+        d = dict(icon) if isinstance(icon, dict) else pydantic_bridge.to_builtins(icon)
+        if type(d) is not dict:
+            raise TypeError("each icon must be an object with 'src'")
+        d = {k: v for k, v in d.items() if v is not None}
+        unknown = set(d) - {"src", "mimeType", "sizes", "theme"}
+        if unknown:
+            raise ValueError(f"unknown icon fields: {', '.join(sorted(unknown))} (allowed: src, mimeType, sizes, theme)")
+        if type(d.get("src")) is not str or not d["src"]:
+            raise ValueError("an icon needs 'src': an https URL or a data: URI")
+        if "mimeType" in d and type(d["mimeType"]) is not str:
+            raise ValueError("an icon's 'mimeType' must be a string")
+        if "sizes" in d and (type(d["sizes"]) is not list or not all(type(x) is str for x in d["sizes"])):
+            raise ValueError("an icon's 'sizes' must be a list of strings like '48x48' or 'any'")
+        if "theme" in d and d["theme"] not in _ICON_THEMES:
+            raise ValueError("an icon's 'theme' must be 'light' or 'dark'")
+        out.append(d)
+    return out
+
+
+class OutputMismatch(Exception):
+    """A tool returned a value that its declared output type does not admit (the author's bug:
+    the client sees an ``isError`` result naming an incident id; the log says what)."""
+
+
+def _output_check(ret: Any, name: str) -> Callable[[Any], Any]:
+    """``check(value) -> JSON value`` for a tool declared to return ``ret``: the value as it
+    goes out, after checking it against the declared type (the one the output schema says)."""
+    if pydantic_bridge.is_pydantic(ret):
+        adapter = pydantic_bridge.adapter(ret)
+
+        def check_pydantic(value: Any) -> Any:
+            try:
+                return adapter.dump_python(adapter.validate_python(value), mode="json", by_alias=True)
+            except ValueError as exc:
+                raise OutputMismatch(f"tool {name!r} returned a value its output type does not admit: {pydantic_bridge.error_text(exc)}") from None
+
+        return check_pydantic
+    check = value_checker(ret)
+    to_builtins = pydantic_bridge.to_builtins
+
+    def check_value(value: Any) -> Any:
+        data = to_builtins(value)
+        if check is not None:
+            try:
+                check(data)
+            except Mismatch as m:
+                raise OutputMismatch(f"tool {name!r} returned {type(value).__name__}, and its output type says it {m}") from None
+        return data
+
+    return check_value
 
 
 def is_context_hint(hint: Any) -> bool:
     """Whether a parameter annotated ``hint`` receives the context: ``MCPContext`` (or a subclass), also as ``MCPContext | None``."""
     if isinstance(hint, type):
         return issubclass(hint, MCPContext)
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
         return any(is_context_hint(a) for a in typing.get_args(hint) if a is not type(None))
+    if origin is typing.Annotated:
+        return is_context_hint(typing.get_args(hint)[0])
     return False
 
 
 def _hints_of(fn: Callable[..., Any]) -> dict[str, Any]:
     try:
-        return typing.get_type_hints(fn)
+        return typing.get_type_hints(fn, include_extras=True)  # Annotated constraints and descriptions kept
     except Exception:
         return {}
 
 
-def _compile(fn: Callable[..., Any], hints: dict[str, Any]) -> tuple[Binder, str | None]:
+def _compile(fn: Callable[..., Any], hints: dict[str, Any], coerce_json_strings: bool = False) -> tuple[Binder, str | None]:
     """The binder of ``fn`` without its context parameter, and that parameter's name."""
     sig = inspect.signature(fn)
     ctx_name = next((p.name for p in sig.parameters.values() if is_context_hint(hints.get(p.name, p.annotation))), None)
     if ctx_name is None:
-        return compile_binder(fn), None
+        return compile_binder(fn, coerce_json_strings=coerce_json_strings), None
 
     def shim() -> None:
         return None
 
     shim.__signature__ = sig.replace(parameters=[p for p in sig.parameters.values() if p.name != ctx_name])  # type: ignore[attr-defined]
     shim.__annotations__ = {k: v for k, v in hints.items() if k != ctx_name}
-    return compile_binder(shim), ctx_name
+    return compile_binder(shim, coerce_json_strings=coerce_json_strings), ctx_name
 
 
 def _by_position(b: Binder) -> tuple[tuple[str, Callable[[Any], Any] | None], ...] | None:
@@ -85,12 +165,14 @@ class HandlerFunction:
     are the same as for every other handler.
     """
 
-    def __init__(self, fn: Callable[..., Any], blocking: bool | None) -> None:
+    def __init__(self, fn: Callable[..., Any], blocking: bool | None, coerce_json_strings: bool = False) -> None:
         self.fn = fn
+        #: Registration order (see :mod:`.pages`): what a list cursor points after.
+        self.seq = next(_SEQ)
         self.is_async = inspect.iscoroutinefunction(fn)
         self.blocking = (not self.is_async) if blocking is None else (blocking and not self.is_async)
         self.hints = _hints_of(fn)
-        self.binder, self.ctx_name = _compile(fn, self.hints)
+        self.binder, self.ctx_name = _compile(fn, self.hints, coerce_json_strings)
         #: ``bind(arguments) -> (args, kwargs)``: checks ``arguments`` against the signature
         #: (``InvalidParams`` naming the parameter) before the function runs.
         self.bind = self.binder.bind
@@ -126,37 +208,52 @@ class Tool(HandlerFunction):
         structured: bool | None,
         blocking: bool | None,
         meta: dict[str, Any] | None,
+        *,
+        icons: list[Any] | None = None,
+        coerce_json_strings: bool = False,
     ) -> None:
-        super().__init__(fn, blocking)
+        super().__init__(fn, blocking, coerce_json_strings)
         self.name = name
-        self.description = description if description is not None else inspect.getdoc(fn)
+        self.description, arg_docs = describe_function(fn, description)
         self.title = title
+        self.icons = check_icons(icons)
         self.annotations = annotations
         self.meta = meta
         self.explicit_schema = schema is not None
-        self.input_schema = schema if schema is not None else {"$schema": DIALECT, **input_schema(fn, is_context_hint, self.hints)}
+        self.input_schema = schema if schema is not None else {"$schema": DIALECT, **input_schema(fn, is_context_hint, self.hints, arg_docs)}
         ret = self.hints.get("return", inspect.Parameter.empty)
         declared = ret is not inspect.Parameter.empty and ret is not None and ret is not type(None) and ret is not Any and ret is not ToolResult
         if structured is None:
             structured = declared
         self.output_schema: dict[str, Any] | None = None
         self.wrap = False
+        #: ``check(value) -> JSON value``: the return value checked against the declared
+        #: output type (:class:`OutputMismatch`), set with :attr:`output_schema`.
+        self.output_check: Callable[[Any], Any] | None = None
         if structured and declared:
             self.output_schema = output_schema(ret)
             self.wrap = wraps_output(ret)
+            self.output_check = _output_check(ret, name)
         #: Which cached reply template renders this tool's common results (see ``tools_call``):
         #: wrapped str/int values, or plain text without an output schema; None: none.
         self.template_kind: str | None = None
+        #: The one type of value the template renders: str for text, the declared type for a
+        #: wrapped ``str``/``int`` (any other value takes the general, checked path).
+        self.template_type: type | None = None
         if type(self) is Tool:  # a subclass may render its results otherwise
-            if self.wrap:
+            if self.wrap and (ret is str or ret is int):
                 self.template_kind = TEMPLATE_WRAPPED
+                self.template_type = ret
             elif self.output_schema is None:
                 self.template_kind = TEMPLATE_TEXT
+                self.template_type = str
 
     def describe(self, rules: VersionRules) -> dict[str, Any]:
         d: dict[str, Any] = {"name": self.name}
         if rules.structured_output and self.title:
             d["title"] = self.title
+        if rules.icons and self.icons:
+            d["icons"] = self.icons
         d["description"] = self.description or ""
         d["inputSchema"] = self.input_schema
         if rules.structured_output and self.output_schema is not None:
@@ -167,18 +264,27 @@ class Tool(HandlerFunction):
             d["_meta"] = self.meta
         return d
 
+    def wrapped(self, value: Any, rules: VersionRules) -> dict[str, Any]:
+        """The result of a value of the declared ``str``/``int`` type (:attr:`template_type`),
+        spelled out: nothing to check (also what the reply template is cut from)."""
+        d: dict[str, Any] = {"content": [{"type": "text", "text": value if type(value) is str else str(value)}]}
+        if rules.structured_output:
+            d["structuredContent"] = {"result": value}
+        d["isError"] = False
+        return d
+
     def result(self, value: Any, rules: VersionRules) -> dict[str, Any]:
-        t = type(value)
-        if self.wrap and (t is str or t is int):  # the common case, spelled out
-            d: dict[str, Any] = {"content": [{"type": "text", "text": value if t is str else str(value)}]}
-            if rules.structured_output:
-                d["structuredContent"] = {"result": value}
-            d["isError"] = False
-            return d
+        """The ``CallToolResult`` of ``value`` under ``rules``; with an output type, ``value`` is
+        checked against it first (:class:`OutputMismatch`)."""
+        if type(value) is self.template_type and self.template_kind is TEMPLATE_WRAPPED:  # the common case
+            return self.wrapped(value, rules)
+        d: dict[str, Any]
         if isinstance(value, ToolResult):
             d = value.to_dict()
-        elif self.output_schema is not None:
-            data = msgspec.to_builtins(value)
+            if self.output_check is not None and not value.is_error:
+                self._check_structured(value.structured)
+        elif self.output_check is not None:
+            data = self.output_check(value)
             structured = {"result": data} if self.wrap else data
             text = data if isinstance(data, str) else codec.encode(data).decode()
             d = {"content": [text_content(text)], "structuredContent": structured, "isError": False}
@@ -190,19 +296,41 @@ class Tool(HandlerFunction):
             d["content"] = [older_block(b, rules) for b in d["content"]]
         return d
 
+    def _check_structured(self, structured: Any) -> None:
+        """A :class:`ToolResult`'s structured content against the output type (the spec: a tool
+        with an output schema MUST return conforming structured content)."""
+        assert self.output_check is not None
+        if structured is None:
+            raise OutputMismatch(f"tool {self.name!r} has an output schema and returned a ToolResult without structured content")
+        if self.wrap:
+            if type(structured) is not dict or set(structured) != {"result"}:
+                raise OutputMismatch(f"tool {self.name!r}: structured content must be {{'result': value}} for its output type")
+            structured = structured["result"]
+        self.output_check(structured)
+
 
 class Resource(HandlerFunction):
     """A registered resource (fixed URI) or resource template (URI with ``{variables}``)."""
 
     def __init__(
-        self, fn: Callable[..., Any], uri: str, name: str, description: str | None, mime_type: str | None, title: str | None, blocking: bool | None
+        self,
+        fn: Callable[..., Any],
+        uri: str,
+        name: str,
+        description: str | None,
+        mime_type: str | None,
+        title: str | None,
+        blocking: bool | None,
+        *,
+        icons: list[Any] | None = None,
     ) -> None:
         super().__init__(fn, blocking)
         self.uri = uri
         self.name = name
-        self.description = description if description is not None else inspect.getdoc(fn)
+        self.description = describe_function(fn, description)[0]
         self.mime_type = mime_type
         self.title = title
+        self.icons = check_icons(icons)
         self.is_template = "{" in uri
         self.pattern = _template_regex(uri) if self.is_template else None
 
@@ -210,6 +338,8 @@ class Resource(HandlerFunction):
         d: dict[str, Any] = {("uriTemplate" if self.is_template else "uri"): self.uri, "name": self.name}
         if rules.structured_output and self.title:
             d["title"] = self.title
+        if rules.icons and self.icons:
+            d["icons"] = self.icons
         d["description"] = self.description or ""
         if self.mime_type:
             d["mimeType"] = self.mime_type
@@ -235,7 +365,7 @@ class Resource(HandlerFunction):
                     c["mimeType"] = self.mime_type
                 out.append(c)
             else:
-                out.append({"uri": uri, "mimeType": "application/json", "text": codec.encode(msgspec.to_builtins(item)).decode()})
+                out.append({"uri": uri, "mimeType": "application/json", "text": codec.encode(pydantic_bridge.to_builtins(item)).decode()})
         return out
 
 
@@ -253,11 +383,22 @@ def _template_regex(template: str) -> re.Pattern[str]:
 class Prompt(HandlerFunction):
     """A registered prompt; its arguments come from the function's parameters."""
 
-    def __init__(self, fn: Callable[..., Any], name: str, description: str | None, title: str | None, arg_descriptions: dict[str, str] | None) -> None:
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        name: str,
+        description: str | None,
+        title: str | None,
+        arg_descriptions: dict[str, str] | None,
+        *,
+        icons: list[Any] | None = None,
+    ) -> None:
         super().__init__(fn, None)
         self.name = name
-        self.description = description if description is not None else inspect.getdoc(fn)
+        self.description, arg_docs = describe_function(fn, description)
+        arg_descriptions = {**arg_docs, **(arg_descriptions or {})}
         self.title = title
+        self.icons = check_icons(icons)
         hints = self.hints
         self.arguments: list[dict[str, Any]] = []
         for p in inspect.signature(fn).parameters.values():
@@ -266,13 +407,15 @@ class Prompt(HandlerFunction):
             a: dict[str, Any] = {"name": p.name}
             if arg_descriptions and p.name in arg_descriptions:
                 a["description"] = arg_descriptions[p.name]
-            a["required"] = p.default is inspect.Parameter.empty
+            a["required"] = p.default is inspect.Parameter.empty or (pydantic_bridge.is_field(p.default) and pydantic_bridge.field_default(p.default) is pydantic_bridge.MISSING)
             self.arguments.append(a)
 
     def describe(self, rules: VersionRules) -> dict[str, Any]:
         d: dict[str, Any] = {"name": self.name}
         if rules.structured_output and self.title:
             d["title"] = self.title
+        if rules.icons and self.icons:
+            d["icons"] = self.icons
         d["description"] = self.description or ""
         d["arguments"] = self.arguments
         return d
@@ -286,7 +429,7 @@ class Prompt(HandlerFunction):
         elif type(value) is list:
             messages = [m if type(m) is dict and "role" in m else {"role": "user", "content": m if is_content(m) else text_content(str(m))} for m in value]
         else:
-            messages = [{"role": "user", "content": text_content(codec.encode(msgspec.to_builtins(value)).decode())}]
+            messages = [{"role": "user", "content": text_content(codec.encode(pydantic_bridge.to_builtins(value)).decode())}]
         out: dict[str, Any] = {"messages": messages}
         if description:
             out["description"] = description

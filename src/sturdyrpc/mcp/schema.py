@@ -3,7 +3,11 @@
 Plain types map directly (``int`` -> ``integer``, ``list[str]`` -> array of strings,
 ``Literal`` -> ``enum``, ``X | None`` -> ``anyOf``); structured types (msgspec Structs,
 dataclasses, TypedDicts, enums) go through :func:`msgspec.json.schema_components`, their
-definitions collected under ``$defs``.
+definitions collected under ``$defs``. ``Annotated[T, msgspec.Meta(...)]`` adds the Meta's
+description, title, examples and constraints to ``T``'s schema. pydantic types (models,
+pydantic dataclasses, ``Field(...)`` constraints, see :mod:`sturdyrpc.pydantic_bridge`) are
+described by pydantic. Parameter descriptions come from the annotations first, then from the
+docstring (:mod:`.docstrings`).
 """
 
 from __future__ import annotations
@@ -17,14 +21,64 @@ from typing import Any, Literal, Union
 
 import msgspec
 
+from .. import pydantic_bridge
+
 __all__ = ["DIALECT", "schema_for", "input_schema", "output_schema", "wraps_output"]
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 
+#: ``msgspec.Meta`` constraints that read the same on every type, and their JSON Schema names.
+_META_KEYS = (
+    ("gt", "exclusiveMinimum"),
+    ("ge", "minimum"),
+    ("lt", "exclusiveMaximum"),
+    ("le", "maximum"),
+    ("multiple_of", "multipleOf"),
+    ("pattern", "pattern"),
+)
+#: ``min_length``/``max_length`` by the JSON type they constrain.
+_LENGTH_KEYS = {"string": ("minLength", "maxLength"), "array": ("minItems", "maxItems"), "object": ("minProperties", "maxProperties")}
+
+
+def _with_meta(schema: dict[str, Any], meta: msgspec.Meta) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if meta.title is not None:
+        out["title"] = meta.title
+    if meta.description is not None:
+        out["description"] = meta.description
+    if meta.examples is not None:
+        out["examples"] = list(meta.examples)
+    out.update(schema)
+    for attr, key in _META_KEYS:
+        value = getattr(meta, attr)
+        if value is not None:
+            out[key] = value
+    lengths = _LENGTH_KEYS.get(schema.get("type", ""))
+    if lengths is not None:
+        if meta.min_length is not None:
+            out[lengths[0]] = meta.min_length
+        if meta.max_length is not None:
+            out[lengths[1]] = meta.max_length
+    if meta.extra_json_schema:
+        out.update(meta.extra_json_schema)
+    return out
+
+
+def _renamed(value: Any, renames: dict[str, str]) -> Any:
+    """``value`` with every ``$ref`` in ``renames`` replaced."""
+    if type(value) is dict:
+        return {k: (renames.get(v, v) if k == "$ref" and type(v) is str else _renamed(v, renames)) for k, v in value.items()}
+    if type(value) is list:
+        return [_renamed(v, renames) for v in value]
+    return value
+
+
 class _Builder:
-    def __init__(self) -> None:
+    def __init__(self, mode: str = "validation") -> None:
         self.defs: dict[str, Any] = {}
+        #: pydantic's schema mode: "validation" (inputs) or "serialization" (outputs).
+        self.mode = mode
 
     def build(self, hint: Any) -> dict[str, Any]:
         if hint is inspect.Parameter.empty or hint is Any or hint is object:
@@ -45,10 +99,18 @@ class _Builder:
             return {"type": "array"}
         if hint is dict:
             return {"type": "object"}
+        if pydantic_bridge.is_pydantic(hint):
+            return self._pydantic(hint)
         origin = typing.get_origin(hint)
         args = typing.get_args(hint)
         if origin is typing.Annotated:
-            return self.build(args[0])
+            annotated = self.build(args[0])
+            for m in hint.__metadata__:
+                if isinstance(m, msgspec.Meta):
+                    annotated = _with_meta(annotated, m)
+                elif type(m) is str and "description" not in annotated:  # FastMCP's Annotated[int, "what it is"]
+                    annotated = {"description": m, **annotated}
+            return annotated
         if origin is Union or origin is types.UnionType:
             subs = [self.build(a) for a in args]
             if any(s == {} for s in subs):
@@ -77,18 +139,42 @@ class _Builder:
             return out
         return self._structured(hint)
 
+    def _pydantic(self, hint: Any) -> dict[str, Any]:
+        try:
+            schema = pydantic_bridge.json_schema(hint, self.mode)
+        except Exception:
+            return {}
+        return self._merge(schema, schema.pop("$defs", {}))
+
     def _structured(self, hint: Any) -> dict[str, Any]:
         try:
             (schema,), components = msgspec.json.schema_components((hint,), ref_template="#/$defs/{name}")
         except Exception:
             return {}
-        self.defs.update(components)
-        return dict(schema)
+        return self._merge(dict(schema), dict(components))
+
+    def _merge(self, schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+        """Add ``defs`` (made for ``schema`` alone) to the shared ``$defs``; a name already taken
+        by another definition (two types of one name, e.g. from two modules) is renamed, and the
+        references to it in ``schema`` and ``defs`` follow."""
+        renames: dict[str, str] = {}
+        for name, d in defs.items():
+            if name in self.defs and self.defs[name] != d:
+                n = 2
+                while f"{name}{n}" in self.defs or f"{name}{n}" in defs:
+                    n += 1
+                renames[f"#/$defs/{name}"] = f"#/$defs/{name}{n}"
+        if renames:
+            schema = _renamed(schema, renames)
+            defs = {renames.get(f"#/$defs/{k}", f"#/$defs/{k}").rsplit("/", 1)[1]: _renamed(v, renames) for k, v in defs.items()}
+        self.defs.update(defs)
+        return schema
 
 
-def schema_for(hint: Any) -> dict[str, Any]:
-    """The JSON Schema of one type hint (with ``$defs`` at the top when needed)."""
-    b = _Builder()
+def schema_for(hint: Any, mode: str = "validation") -> dict[str, Any]:
+    """The JSON Schema of one type hint (with ``$defs`` at the top when needed); ``mode``:
+    "validation" for what the server reads, "serialization" for what it writes."""
+    b = _Builder(mode)
     out = b.build(hint)
     if b.defs:
         out = {**out, "$defs": b.defs}
@@ -102,14 +188,37 @@ def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
         return dict(getattr(fn, "__annotations__", {}))
 
 
+def _default_of(p: inspect.Parameter) -> Any:
+    """The JSON value of ``p``'s default (a ``Field(...)``'s own default), or ``_NO_DEFAULT``."""
+    default = p.default
+    if pydantic_bridge.is_field(default):
+        default = pydantic_bridge.field_value(default)
+    if default is inspect.Parameter.empty or default is pydantic_bridge.MISSING:
+        return _NO_DEFAULT
+    try:
+        value = pydantic_bridge.to_builtins(default)
+        msgspec.json.encode(value)
+    except Exception:
+        return _NO_DEFAULT
+    return value
+
+
+_NO_DEFAULT: Any = object()
+
+
 def input_schema(
-    fn: Callable[..., Any], skip: Callable[[Any], bool] = lambda h: False, hints: dict[str, Any] | None = None
+    fn: Callable[..., Any],
+    skip: Callable[[Any], bool] = lambda h: False,
+    hints: dict[str, Any] | None = None,
+    descriptions: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The ``inputSchema`` of a tool: an object with one property per parameter.
 
     Parameters whose hint satisfies ``skip`` (the request context) are left out; parameters
-    without a default are ``required``; unknown properties are not allowed. ``hints``: the
-    function's resolved type hints, when the caller has them already.
+    without a default (or with a ``Field(...)`` without one) are ``required``; unknown
+    properties are not allowed. ``hints``: the function's resolved type hints (with
+    ``Annotated`` extras), when the caller has them already. ``descriptions``: per parameter,
+    used where the annotation gives none (e.g. from the docstring).
     """
     if hints is None:
         hints = _hints(fn)
@@ -122,15 +231,17 @@ def input_schema(
         hint = hints.get(p.name, p.annotation)
         if skip(hint):
             continue
+        is_field = pydantic_bridge.is_field(p.default)
+        if is_field:
+            hint = pydantic_bridge.with_field(Any if hint is inspect.Parameter.empty else hint, p.default)
         s = b.build(hint)
-        if p.default is not inspect.Parameter.empty:
-            try:
-                msgspec.json.encode(p.default)
-                s = {**s, "default": p.default}
-            except Exception:
-                pass
+        if descriptions and p.name in descriptions and "description" not in s:
+            s = {"description": descriptions[p.name], **s}
+        default = _default_of(p)
+        if default is not _NO_DEFAULT:
+            s = {**s, "default": default}
         props[p.name] = s
-        if p.default is inspect.Parameter.empty:
+        if p.default is inspect.Parameter.empty or (is_field and pydantic_bridge.field_default(p.default) is pydantic_bridge.MISSING):
             required.append(p.name)
     out: dict[str, Any] = {"type": "object", "properties": props}
     if required:
@@ -143,7 +254,7 @@ def input_schema(
 
 def wraps_output(hint: Any) -> bool:
     """Whether a return value of this type is wrapped as ``{"result": value}`` (its schema is not an object)."""
-    s = schema_for(hint)
+    s = schema_for(hint, "serialization")
     if s.get("type") == "object":
         return False
     ref = s.get("$ref")
@@ -155,7 +266,7 @@ def wraps_output(hint: Any) -> bool:
 
 def output_schema(hint: Any) -> dict[str, Any]:
     """The ``outputSchema`` of a tool returning ``hint``: always an object at the root."""
-    s = schema_for(hint)
+    s = schema_for(hint, "serialization")
     if not wraps_output(hint):
         return s if s.get("type") == "object" else {"type": "object", **s}
     defs = s.pop("$defs", None)

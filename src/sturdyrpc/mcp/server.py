@@ -59,6 +59,7 @@ from .content import (
 from .context import LOG_LEVELS, InputRequired, MCPContext
 from .handlers import ProtocolHandlers
 from .listen import META_SUBSCRIPTION_ID, ListenStreams
+from .pages import Pages
 from .profile import MCPProfile
 from .registry import Prompt, Resource, Tool
 from .request_state import RequestStateSigner
@@ -103,8 +104,15 @@ class MCPServer:
         limits: Limits = DEFAULT_LIMITS,
         cache_ttl_ms: int = 0,
         cache_scope: str = "private",
+        page_size: int | None = None,
+        coerce_json_strings: bool = False,
     ) -> None:
         self.name = name
+        #: List results come in pages of this many items with a ``nextCursor`` (None: one page).
+        self.pages = Pages(page_size)
+        #: Tool arguments declared as objects/arrays that arrive as JSON strings are decoded
+        #: once before validation (set before registering the tools it should apply to).
+        self.coerce_json_strings = coerce_json_strings
         #: 2026-07-28 caching hints on list, read and discover results (``ttlMs``, ``cacheScope``).
         self.cache_ttl_ms = cache_ttl_ms
         self.cache_scope = cache_scope
@@ -143,18 +151,22 @@ class MCPServer:
         structured: bool | None = None,
         blocking: bool | None = None,
         meta: dict[str, Any] | None = None,
+        icons: list[Any] | None = None,
     ) -> Callable[[F], F]:
-        """Register a tool. The description defaults to the docstring.
+        """Register a tool. The description defaults to the docstring (without its ``Args:`` /
+        ``:param:`` part, which describes the parameters in the input schema).
 
         ``input_schema`` replaces the generated schema (arguments then go to the function by
         name, unchecked beyond names). ``structured=False`` turns off ``outputSchema`` /
         ``structuredContent`` for a declared return type. Sync functions run on the bounded
         pool of daemon threads (``Limits.max_threads``) unless ``blocking=False``, which runs
-        them inline (the fastest path, for functions that return at once).
+        them inline (the fastest path, for functions that return at once). ``title`` (2025-06-18+)
+        and ``icons`` (2025-11-25+, ``[{"src": URL, "mimeType"?, "sizes"?, "theme"?}]``) are sent
+        to clients whose negotiated version has them.
         """
 
         def register(fn: F) -> F:
-            t = Tool(fn, name or fn.__name__, description, title, annotations, input_schema, structured, blocking, meta)
+            t = Tool(fn, name or fn.__name__, description, title, annotations, input_schema, structured, blocking, meta, icons=icons, coerce_json_strings=self.coerce_json_strings)
             self.tools[t.name] = t
             self._changed("tools")
             return fn
@@ -170,12 +182,13 @@ class MCPServer:
         mime_type: str | None = None,
         title: str | None = None,
         blocking: bool | None = None,
+        icons: list[Any] | None = None,
     ) -> Callable[[F], F]:
         """Register a resource; a URI with ``{variables}`` registers a template whose variables
-        are passed to the function by name."""
+        are passed to the function by name. ``title``/``icons`` as for :meth:`tool`."""
 
         def register(fn: F) -> F:
-            r = Resource(fn, uri, name or fn.__name__, description, mime_type, title, blocking)
+            r = Resource(fn, uri, name or fn.__name__, description, mime_type, title, blocking, icons=icons)
             (self.templates if r.is_template else self.resources)[uri] = r
             self._changed("resources")
             return fn
@@ -183,12 +196,19 @@ class MCPServer:
         return register
 
     def prompt(
-        self, name: str | None = None, *, description: str | None = None, title: str | None = None, arguments: dict[str, str] | None = None
+        self,
+        name: str | None = None,
+        *,
+        description: str | None = None,
+        title: str | None = None,
+        arguments: dict[str, str] | None = None,
+        icons: list[Any] | None = None,
     ) -> Callable[[F], F]:
-        """Register a prompt; ``arguments`` maps parameter names to descriptions."""
+        """Register a prompt; ``arguments`` maps parameter names to descriptions (the docstring's
+        ``Args:`` section fills the others). ``title``/``icons`` as for :meth:`tool`."""
 
         def register(fn: F) -> F:
-            p = Prompt(fn, name or fn.__name__, description, title, arguments)
+            p = Prompt(fn, name or fn.__name__, description, title, arguments, icons=icons)
             self.prompts[p.name] = p
             self._changed("prompts")
             return fn

@@ -38,7 +38,7 @@ from ..peer import Peer
 from ..profile import Profile
 from .content import ToolError, text_content
 from .context import InputRequired, MCPContext
-from .registry import TEMPLATE_TEXT, TEMPLATE_WRAPPED, Tool
+from .registry import TEMPLATE_TEXT, TEMPLATE_WRAPPED, OutputMismatch, Tool
 from .session_state import SessionState
 from .versions import VersionRules
 
@@ -207,7 +207,10 @@ class ToolsCall:
         if isinstance(exc, ToolError):
             return self.server.finish(rules, {"content": [text_content(exc.message)], "isError": True})
         incident = os.urandom(4).hex()
-        log.error("incident %s: tool %r raised", incident, name, exc_info=exc)
+        if isinstance(exc, OutputMismatch):  # the author's bug, said in full; no traceback to read
+            log.error("incident %s: %s", incident, exc)
+        else:
+            log.error("incident %s: tool %r raised", incident, name, exc_info=exc)
         text = f"The tool failed with an internal error (incident {incident})."
         return self.server.finish(rules, {"content": [text_content(text)], "isError": True})
 
@@ -222,10 +225,10 @@ class ToolsCall:
     def render(self, rules: VersionRules, tool: Tool, value: Any, id_: Any = _RESULT_ONLY) -> bytes | None:
         """The encoded result (or, given ``id_``, the whole reply) from a cached template, or
         None when no template applies."""
-        kind = tool.template_kind
         t = type(value)
-        if kind is None or not (t is str or (t is int and kind is _WRAPPED)):
+        if t is not tool.template_type:  # another type: the general path checks and renders it
             return None
+        kind: str = tool.template_kind  # type: ignore[assignment]  # set whenever template_type is
         cache = self._templates[kind]
         tpl = cache.get(rules, _RESULT_ONLY)
         if tpl is _RESULT_ONLY or (tpl is not None and rules.result_type and tpl.info != self._info()):
@@ -255,7 +258,10 @@ class ToolsCall:
         mark = "\x00sturdyrpc-hole\x00"
         finish = self.server.finish
         try:
-            out = codec.encode(finish(rules, tool.result(mark, rules)))
+            # one template per kind serves str and int tools alike: cut and checked on the
+            # unchecked rendering (the mark is a string, whatever the tool's declared type)
+            shape = tool.wrapped if tool.template_kind is _WRAPPED else tool.result
+            out = codec.encode(finish(rules, shape(mark, rules)))
             parts = out.split(_raw_encode(mark))
             if len(parts) not in (2, 3):
                 return None
@@ -265,7 +271,7 @@ class ToolsCall:
                 v = _raw_encode(sample)
                 text = v if type(sample) is str else _raw_encode(str(sample))
                 got = b"".join((tpl.head, text, tpl.tail)) if tpl.mid is None else b"".join((tpl.head, text, tpl.mid, v, tpl.tail))
-                if got != codec.encode(finish(rules, tool.result(sample, rules))):
+                if got != codec.encode(finish(rules, shape(sample, rules))):
                     return None
             return tpl
         except Exception:
