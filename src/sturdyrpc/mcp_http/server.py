@@ -723,8 +723,7 @@ class StreamableHTTPApp:
                     try:
                         await cm.__aenter__()
                     except Exception as exc:
-                        # The ASGI server stops with this message and a non-zero exit: never half started.
-                        log.error("%s", exc)
+                        # The ASGI server logs this message and stops with a non-zero exit: never half started.
                         await send({"type": "lifespan.startup.failed", "message": str(exc)})
                         return
                     self._lifespan_cm = cm
