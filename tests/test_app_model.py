@@ -371,3 +371,30 @@ def test_application_error_in_a_plain_handler_is_untouched_by_an_empty_chain() -
         raise ApplicationError(7, "nope")
 
     assert call(rpc, "fail")["error"] == {"code": 7, "message": "nope"}
+
+
+def test_the_readme_example_runs_as_documented() -> None:
+    import re
+    import types
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    block = re.search(r"<!-- app-model-example[^>]*-->\n```python\n(.*?)```", readme, re.S)
+    assert block is not None
+    code = block.group(1)
+    assert len(code.strip().splitlines()) < 40
+    shop = types.ModuleType("shop")
+    exec(compile(code, "README.md", "exec"), shop.__dict__)
+    server = shop.server
+
+    async def main() -> None:
+        async with server.test_client() as client:
+            tools = {t["name"]: t for t in await client.list_tools()}
+            assert "ctx" not in tools["search"]["inputSchema"]["properties"]
+            result = await client.call_tool("search", {"query": "app"})
+            assert result["structuredContent"] == {"result": ["apple"]}
+            again = await client.call_tool("search", {"query": "e", "limit": 1})
+            assert again["structuredContent"] == {"result": ["apple"]}
+        assert server.lifespan_state is None
+
+    run(main())

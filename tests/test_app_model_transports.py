@@ -285,3 +285,29 @@ def test_dev_restarts_on_a_change(tmp_path: Path) -> None:
 def test_dev_needs_http() -> None:
     out = subprocess.run([sys.executable, "-m", "sturdyrpc", "dev", f"{APP}:server"], capture_output=True, timeout=30)
     assert out.returncode == 2 and b"--http" in out.stderr
+
+
+def test_run_http_with_workers(tmp_path: Path) -> None:
+    log = tmp_path / "life.log"
+    port = free_port()
+    proc = subprocess.Popen(RUN + [f"{APP}:server", "--http", f"127.0.0.1:{port}", "--workers", "2"],
+                            env={**os.environ, "APP_LOG": str(log)}, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        wait_port(port, proc)
+        # several workers serve handshake-era HTTP stateless: a tools/call needs no session of its own
+        headers = {"mcp-protocol-version": "2025-11-25", "accept": "application/json, text/event-stream",
+                   "content-type": "application/json"}
+        for i in range(4):
+            r = httpx.post(f"http://127.0.0.1:{port}/mcp", headers=headers, timeout=20,
+                           content=msgspec.json.encode(_req("tools/call", {"name": "echo", "arguments": {"text": f"w{i}"}}, id=i)))
+            assert r.status_code == 200 and f'"text":"w{i}"' in r.text
+        assert wait_until(lambda: log.exists() and log.read_text().split().count("startup") == 2, timeout=20)
+    finally:
+        stop(proc)
+    assert proc.stdout is not None and proc.stdout.read() == b""
+
+
+def test_run_workers_need_http() -> None:
+    out = subprocess.run(RUN + [f"{APP}:server", "--workers", "2"], capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert out.returncode == 2 and b"--workers needs --http" in out.stderr
