@@ -14,13 +14,12 @@ from typing import Any
 
 import msgspec
 import pytest
+from app_model_server import make_rpc, make_server
 
 from sturdyrpc import ApplicationError, Context, Dispatcher, RPCError
 from sturdyrpc.mcp import MCPContext, MCPServer
 from sturdyrpc.mcp.lifespan import LifespanError
 from sturdyrpc.middleware import RateLimit, ResponseSizeLimit, Timing
-
-from app_model_server import make_rpc, make_server
 
 
 def run(coro: Any) -> Any:
@@ -61,6 +60,13 @@ def test_chain_runs_in_order_around_inline_handlers_and_can_change_the_result() 
 
     assert call(rpc, "add", [1, 2], id=7) == {"jsonrpc": "2.0", "result": 30, "id": 7}
     assert order == ["outer in", "inner add 7 [1, 2]", "handler", "outer out"]
+
+
+def test_a_sync_middleware_is_refused_at_registration() -> None:
+    rpc = Dispatcher()
+    with pytest.raises(TypeError, match="async"):
+        rpc.middleware(lambda ctx, call_next: call_next(ctx))  # type: ignore[arg-type,return-value]
+    assert rpc.middleware_chain == ()
 
 
 def test_short_circuit_and_exceptions_are_answered_like_a_handlers() -> None:

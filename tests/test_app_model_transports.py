@@ -311,3 +311,9 @@ def test_run_http_with_workers(tmp_path: Path) -> None:
 def test_run_workers_need_http() -> None:
     out = subprocess.run(RUN + [f"{APP}:server", "--workers", "2"], capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
     assert out.returncode == 2 and b"--workers needs --http" in out.stderr
+
+
+def test_run_module_name_from_the_current_directory(spawn: Any) -> None:
+    p: ServerProcess = spawn(RUN + ["app_model_server:make_rpc"], cwd=os.path.dirname(APP))  # a factory works too
+    p.request("add", {"a": 2, "b": 3}, id=1)
+    assert p.recv(20) == {"jsonrpc": "2.0", "result": 5, "id": 1}

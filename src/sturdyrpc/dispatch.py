@@ -325,6 +325,9 @@ class Dispatcher:
         the handler, or raise. An exception other than ``RPCError`` is handled exactly like a
         handler's (-32603 with an incident id, nothing of its text to the client).
         """
+        if not (inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)):
+            # a sync function would fail on every call, far from here: say so at registration
+            raise TypeError(f"middleware must be an async function (ctx, call_next), not {fn!r}")
         self.middleware_chain = (*self.middleware_chain, fn)
         self._composed = _compose(self.middleware_chain)
         return fn

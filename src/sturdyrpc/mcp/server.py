@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import uuid
+import os
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -317,7 +317,7 @@ class MCPServer:
         """
         profile = MCPProfile(supported=self.supported_versions)
         peer = SessionPeer(transport, self.dispatcher, profile=profile, default_timeout=default_timeout, name=name)
-        session = SessionState(self, profile, peer, session_id=session_id if session_id is not None else uuid.uuid4().hex,
+        session = SessionState(self, profile, peer, session_id=session_id if session_id is not None else os.urandom(16).hex(),
                                principal=principal, headers_of=headers_of)
         peer.mcp_session = session
         self._sessions[peer] = session
