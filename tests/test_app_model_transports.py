@@ -317,3 +317,13 @@ def test_run_module_name_from_the_current_directory(spawn: Any) -> None:
     p: ServerProcess = spawn(RUN + ["app_model_server:make_rpc"], cwd=os.path.dirname(APP))  # a factory works too
     p.request("add", {"a": 2, "b": 3}, id=1)
     assert p.recv(20) == {"jsonrpc": "2.0", "result": 5, "id": 1}
+
+
+def test_stdio_lifespan_shuts_down_on_sigterm(spawn: Any, tmp_path: Path) -> None:
+    log = tmp_path / "life.log"
+    p: ServerProcess = spawn(RUN + [f"{APP}:server"], env={"APP_LOG": str(log)})
+    p.request("initialize", INIT, id=1)
+    assert p.recv(20)["result"]["protocolVersion"] == "2025-11-25"
+    p.proc.send_signal(signal.SIGTERM)
+    assert p.wait(20) == 0
+    assert log.read_text().split() == ["startup", "shutdown"]
