@@ -404,3 +404,51 @@ def test_the_readme_example_runs_as_documented() -> None:
         assert server.lifespan_state is None
 
     run(main())
+
+
+def test_middleware_over_tcp_plain_and_mcp() -> None:
+    from sturdyrpc.client import connect_tcp
+    from sturdyrpc.peer import Peer
+    from sturdyrpc.transports.streams import StreamTransport
+
+    rpc = make_rpc()
+    server = make_server()
+
+    async def main() -> None:
+        async def plain(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            async with Peer(StreamTransport(reader, writer), rpc) as peer:
+                await peer.wait_closed()
+
+        async def mcp(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await server.serve(StreamTransport(reader, writer))
+
+        plain_srv = await asyncio.start_server(plain, "127.0.0.1", 0)
+        mcp_srv = await asyncio.start_server(mcp, "127.0.0.1", 0)
+        try:
+            async with connect_tcp("127.0.0.1", plain_srv.sockets[0].getsockname()[1]) as conn:
+                assert await conn.peer.request("add", [1, 2]) == 3
+                with pytest.raises(RPCError) as err:
+                    await conn.peer.request("blocked")
+                assert err.value.code == 4003
+                assert (await conn.peer.request("last_seen", {"back": 0}))["method"] == "last_seen"
+            reader, writer = await asyncio.open_connection("127.0.0.1", mcp_srv.sockets[0].getsockname()[1])
+            init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+            for msg in ({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init},
+                        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "forbidden", "arguments": {}}},
+                        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "t"}}}):
+                writer.write(msgspec.json.encode(msg) + b"\n")
+            replies = {}
+            while len(replies) < 3:
+                line = await asyncio.wait_for(reader.readline(), 10)
+                r = msgspec.json.decode(line)
+                replies[r["id"]] = r
+            assert replies[2]["error"]["code"] == 4003
+            assert replies[3]["result"]["content"][0]["text"] == "t"
+            assert len(server.seen) == 4  # type: ignore[attr-defined]
+            writer.close()
+        finally:
+            plain_srv.close()
+            mcp_srv.close()
+
+    run(main())
