@@ -1,6 +1,7 @@
 """The middleware chain's cost (issue 11): nothing when empty, < 1 us per middleware per call on stdio.
 
-stdio: ``bench/mw_server.py N`` (the plain ``echo`` of bench_stdio, N pass-through middleware)
+stdio: ``bench/mw_server.py N`` (the plain ``echo`` of bench_stdio, N pass-through middleware;
+with ``--mcp`` the inline ``echo`` tool of bench_mcp, under bench_mcp's load generator)
 under bench_stdio's load generator, for N = 0, 1 and 9, alternately for ``ROUNDS`` rounds; the
 figure is the server's CPU time per request (steadier than req/s on a shared machine), the
 median of the rounds. Per middleware = (CPU(9) - CPU(1)) / 8: the cost each middleware adds.
@@ -26,6 +27,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from bench_mcp import load as load_mcp  # noqa: E402
 from bench_stdio import load  # noqa: E402
 
 N_REQUESTS = 10_000
@@ -64,6 +66,13 @@ def main(n: int = N_REQUESTS, rounds: int = ROUNDS) -> dict[str, Any]:
             cpu[k].append(r["cpu_us_per_req"])
             if k == 0:
                 ratio0.append(r["req_per_s"] / base["req_per_s"])
+    mcp_cmds = {k: [sys.executable, str(HERE / "mw_server.py"), str(k), "--mcp"] for k in CHAINS}
+    mcp_cpu: dict[int, list[float]] = {k: [] for k in CHAINS}
+    for _ in range(rounds):
+        for k, cmd in mcp_cmds.items():
+            mcp_cpu[k].append(load_mcp(cmd, n)["cpu_us_per_call"])
+    mmed = {k: statistics.median(v) for k, v in mcp_cpu.items()}
+    mcp_per_mw = (mmed[9] - mmed[1]) / 8
     med = {k: statistics.median(v) for k, v in cpu.items()}
     per_mw = (med[9] - med[1]) / 8
     per_mw_rounds = [(c9 - c1) / 8 for c1, c9 in zip(cpu[1], cpu[9], strict=True)]
@@ -73,6 +82,9 @@ def main(n: int = N_REQUESTS, rounds: int = ROUNDS) -> dict[str, Any]:
         {"name": "stdio: per middleware per call (server CPU)", "value": round(per_mw, 3), "unit": "us",
          "extra": f"(CPU(9) - CPU(1)) / 8; per round {', '.join(f'{x:.3f}' for x in per_mw_rounds)}",
          "target": f"< {TARGET_PER_MW_US} us", "ok": per_mw < TARGET_PER_MW_US},
+        {"name": "MCP stdio tools/call: per middleware per call", "value": round(mcp_per_mw, 3), "unit": "us",
+         "extra": f"CPU per call with 0 / 1 / 9: {mmed[0]:.2f} / {mmed[1]:.2f} / {mmed[9]:.2f} us (1: the early answer gives way)",
+         "target": f"< {TARGET_PER_MW_US} us", "ok": mcp_per_mw < TARGET_PER_MW_US},
         {"name": "stdio: server CPU per request, chain of 0 / 1 / 9", "value": round(med[0], 2), "unit": "us",
          "extra": f"1: {med[1]:.2f} us, 9: {med[9]:.2f} us", "target": None, "ok": None},
         {"name": "stdio: first middleware (inline -> awaited path)", "value": round(med[1] - med[0], 2), "unit": "us",
@@ -87,7 +99,7 @@ def main(n: int = N_REQUESTS, rounds: int = ROUNDS) -> dict[str, Any]:
          "target": None, "ok": None},
     ]
     return {"title": "middleware chain cost: empty, per middleware (stdio, in process)", "metrics": metrics,
-            "cpu_us_per_req": cpu, "in_process_us": ip}
+            "cpu_us_per_req": cpu, "mcp_cpu_us_per_call": mcp_cpu, "in_process_us": ip}
 
 
 if __name__ == "__main__":
