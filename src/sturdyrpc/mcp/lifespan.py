@@ -86,7 +86,7 @@ class LifespanRunner:
             self.state = await cm.__aenter__()
         except Exception as exc:
             self.state = None
-            raise LifespanError(f"the lifespan {name} failed at startup: {type(exc).__name__}: {exc}") from exc
+            raise LifespanError(f"lifespan startup failed in {name}(): {type(exc).__name__}: {exc}") from exc
         self._cm = cm
 
     async def _shutdown(self) -> None:
