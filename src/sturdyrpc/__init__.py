@@ -30,6 +30,11 @@ _LAZY = {
     "connect_unix": ".client",
     "Profile": ".profile",
     "JSONRPCProfile": ".profile",
+    "Timing": ".middleware",
+    "RateLimit": ".middleware",
+    "RateLimited": ".middleware",
+    "ResponseSizeLimit": ".middleware",
+    "ResponseTooLarge": ".middleware",
 }
 
 

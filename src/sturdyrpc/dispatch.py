@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 import logging
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Literal, TypeVar, overload
 
 import msgspec
@@ -34,7 +34,7 @@ from .messages import ErrorResponse, Id, InvalidMessage, Message, Response, clas
 from .params import Binder, compile_binder
 from .profile import Profile
 
-__all__ = ["Dispatcher", "Call", "BatchJob", "Context", "MethodEntry", "Received", "HANDLER_ERRORS"]
+__all__ = ["Dispatcher", "Call", "BatchJob", "Context", "MethodEntry", "Received", "HANDLER_ERRORS", "Middleware", "CallNext"]
 
 log = logging.getLogger("sturdyrpc")
 
@@ -83,20 +83,34 @@ class _Result(msgspec.Struct, gc=False):
 
 
 class Context:
-    """What a handler can know about the request it serves.
+    """What a handler (and each middleware) can know about the request it serves.
 
     Declare a parameter annotated ``Context`` (any name) to receive it; it is never bound
     from params. Transports that support more (progress, cancellation, calls back to the
     peer) pass a subclass.
+
+    ``session_id``, ``principal``, ``lifespan``, ``headers`` and ``state`` are filled by the
+    layer that knows them before the middleware chain runs (None where nothing does: e.g.
+    ``principal`` without an HTTP security step, ``headers`` off HTTP).
     """
 
-    __slots__ = ("id", "method", "params", "is_notification")
+    __slots__ = ("id", "method", "params", "is_notification", "session_id", "principal", "lifespan", "headers", "state")
 
     def __init__(self, id: Id, method: str, params: Any, is_notification: bool) -> None:
         self.id = id
         self.method = method
         self.params = params
         self.is_notification = is_notification
+        #: The session the request belongs to (MCP: the connection's or ``Mcp-Session-Id``).
+        self.session_id: str | None = None
+        #: Whatever the transport's security step produced for the caller (None without one).
+        self.principal: Any = None
+        #: The value the server's lifespan yielded (MCP servers with ``lifespan=``).
+        self.lifespan: Any = None
+        #: The HTTP request's headers, lower-case names (None off HTTP).
+        self.headers: Mapping[str, str] | None = None
+        #: A dict that lives as long as the session (None where there is no session).
+        self.state: dict[str, Any] | None = None
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -199,6 +213,30 @@ class BatchJob:
 #: What :meth:`Dispatcher.receive` returns.
 Received = None | bytes | Call | BatchJob
 
+#: ``call_next(ctx)``: the rest of the middleware chain, then the handler; returns the result.
+CallNext = Callable[[Context], Awaitable[Any]]
+#: ``async def mw(ctx, call_next) -> result``: may return ``await call_next(ctx)``, return a
+#: result of its own, or raise (an ``RPCError`` goes out as it is; anything else as a handler's).
+Middleware = Callable[[Context, CallNext], Awaitable[Any]]
+
+
+def _compose(chain: tuple[Middleware, ...]) -> Callable[[Context, CallNext], Awaitable[Any]]:
+    """``run(ctx, endpoint)``: ``endpoint`` wrapped by ``chain``, the first middleware outermost.
+
+    Built once per change of the chain, so a call costs one small closure per middleware.
+    """
+    run: Callable[[Context, CallNext], Awaitable[Any]] = lambda ctx, endpoint: endpoint(ctx)  # noqa: E731
+    for mw in reversed(chain):
+        run = _wrap(mw, run)
+    return run
+
+
+def _wrap(mw: Middleware, inner: Callable[[Context, CallNext], Awaitable[Any]]) -> Callable[[Context, CallNext], Awaitable[Any]]:
+    def run(ctx: Context, endpoint: CallNext) -> Awaitable[Any]:
+        return mw(ctx, lambda c: inner(c, endpoint))
+
+    return run
+
 
 class Dispatcher:
     """A registry of methods and the JSON-RPC 2.0 server logic.
@@ -218,6 +256,10 @@ class Dispatcher:
         self.limits = limits
         self.log = logger or log
         self._methods: dict[str, MethodEntry] = {}
+        #: The middleware, outermost first; every path runs a call through it (when not empty,
+        #: inline shortcuts give way to the path that awaits the chain).
+        self.middleware_chain: tuple[Middleware, ...] = ()
+        self._composed = _compose(())
         self.stats: dict[str, int] = {
             "responses_ignored": 0,
             "parse_errors": 0,
@@ -272,6 +314,31 @@ class Dispatcher:
 
     def get(self, name: str) -> MethodEntry | None:
         return self._methods.get(name)
+
+    # --------------------------------------------------------------- middleware
+
+    def middleware(self, fn: Middleware) -> Middleware:
+        """Add ``fn`` to the end of the middleware chain (innermost so far); usable as a decorator.
+
+        ``async def fn(ctx, call_next)`` runs around every request and notification on every
+        transport: ``return await call_next(ctx)`` to go on, return a value to answer without
+        the handler, or raise. An exception other than ``RPCError`` is handled exactly like a
+        handler's (-32603 with an incident id, nothing of its text to the client).
+        """
+        if not (inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)):
+            # a sync function would fail on every call, far from here: say so at registration
+            raise TypeError(f"middleware must be an async function (ctx, call_next), not {fn!r}")
+        self.middleware_chain = (*self.middleware_chain, fn)
+        self._composed = _compose(self.middleware_chain)
+        return fn
+
+    def run_chain(self, ctx: Context, endpoint: CallNext) -> Awaitable[Any]:
+        """``endpoint(ctx)`` (the handler) wrapped by the middleware chain."""
+        return self._composed(ctx, endpoint)
+
+    def prepare_context(self, ctx: Context) -> None:
+        """Fill what the protocol layer knows about ``ctx`` (session, principal...) before the
+        chain sees it. The plain dispatcher knows nothing more; MCP's fills the session's."""
 
     @property
     def methods(self) -> Iterable[str]:
@@ -351,7 +418,7 @@ class Dispatcher:
         """
         if not self._own_receive:
             todo = self.receive(data, on_response)
-            if type(todo) is Call and todo.entry.inline:
+            if type(todo) is Call and todo.entry.inline and not self.middleware_chain:
                 return self.run_inline(todo)
             return todo
         n = len(data)
@@ -366,8 +433,9 @@ class Dispatcher:
             return self.receive(data, on_response)
         method: Any = req.method
         entry = self._methods.get(method) if method is not _UNSET else None
-        if entry is None or not entry.inline:
-            return self._received(req, on_response)  # a Call to run elsewhere, a response, an error
+        if entry is None or not entry.inline or self.middleware_chain:
+            # a Call to run elsewhere (through the middleware chain, when there is one), a response, an error
+            return self._received(req, on_response)
         params: Any = req.params
         tp = type(params)
         if params is _UNSET:
@@ -638,10 +706,29 @@ class Dispatcher:
         handler is a -32603 reply, never the end of the server). Async handlers must finish
         without suspending."""
         entry = call.entry
+        if self.middleware_chain:
+            return self._run_chain_inline(call)
         args, kwargs = call.arguments() if entry.binder.context_name is not None else (call.args, call.kwargs)
         # The executor's policy (see receive_and_run): the core cannot import execute.py.
         try:
             value = _drive(entry.fn(*args, **kwargs)) if entry.is_async else entry.fn(*args, **kwargs)
+        except HANDLER_ERRORS as exc:
+            return self.failure(call, exc)
+        return self.result(call, value)
+
+    def _run_chain_inline(self, call: Call) -> bytes | None:
+        """:meth:`run_inline` through the middleware chain (which must not suspend either)."""
+        entry = call.entry
+        ctx = call.make_context()
+        self.prepare_context(ctx)
+
+        async def endpoint(c: Context) -> Any:
+            args, kwargs = call.arguments(c)
+            value = entry.fn(*args, **kwargs)
+            return await value if entry.is_async else value
+
+        try:
+            value = _drive(self.run_chain(ctx, endpoint))
         except HANDLER_ERRORS as exc:
             return self.failure(call, exc)
         return self.result(call, value)

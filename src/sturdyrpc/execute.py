@@ -2,7 +2,8 @@
 
 Every path that runs a handler (the stdio/TCP runner, the peer, plain JSON-RPC over HTTP,
 stateless MCP, MCP tools, resources and prompts) goes through :func:`execute`, so they share
-one policy:
+one policy; the runner, plain HTTP and stateless MCP enter it through :func:`run_call`, which
+awaits the dispatcher's middleware chain around it when there is one:
 
 - async handlers are awaited on the running loop;
 - blocking sync handlers run on the one bounded pool of daemon threads for their
@@ -25,11 +26,14 @@ import contextvars
 import queue
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import HANDLER_ERRORS
 
-__all__ = ["HANDLER_ERRORS", "DaemonThreadPool", "Outcome", "call_now", "execute", "shared_pool"]
+if TYPE_CHECKING:
+    from .dispatch import Call, Context, Dispatcher
+
+__all__ = ["HANDLER_ERRORS", "DaemonThreadPool", "Outcome", "call_now", "execute", "run_call", "shared_pool"]
 
 
 #: ``(True, value)`` when the handler returned, ``(False, exception)`` when it raised.
@@ -167,3 +171,33 @@ def call_now(fn: Callable[..., Any], args: tuple[Any, ...] | list[Any], kwargs: 
     except HANDLER_ERRORS as exc:
         return False, exc
 
+
+
+async def run_call(dispatcher: Dispatcher, call: Call, context: Context | None, pool: concurrent.futures.Executor | None) -> Outcome:
+    """Run ``call``'s handler through ``dispatcher``'s middleware chain and return its outcome.
+
+    The one call path of the runner, plain HTTP and stateless MCP. ``context`` is the request's
+    context when the caller made one (a peer's); with middleware one is always made, so the
+    chain and the handler see the same object. An exception escaping a middleware becomes a
+    failed outcome exactly like a handler's; only ``asyncio.CancelledError`` passes through.
+    """
+    entry = call.entry
+    if not dispatcher.middleware_chain:
+        args, kwargs = call.arguments(context)
+        return await execute(entry.fn, args, kwargs, is_async=entry.is_async, blocking=entry.blocking, pool=pool)
+    ctx = context if context is not None else call.make_context()
+    dispatcher.prepare_context(ctx)
+
+    async def endpoint(c: Context) -> Any:
+        args, kwargs = call.arguments(c)
+        ok, value = await execute(entry.fn, args, kwargs, is_async=entry.is_async, blocking=entry.blocking, pool=pool)
+        if ok:
+            return value
+        raise value
+
+    try:
+        return True, await dispatcher.run_chain(ctx, endpoint)
+    except asyncio.CancelledError:
+        raise
+    except HANDLER_ERRORS as exc:
+        return False, exc

@@ -31,7 +31,7 @@ from typing import Any
 from .admission import Admission
 from .dispatch import HANDLER_ERRORS, BatchJob, Call, Context, Dispatcher
 from .errors import InvalidRequest, ParseError
-from .execute import Outcome, execute, shared_pool
+from .execute import Outcome, execute, run_call, shared_pool
 from .framing import BadHeader, FrameTooLarge
 from .messages import Id, InvalidMessage, Message
 from .profile import Profile
@@ -157,8 +157,10 @@ class Runner:
                 self.send(self.dispatcher.error_reply(InvalidRequest("Invalid Request", {"reason": "duplicate id of a request in flight"}), call.id))
                 return
             entry = call.entry
-            # Inline unless the handler needs a context from the factory (only made when asked for).
-            if not entry.is_async and not entry.blocking and (self.context_factory is None or entry.binder.context_name is None):
+            # Inline unless the handler needs a context from the factory (only made when asked for)
+            # or a middleware chain is to be awaited around it.
+            if not entry.is_async and not entry.blocking and (self.context_factory is None or entry.binder.context_name is None) \
+                    and not self.dispatcher.middleware_chain:
                 reply = self.dispatcher.run_inline(call)
                 if reply is not None:
                     self.send(reply)
@@ -178,6 +180,7 @@ class Runner:
         # Elements for inline handlers run now, as they would alone: a batch of notifications
         # has taken effect before the next message is read. The others run in order as slots allow.
         factory = self.context_factory
+        chain = self.dispatcher.middleware_chain
         waiting: list[Call] = []
         seen: set[tuple[type, Any]] | None = set() if self.profile is not None and self.profile.refuse_duplicate_ids else None
         for c in job.calls:
@@ -188,7 +191,7 @@ class Runner:
                     continue
                 seen.add(k)
             e = c.entry
-            if not e.is_async and not e.blocking and (factory is None or e.binder.context_name is None):
+            if not e.is_async and not e.blocking and (factory is None or e.binder.context_name is None) and not chain:
                 self.dispatcher.run_inline(c)
             else:
                 waiting.append(c)
@@ -274,7 +277,22 @@ class Runner:
                 return False, exc
         return True, call.arguments()
 
+    def _context(self, call: Call) -> Outcome:
+        """``(True, context or None)`` for ``call`` run through the middleware chain (the factory's
+        context, which the chain and the handler share); ``(False, exc)`` when making it failed."""
+        current_call.set(call)
+        factory = self.context_factory
+        if factory is None:
+            return True, None
+        try:
+            return True, factory(call)
+        except HANDLER_ERRORS as exc:
+            return False, exc
+
     async def _execute(self, call: Call) -> Outcome:
+        if self.dispatcher.middleware_chain:
+            ok, ctx = self._context(call)
+            return await run_call(self.dispatcher, call, ctx, self._pool) if ok else (ok, ctx)
         ok, bound = self._arguments(call)
         if not ok:
             return ok, bound
@@ -286,11 +304,14 @@ class Runner:
             if not admitted:
                 await self.admission.acquire()
                 self._holding[call] = 0
-            ok, value = self._arguments(call)
-            if ok:  # execute() awaited here, not through _execute(): one coroutine less per request
-                entry = call.entry
-                ok, value = await execute(entry.fn, value[0], value[1], is_async=entry.is_async, blocking=entry.blocking,
-                                          pool=self._pool)
+            if self.dispatcher.middleware_chain:
+                ok, value = await self._execute(call)
+            else:
+                ok, value = self._arguments(call)
+                if ok:  # execute() awaited here, not through _execute(): one coroutine less per request
+                    entry = call.entry
+                    ok, value = await execute(entry.fn, value[0], value[1], is_async=entry.is_async, blocking=entry.blocking,
+                                              pool=self._pool)
         except asyncio.CancelledError:
             return  # cancelled requests are not answered
         reply = self.dispatcher.result(call, value) if ok else self.dispatcher.failure(call, value)

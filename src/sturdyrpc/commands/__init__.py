@@ -7,7 +7,7 @@ starts fast.
 """
 
 #: Subcommand modules, in the order ``--help`` lists them.
-MODULES = ["demo", "call", "check", "mcp", "trace", "guard", "replay"]
+MODULES = ["demo", "call", "check", "mcp", "trace", "guard", "replay", "run", "dev"]
 
 # Exit codes shared by the client subcommands (call, mcp), as timeout(1) and shells use them.
 EXIT_OK = 0

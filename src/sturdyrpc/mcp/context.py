@@ -9,6 +9,7 @@ answers by repeating the request with ``inputResponses``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ..dispatch import Context
@@ -48,6 +49,32 @@ class MCPContext:
     @property
     def request_id(self) -> Any:
         return self._ctx.id
+
+    @property
+    def session_id(self) -> str | None:
+        """The session's id (``Mcp-Session-Id`` on HTTP, one per connection elsewhere; None for a
+        2026-07-28 request, which belongs to no session)."""
+        return self.session.session_id
+
+    @property
+    def principal(self) -> Any:
+        """Whatever the transport's security step produced for the client (None on stdio)."""
+        return self.session.principal
+
+    @property
+    def lifespan(self) -> Any:
+        """The value the server's ``lifespan`` yielded (None without one)."""
+        return self.session.server.lifespan_state
+
+    @property
+    def headers(self) -> Mapping[str, str] | None:
+        """The headers of the HTTP request that carried this request (lower-case names; None off HTTP)."""
+        return self.session.headers_for(self._ctx.id)
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """A dict that lives as long as the session (one request's lifetime on 2026-07-28)."""
+        return self.session.state
 
     @property
     def method(self) -> str:

@@ -197,6 +197,9 @@ class HandlerFunction:
 class Tool(HandlerFunction):
     """A registered tool."""
 
+    #: Seconds the tool may run before its call ends as a tool error naming the limit (None: no limit).
+    timeout: float | None = None
+
     def __init__(
         self,
         fn: Callable[..., Any],
@@ -272,6 +275,16 @@ class Tool(HandlerFunction):
             d["structuredContent"] = {"result": value}
         d["isError"] = False
         return d
+    def set_timeout(self, seconds: float | None) -> None:
+        """Limit the tool's run time to ``seconds``. A tool with a limit never runs inline: only
+        an async tool or one on the thread pool can be left behind when the limit passes."""
+        if seconds is not None:
+            if not seconds > 0:
+                raise ValueError("timeout must be a positive number of seconds")
+            if not self.is_async and not self.blocking:
+                raise ValueError(f"tool {self.name!r}: timeout= needs an async tool or a blocking one (a sync tool with blocking=False cannot be stopped)")
+            self.inline = False
+        self.timeout = seconds
 
     def result(self, value: Any, rules: VersionRules) -> dict[str, Any]:
         """The ``CallToolResult`` of ``value`` under ``rules``; with an output type, ``value`` is

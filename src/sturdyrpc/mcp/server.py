@@ -38,16 +38,19 @@ this module is the facade that ties them to one object.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import weakref
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..dispatch import Call, Context, Dispatcher
+from ..dispatch import Call, Context, Dispatcher, Middleware
 from ..errors import InvalidRequest
-from ..execute import execute, shared_pool
+from ..execute import run_call, shared_pool
 from ..limits import DEFAULT_LIMITS, Limits
 from ..peer import MessageTransport, Peer, PeerContext
+from ..transports.asgi import current_headers, current_principal
 from .content import (
     ToolError,
     ToolResult,
@@ -58,6 +61,7 @@ from .content import (
 )
 from .context import LOG_LEVELS, InputRequired, MCPContext
 from .handlers import ProtocolHandlers
+from .lifespan import Lifespan, LifespanRunner
 from .listen import META_SUBSCRIPTION_ID, ListenStreams
 from .pages import Pages
 from .profile import MCPProfile
@@ -66,6 +70,9 @@ from .request_state import RequestStateSigner
 from .session_state import SessionPeer, SessionState, StatelessContext, current_session, reset_session, use_session
 from .tools_call import MCPDispatcher, ToolsCall
 from .versions import META_SERVER_INFO, SUPPORTED_VERSIONS, VersionRules
+
+if TYPE_CHECKING:
+    from .client import MCPClient
 
 __all__ = [
     "MCPServer",
@@ -106,6 +113,7 @@ class MCPServer:
         cache_scope: str = "private",
         page_size: int | None = None,
         coerce_json_strings: bool = False,
+        lifespan: Lifespan | None = None,
     ) -> None:
         self.name = name
         #: List results come in pages of this many items with a ``nextCursor`` (None: one page).
@@ -137,6 +145,9 @@ class MCPServer:
         dispatcher = MCPDispatcher(self.tools, limits, log)
         self.dispatcher: Dispatcher = dispatcher
         dispatcher.set_async_tools_call(ProtocolHandlers(self).register(dispatcher))
+        dispatcher.set_tool_failure(self.tools_call.failed_call)
+        #: Startup and shutdown around serving (see :mod:`.lifespan`); its value is ``ctx.lifespan``.
+        self.lifespan = LifespanRunner(self, lifespan)
 
     # ------------------------------------------------------------------ decorators
 
@@ -152,9 +163,14 @@ class MCPServer:
         blocking: bool | None = None,
         meta: dict[str, Any] | None = None,
         icons: list[Any] | None = None,
+        timeout: float | None = None,
     ) -> Callable[[F], F]:
         """Register a tool. The description defaults to the docstring (without its ``Args:`` /
         ``:param:`` part, which describes the parameters in the input schema).
+
+        ``timeout`` (seconds): a call still running then ends as a tool error (``isError``)
+        naming the limit; the tool must be async or blocking (a sync tool on the pool is left
+        to finish on its thread, its result dropped).
 
         ``input_schema`` replaces the generated schema (arguments then go to the function by
         name, unchecked beyond names). ``structured=False`` turns off ``outputSchema`` /
@@ -167,6 +183,8 @@ class MCPServer:
 
         def register(fn: F) -> F:
             t = Tool(fn, name or fn.__name__, description, title, annotations, input_schema, structured, blocking, meta, icons=icons, coerce_json_strings=self.coerce_json_strings)
+            if timeout is not None:
+                t.set_timeout(timeout)
             self.tools[t.name] = t
             self._changed("tools")
             return fn
@@ -222,6 +240,35 @@ class MCPServer:
         self._changed("tools")
         return True
 
+    def middleware(self, fn: Middleware) -> Middleware:
+        """Add ``async def fn(ctx, call_next)`` to the middleware chain (usable as a decorator).
+
+        It runs around every request and notification this server handles, on every transport
+        (stdio, HTTP sessions, 2026-07-28 HTTP, the test client), in the order added. ``ctx``
+        has ``method``, ``params``, ``id``, ``session_id``, ``principal``, ``lifespan``,
+        ``headers`` (HTTP) and ``state``. Return ``await call_next(ctx)`` to go on, or a result
+        of your own, or raise an ``RPCError``; any other exception is answered as a handler's
+        (-32603, or ``isError`` for ``tools/call``, naming an incident id).
+        """
+        return self.dispatcher.middleware(fn)
+
+    @property
+    def lifespan_state(self) -> Any:
+        """What the lifespan yielded (None before startup, after shutdown, or without one)."""
+        return self.lifespan.state
+
+    def test_client(self, protocol: str | None = None, **options: Any) -> contextlib.AbstractAsyncContextManager[MCPClient]:
+        """``async with server.test_client() as client``: an :class:`~sturdyrpc.mcp.client.MCPClient`
+        connected in memory to this server, with the lifespan entered and exited around it.
+
+        ``protocol`` forces a version (default: negotiated as a real client would); ``options``
+        go to the client (``sampling=``, ``elicitation=``, ``roots=``, ``on_log=``, ``log_level=``,
+        ``timeout=``). Requests take the same path as on stdio, middleware included.
+        """
+        from .testing import connect_in_memory
+
+        return connect_in_memory(self, protocol, **options)
+
     def completion(self) -> Callable[[F], F]:
         """Register the completion handler ``fn(ref, argument, context) -> list[str] | dict``."""
 
@@ -270,15 +317,28 @@ class MCPServer:
 
     # ------------------------------------------------------------------ serving
 
-    def create_peer(self, transport: MessageTransport, *, name: str = "mcp-server", default_timeout: float | None = 60.0) -> Peer:
+    def create_peer(
+        self,
+        transport: MessageTransport,
+        *,
+        name: str = "mcp-server",
+        default_timeout: float | None = 60.0,
+        session_id: str | None = None,
+        principal: Any = None,
+        headers_of: Callable[[Any], Mapping[str, str] | None] | None = None,
+    ) -> Peer:
         """A :class:`~sturdyrpc.peer.Peer` (not started) serving one MCP session on ``transport``.
 
-        The session (version, capabilities, log level, subscriptions) lives as long as the peer.
-        Start it with ``async with peer:`` and wait with ``await peer.wait_closed()``.
+        The session (version, capabilities, log level, subscriptions, ``ctx.state``) lives as
+        long as the peer. Start it with ``async with peer:`` and wait with ``await peer.wait_closed()``.
+        A transport that knows more passes it on: ``session_id`` (default: a random one),
+        ``principal`` (its security step's), ``headers_of(request_id)`` (the HTTP headers that
+        carried a request).
         """
         profile = MCPProfile(supported=self.supported_versions)
         peer = SessionPeer(transport, self.dispatcher, profile=profile, default_timeout=default_timeout, name=name)
-        session = SessionState(self, profile, peer)
+        session = SessionState(self, profile, peer, session_id=session_id if session_id is not None else os.urandom(16).hex(),
+                               principal=principal, headers_of=headers_of)
         peer.mcp_session = session
         self._sessions[peer] = session
         return peer
@@ -330,21 +390,16 @@ class MCPServer:
         if not isinstance(todo, Call):
             return d.error_reply(InvalidRequest("Invalid Request", {"reason": "batches are not supported"}), omit_id=True)
         call = todo
-        session = SessionState(self, profile)
+        session = SessionState(self, profile, principal=current_principal.get(), headers=current_headers.get())
         ctx = StatelessContext(call, session, send_related)
-        entry = call.entry
-        kwargs = call.kwargs
-        if entry.binder.context_name is not None:
-            kwargs = dict(kwargs)
-            kwargs[entry.binder.context_name] = ctx
         token = use_session(session)
         try:
-            pool = shared_pool(d.limits.max_threads)
-            ok, value = await execute(entry.fn, call.args, kwargs, is_async=entry.is_async, blocking=entry.blocking, pool=pool)
+            ok, value = await run_call(d, call, ctx, shared_pool(d.limits.max_threads))
+            # answered inside the session: a tools/call failing around its tool is an isError result
+            return d.result(call, value) if ok else d.failure(call, value)
         finally:
             ctx.done = True
             reset_session(token)
-        return d.result(call, value) if ok else d.failure(call, value)
 
     # ------------------------------------------------------------------ what handlers share
 

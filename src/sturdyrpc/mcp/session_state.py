@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .. import codec
@@ -31,7 +31,17 @@ log = logging.getLogger("sturdyrpc.mcp")
 class SessionState:
     """What the server knows about one connection (or, stateless, one request)."""
 
-    def __init__(self, server: MCPServer, profile: MCPProfile, peer: Peer | None = None) -> None:
+    def __init__(
+        self,
+        server: MCPServer,
+        profile: MCPProfile,
+        peer: Peer | None = None,
+        *,
+        session_id: str | None = None,
+        principal: Any = None,
+        headers: Mapping[str, str] | None = None,
+        headers_of: Callable[[Any], Mapping[str, str] | None] | None = None,
+    ) -> None:
         self.server = server
         self.profile = profile
         self._peer = weakref.ref(peer) if peer is not None else None
@@ -39,6 +49,29 @@ class SessionState:
         self.log_level: str | None = None
         #: URIs the client subscribed to (``resources/subscribe``).
         self.subscriptions: set[str] = set()
+        #: ``Mcp-Session-Id`` on HTTP, a random id per connection elsewhere; None for a
+        #: 2026-07-28 request, which belongs to no session.
+        self.session_id = session_id
+        #: What the transport's security step produced for the client (None on stdio).
+        self.principal = principal
+        #: The application's per-session data (``ctx.state``): lives as long as the session.
+        self.state: dict[str, Any] = {}
+        self._headers = headers
+        self._headers_of = headers_of
+
+    def headers_for(self, request_id: Any) -> Mapping[str, str] | None:
+        """The headers of the HTTP request that carried request ``request_id`` (None off HTTP)."""
+        if self._headers_of is not None:
+            return self._headers_of(request_id)
+        return self._headers
+
+    def fill(self, ctx: Context) -> None:
+        """Set what this session knows on a request's context (before the middleware sees it)."""
+        ctx.session_id = self.session_id
+        ctx.principal = self.principal
+        ctx.lifespan = self.server.lifespan_state
+        ctx.state = self.state
+        ctx.headers = self.headers_for(ctx.id)
 
     @property
     def peer(self) -> Peer | None:

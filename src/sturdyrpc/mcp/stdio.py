@@ -16,8 +16,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 
 from ..transports.stdio import StdioTransport, claim_stdout, hold_closed_stdout, run_until_signalled
+from .lifespan import LifespanError
 from .server import MCPServer
 
 __all__ = ["serve_mcp_stdio", "run_mcp_stdio"]
@@ -29,9 +31,18 @@ STOP_GRACE = 1.0
 
 
 async def serve_mcp_stdio(server: MCPServer, *, stdin_fd: int = 0, stdout_fd: int | None = None, protect_stdout: bool = True) -> None:
-    """Serve ``server`` on this process's stdin/stdout until stdin ends (or the task is cancelled)."""
+    """Serve ``server`` on this process's stdin/stdout until stdin ends (or the task is cancelled).
+
+    The server's lifespan starts before stdin is read and ends after the last reply is written;
+    a failing startup raises :class:`~sturdyrpc.mcp.lifespan.LifespanError` before anything is served.
+    """
     if stdout_fd is None:
         stdout_fd = claim_stdout() if protect_stdout else 1
+    async with server.lifespan.running():
+        await _serve(server, stdin_fd, stdout_fd)
+
+
+async def _serve(server: MCPServer, stdin_fd: int, stdout_fd: int) -> None:
     transport = StdioTransport(stdin_fd, stdout_fd, framing="line", max_frame=server.dispatcher.limits.max_message_bytes)
     peer = server.create_peer(transport, name="mcp-stdio")
     transport.early_answer = server.fast_path(peer)
@@ -53,7 +64,13 @@ async def serve_mcp_stdio(server: MCPServer, *, stdin_fd: int = 0, stdout_fd: in
 
 
 def run_mcp_stdio(server: MCPServer) -> int:
-    """Run :func:`serve_mcp_stdio` in a fresh event loop; return the exit code (0)."""
+    """Run :func:`serve_mcp_stdio` in a fresh event loop; return the exit code (0, or 1 when the
+    lifespan's startup failed: its message goes to stderr and nothing is served)."""
     hold_closed_stdout()
-    run_until_signalled(lambda: serve_mcp_stdio(server))
+    try:
+        run_until_signalled(lambda: serve_mcp_stdio(server))
+    except LifespanError as exc:
+        sys.stderr.write(f"sturdyrpc: {server.name}: not started: {exc}\n")
+        sys.stderr.flush()
+        return 1
     return 0

@@ -21,6 +21,7 @@ a running id, the connection open), and returns None for everything else.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections.abc import Callable
@@ -39,7 +40,7 @@ from ..profile import Profile
 from .content import ToolError, text_content
 from .context import InputRequired, MCPContext
 from .registry import TEMPLATE_TEXT, TEMPLATE_WRAPPED, OutputMismatch, Tool
-from .session_state import SessionState
+from .session_state import SessionState, current_session
 from .versions import VersionRules
 
 if TYPE_CHECKING:
@@ -180,7 +181,14 @@ class ToolsCall:
         rules, tool, args, kwargs = p
         mctx = MCPContext(session, ctx)
         try:
-            ok, value = await tool.run(args, kwargs, mctx, shared_pool(self.server.dispatcher.limits.max_threads))
+            running = tool.run(args, kwargs, mctx, shared_pool(self.server.dispatcher.limits.max_threads))
+            if tool.timeout is None:
+                ok, value = await running
+            else:
+                try:
+                    ok, value = await asyncio.wait_for(running, tool.timeout)
+                except TimeoutError:  # execute() returns the tool's own exceptions: this one is the limit's
+                    ok, value = False, ToolError(f"The tool {tool.name!r} timed out: it did not finish within its {tool.timeout:g} s limit.")
         finally:
             mctx.done = True
         return self.outcome(rules, tool, ok, value)
@@ -201,6 +209,16 @@ class ToolsCall:
             return self.server.input_required(rules, value, "tools/call", tool.name)
         return self.failed(rules, tool.name, value)
 
+    def failed_call(self, call: Call, exc: BaseException) -> dict[str, Any] | None:
+        """The ``isError`` result of ``tools/call`` ``call`` whose middleware (or anything around
+        the tool) raised ``exc``; None outside an MCP session (the caller answers -32603)."""
+        session = current_session()
+        if session is None:
+            return None
+        params = call.params if type(call.params) is dict else {}
+        name = params.get("name")
+        return self.failed(session.rules_of(params), name if type(name) is str else "?", exc)
+
     def failed(self, rules: VersionRules, name: str, exc: BaseException) -> dict[str, Any]:
         """The ``isError`` result of a tool that raised ``exc``: a :class:`ToolError`'s message
         as is, anything else a generic text naming an incident id (the traceback is logged)."""
@@ -216,8 +234,9 @@ class ToolsCall:
 
     def result(self, rules: VersionRules, tool: Tool, value: Any) -> Any:
         """The result for ``value``: rendered bytes (``msgspec.Raw``) for the common shapes,
-        else the result object for the dispatcher to encode (which refuses NaN and the like)."""
-        raw = self.render(rules, tool, value)
+        else the result object for the dispatcher to encode (which refuses NaN and the like).
+        With middleware, always the object: the chain sees results as plain data."""
+        raw = None if self.server.dispatcher.middleware_chain else self.render(rules, tool, value)
         if raw is not None:
             return _Raw(raw)
         return self.server.finish(rules, tool.result(value, rules))
@@ -299,6 +318,8 @@ class ToolsCall:
 
         def answer(frame: bytes) -> bytes | None:
             nonlocal seen, fixed
+            if d.middleware_chain:
+                return None  # the chain is awaited: the peer's path runs it
             n = len(frame)
             if n > d.small_frame:  # valid JSON of n bytes nests at most n // 2 deep: short frames need no count
                 limits = d.limits
@@ -353,6 +374,7 @@ class MCPDispatcher(Dispatcher):
         super().__init__(limits, logger=logger)
         self._tools = tools
         self._async_call: MethodEntry | None = None
+        self._tool_failure: Callable[[Call, BaseException], dict[str, Any] | None] | None = None
 
     def _set_limits(self, value: Limits) -> None:
         _base_limits.fset(self, value)  # type: ignore[misc]
@@ -364,6 +386,26 @@ class MCPDispatcher(Dispatcher):
     def set_async_tools_call(self, entry: MethodEntry) -> None:
         """The entry for ``tools/call`` of tools that do not run inline."""
         self._async_call = entry
+
+    def set_tool_failure(self, fn: Callable[[Call, BaseException], dict[str, Any] | None]) -> None:
+        """``fn(call, exc)``: the ``isError`` result of a ``tools/call`` that failed outside its
+        tool (a middleware raised), or None for the plain -32603."""
+        self._tool_failure = fn
+
+    def prepare_context(self, ctx: Context) -> None:
+        session = current_session()
+        if session is not None:
+            session.fill(ctx)
+
+    def failure(self, call: Call, exc: BaseException) -> bytes | None:
+        """As :meth:`Dispatcher.failure`, but a ``tools/call`` failing with anything but an
+        ``RPCError`` is a tool error (``isError`` naming an incident id), as a tool's own would be."""
+        fn = self._tool_failure
+        if fn is not None and call.method == "tools/call" and not isinstance(exc, RPCError) and not call.is_notification:
+            value = fn(call, exc)
+            if value is not None:
+                return self.result(call, value)
+        return super().failure(call, exc)
 
     def receive(
         self, data: bytes, on_response: Callable[[Message | InvalidMessage], None] | None = None, profile: Profile | None = None
@@ -383,6 +425,6 @@ class MCPDispatcher(Dispatcher):
         p = call.params
         name = p.get("name") if type(p) is dict else None
         tool = self._tools.get(name) if type(name) is str else None
-        if tool is not None and not tool.inline:
+        if tool is not None and (not tool.inline or self.middleware_chain):
             call.entry = self._async_call
 

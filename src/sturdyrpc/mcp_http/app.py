@@ -12,7 +12,7 @@ from typing import Any
 from ..mcp.server import MCPServer
 from ..peer import Peer
 from .server import StreamableHTTPApp
-from .session import SessionPipe, note_outgoing
+from .session import SessionPipe, current_session, note_outgoing
 
 __all__ = ["mcp_http_app", "tag_outgoing"]
 
@@ -31,11 +31,16 @@ def mcp_http_app(server: MCPServer, **options: Any) -> StreamableHTTPApp:
     """The Streamable HTTP ASGI app for ``server`` (options: see :class:`StreamableHTTPApp`)."""
 
     async def serve_session(pipe: SessionPipe) -> None:
-        peer = server.create_peer(pipe, name="mcp-http")
+        http = current_session.get()  # set by the app for the task serving this session
+        if http is not None:
+            peer = server.create_peer(pipe, name="mcp-http", session_id=http.id, principal=http.principal, headers_of=http.headers_of)
+        else:
+            peer = server.create_peer(pipe, name="mcp-http")
         tag_outgoing(peer, pipe)
         async with peer:
             await peer.wait_closed()
 
     options.setdefault("modern", server.handle_stateless)
     options.setdefault("limits", server.dispatcher.limits)  # the same limits as the server has on stdio
+    options.setdefault("lifespan", server.lifespan.running)
     return StreamableHTTPApp(serve_session, **options)

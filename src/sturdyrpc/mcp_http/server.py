@@ -32,6 +32,7 @@ recently active session: an abandoned client can never lock anyone out.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 import time
@@ -52,11 +53,13 @@ from ..transports.asgi import (
     Receive,
     Scope,
     Send,
+    current_headers,
     current_principal,
     error_body,
     header,
     read_body,
     refuse_busy,
+    request_headers,
     respond,
 )
 from .events import SSE_HEADERS, EventStore, MemoryEventStore, sse_event, sse_priming
@@ -134,8 +137,12 @@ class StreamableHTTPApp:
         max_depth: int | None = None,
         handshake_versions: tuple[str, ...] = HANDSHAKE_VERSIONS,
         modern_versions: tuple[str, ...] = MODERN_VERSIONS,
+        lifespan: Callable[[], contextlib.AbstractAsyncContextManager[Any]] | None = None,
     ) -> None:
         self.serve_session = serve_session
+        #: Entered on the ASGI lifespan startup, left at its shutdown (the MCP server's lifespan).
+        self.lifespan = lifespan
+        self._lifespan_cm: contextlib.AbstractAsyncContextManager[Any] | None = None
         self.modern = modern
         self.path = path
         self.security = security or HTTPSecurity()
@@ -173,6 +180,7 @@ class StreamableHTTPApp:
                 raise HTTPRefusal(404, -32600, "Not found")
             method = scope["method"]
             token = current_principal.set(principal)
+            htoken = current_headers.set(request_headers(scope))
             try:
                 if method == "POST":
                     await self._post(scope, receive, send, principal)
@@ -184,6 +192,7 @@ class StreamableHTTPApp:
                     allow = b"POST" if self.stateless else b"GET, POST, DELETE"
                     raise HTTPRefusal(405, -32600, "Method not allowed", [(b"allow", allow)])
             finally:
+                current_headers.reset(htoken)
                 current_principal.reset(token)
         except HTTPRefusal as r:
             await respond(send, r.status, error_body(r.code, r.message, with_null_id=False), extra=r.headers)
@@ -326,6 +335,7 @@ class StreamableHTTPApp:
                     await respond(send, 200, b"[" + b",".join(invalid) + b"]", extra=extra)
                 return
             stream = session.open_stream([r["id"] for r in requests], [r.get("params") for r in requests], holds_slots=True)
+            stream.headers = current_headers.get()
             slots = 0  # the session gives them back as the requests finish
             if use_sse:
                 await self._answer_sse(session, stream, items, raw, invalid, receive, send, extra, prime=not is_init)
@@ -708,9 +718,21 @@ class StreamableHTTPApp:
         while True:
             msg = await receive()
             if msg["type"] == "lifespan.startup":
+                if self.lifespan is not None:
+                    cm = self.lifespan()
+                    try:
+                        await cm.__aenter__()
+                    except Exception as exc:
+                        # The ASGI server logs this message and stops with a non-zero exit: never half started.
+                        await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                        return
+                    self._lifespan_cm = cm
                 await send({"type": "lifespan.startup.complete"})
             elif msg["type"] == "lifespan.shutdown":
                 await self.aclose()
+                entered, self._lifespan_cm = self._lifespan_cm, None
+                if entered is not None:
+                    await entered.__aexit__(None, None, None)
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 

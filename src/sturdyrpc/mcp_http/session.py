@@ -25,7 +25,7 @@ import contextvars
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from .. import codec
@@ -95,7 +95,7 @@ class SSEResponse:
 class Stream:
     """A logical SSE stream of a session: the POST stream of some requests, or the standalone GET stream."""
 
-    __slots__ = ("id", "session", "pending", "conn", "finished", "standalone", "json_waiter", "json_replies")
+    __slots__ = ("id", "session", "pending", "conn", "finished", "standalone", "json_waiter", "json_replies", "headers")
 
     def __init__(self, session: HTTPSession, *, standalone: bool = False) -> None:
         session.stream_counter += 1
@@ -109,6 +109,8 @@ class Stream:
         #: JSON mode: the responses collected so far, handed over when ``pending`` empties.
         self.json_waiter: asyncio.Future[list[bytes]] | None = None
         self.json_replies: list[bytes] = []
+        #: The headers of the POST that opened the stream (``ctx.headers`` of its requests).
+        self.headers: Mapping[str, str] | None = None
 
     async def emit(self, data: bytes) -> None:
         store = self.session.store
@@ -238,6 +240,11 @@ class HTTPSession:
 
     def in_flight(self, id_: Any) -> bool:
         return key_of(id_) in self.by_request
+
+    def headers_of(self, id_: Any) -> Mapping[str, str] | None:
+        """The headers of the POST that carried request ``id_`` while it is in flight (else None)."""
+        st = self.by_request.get(key_of(id_))
+        return st.headers if st is not None else None
 
     def cancelled(self, id_: Any) -> None:
         """The client cancelled request ``id_``: the server will not answer it, so its slot is free."""

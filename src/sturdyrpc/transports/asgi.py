@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextvars
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -38,6 +38,8 @@ __all__ = [
     "HTTPRefusal",
     "LOCAL_HOSTS",
     "current_principal",
+    "current_headers",
+    "request_headers",
     "header",
     "read_body",
     "respond",
@@ -59,6 +61,20 @@ LOCAL_HOSTS: frozenset[str] = frozenset({"localhost", "127.0.0.1", "[::1]", "::1
 #: The authenticated principal of the HTTP request being served (None without auth). Set by
 #: the transports before a handler runs so that handlers can make their own decisions.
 current_principal: contextvars.ContextVar[Any] = contextvars.ContextVar("sturdyrpc_principal", default=None)
+
+#: The headers of the HTTP request being served (lower-case names; repeated ones joined with
+#: ", "), set by the transports beside :data:`current_principal`; None off HTTP.
+current_headers: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar("sturdyrpc_headers", default=None)
+
+
+def request_headers(scope: Scope) -> dict[str, str]:
+    """The request's headers as a ``str`` dict (lower-case names, repeated ones joined with ", ")."""
+    out: dict[str, str] = {}
+    for k, v in scope.get("headers", ()):
+        name = bytes(k).decode("latin-1").lower()
+        value = bytes(v).decode("latin-1")
+        out[name] = f"{out[name]}, {value}" if name in out else value
+    return out
 
 
 def header(scope: Scope, name: bytes) -> bytes | None:

@@ -31,7 +31,7 @@ from typing import Any
 
 from ..admission import Admission
 from ..dispatch import BatchJob, Call, Dispatcher
-from ..execute import execute, shared_pool
+from ..execute import run_call, shared_pool
 from ..profile import Profile
 from ..runner import current_call
 from .asgi import (
@@ -42,11 +42,13 @@ from .asgi import (
     Receive,
     Scope,
     Send,
+    current_headers,
     current_principal,
     header,
     read_body,
     refuse,
     refuse_busy,
+    request_headers,
     respond,
 )
 
@@ -127,9 +129,11 @@ class JSONRPCHTTPApp:
         except Disconnected:
             return
         token = current_principal.set(principal)
+        htoken = current_headers.set(request_headers(scope))
         try:
             reply = await self._serve(body, receive)
         finally:
+            current_headers.reset(htoken)
             current_principal.reset(token)
         if reply is _GONE:
             return
@@ -148,7 +152,7 @@ class JSONRPCHTTPApp:
         if type(todo) is Call:
             call: Call = todo
             entry = call.entry
-            if not entry.is_async and not entry.blocking:
+            if not entry.is_async and not entry.blocking and not self.dispatcher.middleware_chain:
                 return self.dispatcher.run_inline(call)  # finishes on the spot: no task, no thread, no slot
             if not self.admission.try_acquire():
                 return _BUSY  # the last slot went while the body was being read
@@ -162,7 +166,8 @@ class JSONRPCHTTPApp:
             # (or 503): batches never queue up behind a full server, so what waits for a slot
             # is bounded by the slots themselves. Its other elements wait for theirs in order.
             first = [False]
-            if any(c.entry.is_async or c.entry.blocking for c in job.calls):
+            chain = bool(self.dispatcher.middleware_chain)
+            if any(c.entry.is_async or c.entry.blocking or chain for c in job.calls):
                 if not self.admission.try_acquire():
                     return _BUSY
                 first[0] = True
@@ -195,9 +200,12 @@ class JSONRPCHTTPApp:
 
     async def _run(self, call: Call) -> tuple[bool, Any]:
         current_call.set(call)
-        entry = call.entry
-        args, kwargs = call.arguments()
-        return await execute(entry.fn, args, kwargs, is_async=entry.is_async, blocking=entry.blocking, pool=self._pool)
+        ctx = None
+        if self.dispatcher.middleware_chain or call.entry.binder.context_name is not None:
+            ctx = call.make_context()
+            ctx.principal = current_principal.get()
+            ctx.headers = current_headers.get()
+        return await run_call(self.dispatcher, call, ctx, self._pool)
 
     async def _run_call(self, call: Call) -> bytes | None:
         ok, value = await self._run(call)
@@ -216,7 +224,7 @@ class JSONRPCHTTPApp:
         try:
             for c in job.calls:
                 e = c.entry
-                if not e.is_async and not e.blocking:
+                if not e.is_async and not e.blocking and not self.dispatcher.middleware_chain:
                     self.dispatcher.run_inline(c)  # finishes on the spot: no slot
                     continue
                 if first[0]:

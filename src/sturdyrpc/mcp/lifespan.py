@@ -1,0 +1,100 @@
+"""The server's lifespan: startup before the first request, shutdown after the last, once per process.
+
+``MCPServer(lifespan=fn)`` takes ``fn(server)`` returning an async context manager (an
+``@contextlib.asynccontextmanager`` function, or a plain async generator function). What it
+yields is ``ctx.lifespan`` in every handler and middleware. Every transport enters it through
+:meth:`LifespanRunner.running`: stdio before reading stdin, the HTTP app on the ASGI lifespan
+startup, the test client before connecting. Entries nest (an HTTP app and a test client in the
+same process): the first runs the startup, the last to leave runs the shutdown.
+
+A startup that raises is a :class:`LifespanError`: the transports stop with its message and a
+non-zero exit instead of serving half started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .server import MCPServer
+
+__all__ = ["Lifespan", "LifespanError", "LifespanRunner"]
+
+log = logging.getLogger("sturdyrpc.mcp")
+
+#: ``fn(server)`` -> an async context manager (or an async generator yielding once).
+Lifespan = Callable[[Any], Any]
+
+
+class LifespanError(RuntimeError):
+    """The lifespan's startup failed; the message says why (the cause is chained)."""
+
+
+class LifespanRunner:
+    """Runs one server's lifespan at most once at a time, shared by every transport of the process."""
+
+    def __init__(self, server: MCPServer, fn: Lifespan | None) -> None:
+        self.server = server
+        self.fn = fn
+        #: What the lifespan yielded while it runs (None otherwise).
+        self.state: Any = None
+        self._users = 0
+        self._cm: Any = None
+        self._lock: asyncio.Lock | None = None
+
+    @property
+    def active(self) -> bool:
+        """Whether the startup has run and the shutdown has not."""
+        return self._cm is not None
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[Any]:
+        """Startup on the first entry (raises :class:`LifespanError` when it fails), shutdown when
+        the last entry leaves; yields the lifespan's value."""
+        if self.fn is None:
+            yield None
+            return
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self._users == 0:
+                await self._startup()
+            self._users += 1
+        try:
+            yield self.state
+        finally:
+            self._users -= 1
+            if self._users == 0:
+                await self._shutdown()
+                self._lock = None
+
+    async def _startup(self) -> None:
+        assert self.fn is not None
+        name = getattr(self.fn, "__qualname__", repr(self.fn))
+        try:
+            cm = self.fn(self.server)
+            if inspect.isasyncgen(cm):
+                gen = cm
+                cm = contextlib.asynccontextmanager(lambda: gen)()
+            if not hasattr(cm, "__aenter__"):
+                raise TypeError(f"{name}(server) must return an async context manager, not {type(cm).__name__}")
+            self.state = await cm.__aenter__()
+        except Exception as exc:
+            self.state = None
+            raise LifespanError(f"lifespan startup failed in {name}(): {type(exc).__name__}: {exc}") from exc
+        self._cm = cm
+
+    async def _shutdown(self) -> None:
+        cm, self._cm = self._cm, None
+        try:
+            if cm is not None:
+                await cm.__aexit__(None, None, None)
+        except Exception:
+            log.exception("the lifespan failed at shutdown")
+        finally:
+            self.state = None
