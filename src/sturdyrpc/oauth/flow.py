@@ -149,7 +149,7 @@ def choose_auth_method(client: ClientInfo, asm: AuthorizationServerMetadata) -> 
     if not client.client_secret:
         return "none"
     supported = asm.token_endpoint_auth_methods_supported or [DEFAULT_AUTH_METHOD]
-    for method in ("client_secret_basic", "client_secret_post"):
+    for method in ("client_secret_basic", "client_secret_post", "none"):
         if method in supported:
             return method
     raise OAuthError(f"no usable token endpoint auth method among {', '.join(supported)}")
@@ -186,8 +186,9 @@ def registration_request(
     return body
 
 
-def read_registration(doc: Any, redirect_uri: str) -> ClientInfo:
-    """The client information of an RFC 7591 §3.2.1 response."""
+def read_registration(doc: Any, request: Mapping[str, Any]) -> ClientInfo:
+    """The client information of an RFC 7591 §3.2.1 response to ``request``. A response that
+    does not echo ``token_endpoint_auth_method`` registered the one that was asked for."""
     if type(doc) is not dict or type(doc.get("client_id")) is not str or not doc["client_id"]:
         raise OAuthError("the registration response has no client_id")
     secret = doc.get("client_secret")
@@ -196,8 +197,8 @@ def read_registration(doc: Any, redirect_uri: str) -> ClientInfo:
     return ClientInfo(
         client_id=doc["client_id"],
         client_secret=secret if type(secret) is str and secret else None,
-        token_endpoint_auth_method=method if type(method) is str else None,
-        redirect_uris=tuple(uris) if type(uris) is list else (redirect_uri,),
+        token_endpoint_auth_method=method if type(method) is str else request.get("token_endpoint_auth_method"),
+        redirect_uris=tuple(uris) if type(uris) is list else tuple(request.get("redirect_uris") or ()),
         kind="dynamic",
     )
 

@@ -322,7 +322,7 @@ class OAuthClientProvider:
             doc = r.json()
         except ValueError:
             doc = None
-        info = read_registration(doc, redirect_uri)
+        info = read_registration(doc, body)
         await self.store.set(f"client {asm.issuer}", info.to_json())
         log.info("authorization: registered at %s", asm.registration_endpoint)
         return info
