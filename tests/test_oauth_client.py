@@ -377,3 +377,58 @@ def test_loopback_listener_and_callback_handler() -> None:
 
         asyncio.run(go2())
         assert len(seen) == 1 and seen[0].startswith(auth_server.issuer + "/authorize?")
+
+
+# ------------------------------------------------------------------ the command line
+
+
+def test_cli_url_authorizes_through_the_loopback_listener_then_reuses_the_token(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    port = free_port()
+    store = tmp_path / "oauth.json"
+    cmd = [sys.executable, "-m", "sturdyrpc", "mcp", "tools", "--url", f"http://127.0.0.1:{port}/mcp", "--no-browser",
+           "--token-store", str(store), "--timeout", "40"]
+    with serve_protected(port) as (auth_server, rs):
+        rs.needs = {}
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert proc.stderr is not None
+        lines = []
+        for line in proc.stderr:
+            lines.append(line)
+            if line.strip().startswith("http"):
+                break
+        page = browser_get(line.strip())  # the user's browser: the authorization server, then the loopback listener
+        assert page.status_code == 200
+        out, err = proc.communicate(timeout=40)
+        assert proc.returncode == 0, "".join(lines) + err
+        assert "echo(" in out
+        assert auth_server.count("authorize") == 1
+        redirect = auth_server.of("register")[0]["redirect_uris"][0]
+        assert redirect.startswith("http://127.0.0.1:") and redirect.endswith("/callback")
+
+        saved = json.loads(store.read_text())
+        token = saved["tokens " + rs.resource]["tokens"]["access_token"]
+        assert stat.S_IMODE(os.stat(store).st_mode) == 0o600
+        assert token not in out + err + "".join(lines)  # secrets never on stdout or stderr
+
+        again = subprocess.run(cmd, capture_output=True, text=True, timeout=40)
+        assert again.returncode == 0 and "echo(" in again.stdout, again.stderr
+        assert "authorize" not in again.stderr and auth_server.count("authorize") == 1
+
+
+def test_cli_url_usage_errors() -> None:
+    import subprocess
+    import sys
+
+    base = [sys.executable, "-m", "sturdyrpc", "mcp", "tools"]
+    both = subprocess.run([*base, "--url", "http://127.0.0.1:1/mcp", "--", "x"], capture_output=True, text=True, timeout=30)
+    assert both.returncode == 2 and "either --url" in both.stderr
+    scheme = subprocess.run([*base, "--url", "ftp://h/mcp"], capture_output=True, text=True, timeout=30)
+    assert scheme.returncode == 2
+    env = {k: v for k, v in os.environ.items() if k != "NO_SUCH_SECRET_VAR"}
+    unset = subprocess.run([*base, "--url", "http://127.0.0.1:1/mcp", "--client-id", "x", "--client-secret-env", "NO_SUCH_SECRET_VAR"],
+                           capture_output=True, text=True, timeout=30, env=env)
+    assert unset.returncode == 2 and "NO_SUCH_SECRET_VAR" in unset.stderr

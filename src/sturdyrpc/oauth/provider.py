@@ -154,7 +154,9 @@ class OAuthClientProvider:
             async with self._lock:
                 tokens = await self._current(key)
                 if tokens is not None and tokens.expired() and tokens.refresh_token:
-                    tokens = await self._refresh(url, tokens)
+                    # not refreshed: the tokens were dropped (None), or are kept when the token
+                    # endpoint was unreachable; the server's answer to them decides what follows
+                    tokens = await self._refresh(url, tokens) or await self._current(key)
         return f"Bearer {tokens.access_token}" if tokens is not None else None
 
     async def handle_challenge(
@@ -365,7 +367,8 @@ class OAuthClientProvider:
         return tokens
 
     async def _refresh(self, url: str, tokens: Tokens) -> Tokens | None:
-        """A refreshed token, or None (the refresh token was refused; it is dropped)."""
+        """A refreshed token, or None: the refresh token was refused (the tokens are dropped), or
+        the token endpoint could not be reached; either way the caller goes on without it."""
         key = canonical_resource(url)
         disc = self._discovered.get(key) or await self._saved_discovery(key, tokens)
         if disc is None or tokens.refresh_token is None:
@@ -375,7 +378,11 @@ class OAuthClientProvider:
             return None
         resource = tokens.resource or disc.resource
         form, headers = refresh_token_request(disc.asm, client, refresh_token=tokens.refresh_token, resource=resource)
-        status, doc = await self._token_request(disc.asm, form, headers)
+        try:
+            status, doc = await self._token_request(disc.asm, form, headers)
+        except OAuthError as exc:
+            log.info("authorization: refresh failed (%s)", exc)  # unreachable now: the tokens are kept
+            return None
         try:
             new = read_token_response(status, doc, requested_scope=tokens.scope, resource=resource, issuer=disc.asm.issuer,
                                       previous_refresh=tokens.refresh_token)
