@@ -432,3 +432,24 @@ def test_cli_url_usage_errors() -> None:
     unset = subprocess.run([*base, "--url", "http://127.0.0.1:1/mcp", "--client-id", "x", "--client-secret-env", "NO_SUCH_SECRET_VAR"],
                            capture_output=True, text=True, timeout=30, env=env)
     assert unset.returncode == 2 and "NO_SUCH_SECRET_VAR" in unset.stderr
+
+
+def test_refused_refresh_token_falls_back_to_a_new_authorization() -> None:
+    port = free_port()
+    with serve_protected(port) as (auth_server, rs):
+        rs.needs = {}
+
+        async def go() -> int:
+            auth = _provider()
+            async with connect_http(f"http://127.0.0.1:{port}/mcp", auth=auth) as client:
+                await client.list_tools()
+                auth_server.refresh_tokens.clear()  # revoked
+                auth_server.rotate()
+                rs.forget_keys()
+                await client.list_tools()
+            await auth.aclose()
+            return auth.authorizations
+
+        assert asyncio.run(go()) == 2
+        grants = [(t["grant_type"], t["auth_method"]) for t in auth_server.of("token")]
+        assert [g for g, _ in grants] == ["authorization_code", "refresh_token", "authorization_code"]

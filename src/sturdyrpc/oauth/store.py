@@ -56,7 +56,8 @@ class MemoryTokenStore:
 
 
 class FileTokenStore:
-    """One JSON file holding every key, created with mode 0600 (its directory 0700).
+    """One JSON file holding every key (``~`` expanded), created with mode 0600 (a directory it
+    creates: 0700).
 
     Writes go to a temporary file in the same directory that is then renamed over the old one,
     so a crash never leaves half a file. A file that cannot be read as a JSON object counts as
@@ -64,7 +65,7 @@ class FileTokenStore:
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
+        self.path = Path(path).expanduser()
         self._lock = asyncio.Lock()
 
     def _read(self) -> dict[str, Any]:
