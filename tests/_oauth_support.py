@@ -50,6 +50,8 @@ class AuthServer:
     auth_methods: list[str] = field(default_factory=lambda: ["none", "client_secret_basic", "client_secret_post"])
     advertise_pkce: bool = True
     issuer_override: str | None = None
+    #: the user refuses: the redirect carries error=access_denied
+    deny: bool = False
     #: scopes the server will never grant (a user who refuses part of the request)
     withheld: set[str] = field(default_factory=set)
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
@@ -120,6 +122,9 @@ class AuthServer:
             return 400, {}, "unknown client or redirect_uri"
         if query.get("code_challenge_method") != "S256" or not query.get("code_challenge"):
             return 400, {}, "PKCE S256 required"
+        if self.deny:
+            loc = query["redirect_uri"] + "?" + urlencode({"error": "access_denied", "state": query.get("state", "")})
+            return 302, {"location": loc}, ""
         scopes = [s for s in query.get("scope", "").split() if s not in self.withheld]
         code = secrets.token_urlsafe(16)
         self.codes[code] = {"client_id": client["client_id"], "redirect_uri": query["redirect_uri"],

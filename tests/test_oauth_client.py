@@ -16,6 +16,7 @@ from _http_support import free_port
 from _oauth_support import browser_get, serve_protected
 
 from sturdyrpc.errors import RPCError
+from sturdyrpc.mcp.client import NegotiationFailed
 from sturdyrpc.mcp_http.connect import connect_http
 from sturdyrpc.oauth import (
     CallbackRedirectHandler,
@@ -306,12 +307,14 @@ def test_pre_registered_confidential_client_and_no_registration() -> None:
         assert auth_server.of("token")[0]["auth_method"] == "client_secret_post"
 
 
-@pytest.mark.parametrize("problem", ["no-pkce", "issuer", "resource"])
+@pytest.mark.parametrize("problem", ["no-pkce", "issuer", "resource", "denied"])
 def test_unsafe_metadata_is_refused_before_any_authorization(problem: str) -> None:
     port = free_port()
     opts: dict[str, Any] = {"advertise_pkce": False} if problem == "no-pkce" else {}
     if problem == "issuer":
         opts["issuer_override"] = "https://evil.example"
+    if problem == "denied":
+        opts["deny"] = True
     with serve_protected(port, **opts) as (auth_server, rs):
         if problem == "resource":
             rs.resource_override = "http://127.0.0.1:1/mcp"
@@ -321,16 +324,21 @@ def test_unsafe_metadata_is_refused_before_any_authorization(problem: str) -> No
             try:
                 async with connect_http(f"http://127.0.0.1:{port}/mcp", auth=auth) as client:
                     await client.list_tools()
-            except RPCError as exc:
-                return exc.message
+            except NegotiationFailed as exc:  # server/discover, the first request, could not be authorized
+                return str(exc)
             finally:
                 await auth.aclose()
             return ""
 
         message = asyncio.run(go())
         assert message.startswith("Authorization failed"), message
-        assert {"no-pkce": "PKCE", "issuer": "issuer", "resource": "protected resource metadata"}[problem] in message
-        assert auth_server.count("authorize") == 0 and auth_server.count("register") == 0
+        expected = {"no-pkce": "PKCE", "issuer": "issuer", "resource": "protected resource metadata", "denied": "access_denied"}
+        assert expected[problem] in message
+        if problem == "denied":
+            assert auth_server.count("authorize") == 1  # asked once: no second sign-in for a fallback initialize
+        else:
+            assert auth_server.count("authorize") == 0 and auth_server.count("register") == 0
+        assert [s for _, s in rs.seen] == [401]
 
 
 def test_loopback_listener_and_callback_handler() -> None:

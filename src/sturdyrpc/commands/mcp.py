@@ -197,6 +197,22 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _main(args: argparse.Namespace, arguments: dict[str, Any]) -> int:
+    auth = None
+    if args.url is not None:
+        try:
+            auth = _oauth_provider(args)
+        except (OSError, ValueError) as exc:
+            _err(f"cannot set up authorization: {exc}")
+            return EXIT_USAGE
+    try:
+        return await _session(args, arguments, auth)
+    finally:
+        if auth is not None:
+            await auth.aclose()
+            auth.redirect_handler.close()
+
+
+async def _session(args: argparse.Namespace, arguments: dict[str, Any], auth: Any) -> int:
     from ..errors import RPCError
     from ..mcp.client import NegotiationFailed, connect
     from ..peer import ConnectionClosed, RequestTimeout
@@ -232,15 +248,9 @@ async def _main(args: argparse.Namespace, arguments: dict[str, Any]) -> int:
         sys.stderr.write(f"progress: {text}\n")
         sys.stderr.flush()
 
-    auth = None
     if args.url is not None:
         from ..mcp_http.connect import connect_http
 
-        try:
-            auth = _oauth_provider(args)
-        except (OSError, ValueError) as exc:
-            _err(f"cannot set up authorization: {exc}")
-            return EXIT_USAGE
         conn_cm = connect_http(args.url, args.protocol, auth=auth, timeout=None, discover_timeout=min(10.0, args.timeout or 10.0))
     else:
         conn_cm = connect(args.server_command, args.protocol, timeout=None, discover_timeout=min(10.0, args.timeout or 10.0))
@@ -298,9 +308,6 @@ async def _main(args: argparse.Namespace, arguments: dict[str, Any]) -> int:
             await conn_cm.__aexit__(*exc_info)
         except (asyncio.CancelledError, Exception):
             pass
-        if auth is not None:
-            await auth.aclose()
-            auth.redirect_handler.close()
     return code
 
 

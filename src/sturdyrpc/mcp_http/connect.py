@@ -9,7 +9,8 @@
 Negotiation is the client's own (``server/discover`` at 2026-07-28, falling back to
 ``initialize``); ``protocol`` forces a version. Leaving the block closes the session (DELETE).
 ``auth``: authorization for a protected server, e.g. :class:`sturdyrpc.oauth.OAuthClientProvider`
-(docs/AUTH_CLIENT.md).
+(docs/AUTH_CLIENT.md); with it the ``server/discover`` probe is not timed (the user may be signing
+in; over HTTP a server without ``server/discover`` answers it at once with an error).
 """
 
 from __future__ import annotations
@@ -64,5 +65,5 @@ async def connect_http(
     peer = Peer(t, client.dispatcher(), profile=profile, default_timeout=timeout, name="mcp-http-client")
     client.peer = peer
     async with peer:
-        await client.negotiate(protocol, discover_timeout=discover_timeout)
+        await client.negotiate(protocol, discover_timeout=None if auth is not None else discover_timeout)
         yield client
