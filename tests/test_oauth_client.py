@@ -144,6 +144,15 @@ def test_authorization_response_checks_state_and_error() -> None:
         read_authorization_response({"error": "access_denied", "state": "s"}, "s")
 
 
+def test_endpoints_and_redirect_uri_must_be_https_or_loopback() -> None:
+    _asm(issuer="https://as", token_endpoint="http://localhost:8080/t").require_secure_endpoints()
+    with pytest.raises(OAuthError, match="token_endpoint"):
+        _asm(token_endpoint="http://as.example.com/token").require_secure_endpoints()
+    with pytest.raises(ValueError, match="redirect URI"):
+        OAuthClientProvider(FollowRedirectHandler("http://example.com/callback"))
+    OAuthClientProvider(FollowRedirectHandler("https://app.example.com/callback"))
+
+
 def test_pkce_must_be_advertised() -> None:
     with pytest.raises(OAuthError, match="PKCE"):
         _asm(code_challenge_methods_supported=None).require_pkce_s256()

@@ -29,6 +29,7 @@ __all__ = [
     "legacy_authorization_base",
     "legacy_default_metadata",
     "same_issuer",
+    "is_secure_url",
 ]
 
 PRM_SUFFIX = "/.well-known/oauth-protected-resource"
@@ -111,6 +112,15 @@ def same_issuer(a: str, b: str) -> bool:
     return norm(a) == norm(b)
 
 
+def is_secure_url(url: str) -> bool:
+    """OAuth 2.1 §1.5 as MCP applies it: https, or http to a loopback host (local development,
+    loopback redirect URIs)."""
+    p = urlsplit(url)
+    if p.scheme == "https":
+        return True
+    return p.scheme == "http" and (p.hostname or "").lower() in ("localhost", "127.0.0.1", "::1")
+
+
 def _str_list(v: Any) -> list[str] | None:
     if type(v) is list and all(type(x) is str for x in v):
         return list(v)
@@ -181,6 +191,13 @@ class AuthorizationServerMetadata:
             client_id_metadata_document_supported=doc.get("client_id_metadata_document_supported") is True,
             extra=doc,
         )
+
+    def require_secure_endpoints(self) -> None:
+        """Authorization server endpoints MUST be served over HTTPS (loopback http aside)."""
+        for name in ("issuer", "authorization_endpoint", "token_endpoint", "registration_endpoint"):
+            value = getattr(self, name)
+            if value is not None and not is_secure_url(value):
+                raise OAuthError(f"the authorization server's {name} {value!r} is not https")
 
     def require_pkce_s256(self) -> None:
         """MCP: without ``code_challenge_methods_supported`` the client MUST refuse to proceed;

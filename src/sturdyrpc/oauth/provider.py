@@ -52,6 +52,7 @@ from .metadata import (
     ProtectedResourceMetadata,
     authorization_server_metadata_urls,
     canonical_resource,
+    is_secure_url,
     legacy_authorization_base,
     legacy_default_metadata,
     protected_resource_metadata_urls,
@@ -127,6 +128,8 @@ class OAuthClientProvider:
             p = httpx.URL(client_metadata_url)
             if p.scheme != "https" or p.path in ("", "/"):
                 raise ValueError("client_metadata_url must be an https URL with a path")
+        if not is_secure_url(redirect_handler.redirect_uri):
+            raise ValueError("the redirect URI must be https or http on a loopback host")
         self.redirect_handler = redirect_handler
         self.store: TokenStore = store if store is not None else MemoryTokenStore()
         self.preregistered = (
@@ -286,6 +289,7 @@ class OAuthClientProvider:
             log.info("authorization: no protected resource metadata; 2025-03-26 discovery at %s", base)
             asm = await self._authorization_server(base, check_issuer=False) or legacy_default_metadata(base)
             resource = key
+        asm.require_secure_endpoints()
         asm.require_pkce_s256()
         disc = _Discovery(prm, asm, resource, metadata_url)
         self._discovered[key] = disc
