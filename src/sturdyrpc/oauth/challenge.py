@@ -18,6 +18,7 @@ _TOKEN68 = r"[A-Za-z0-9\-._~+/]+=*"
 _QUOTED = r'"(?:[^"\\]|\\.)*"'
 _PARAM = re.compile(rf"\s*({_TOKEN})\s*=\s*({_TOKEN}|{_QUOTED})\s*")
 _SCHEME = re.compile(rf"\s*({_TOKEN})(?=\s|,|$)")
+_TOKEN68_ARG = re.compile(rf"\s+({_TOKEN68})\s*(?:,|$)")
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ def parse_www_authenticate(values: str | Iterable[str]) -> list[Challenge]:
             scheme, pos = m.group(1), m.end()
             params: dict[str, str] = {}
             token68: str | None = None
-            t68 = re.compile(rf"\s+({_TOKEN68})\s*(?:,|$)").match(value, pos)
+            t68 = _TOKEN68_ARG.match(value, pos)
             if t68 is not None and _PARAM.match(value, pos) is None:
                 token68, pos = t68.group(1), t68.end()
             else:
