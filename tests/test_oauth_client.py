@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 from _http_support import free_port
+from hypothesis import given
+from hypothesis import strategies as st
 from _oauth_support import browser_get, serve_protected
 
 from sturdyrpc.errors import RPCError
@@ -66,6 +68,23 @@ def test_www_authenticate_several_challenges_quoting_and_case() -> None:
     assert esc is not None and esc.error_description == 'say "no"' and esc.scope == "a"
     assert bearer_challenge('Basic realm="x"') is None
     assert bearer_challenge("Negotiate abc==, Bearer scope=q").scope == "q"  # type: ignore[union-attr]
+
+
+_tok = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.!#$%&*+^`|~", min_size=1, max_size=12)
+_val = st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=20)
+
+
+@given(st.lists(st.tuples(_tok, st.dictionaries(_tok.map(str.lower), _val, max_size=4)), min_size=1, max_size=3))
+def test_www_authenticate_round_trip(challenges: list[tuple[str, dict[str, str]]]) -> None:
+    """Any challenges written with quoted-string values (commas, quotes, backslashes inside) parse back exactly."""
+
+    def quote(v: str) -> str:
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    header = ", ".join(f"{scheme} " + ", ".join(f"{k}={quote(v)}" for k, v in params.items()) if params else scheme
+                       for scheme, params in challenges)
+    parsed = parse_www_authenticate(header)
+    assert [(c.scheme, c.params) for c in parsed] == challenges
 
 
 def test_discovery_urls_follow_the_spec_order() -> None:
