@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 from _http_support import free_port
+from _oauth_support import browser_get, serve_protected
 from hypothesis import given
 from hypothesis import strategies as st
-from _oauth_support import browser_get, serve_protected
 
 from sturdyrpc.errors import RPCError
 from sturdyrpc.mcp.client import NegotiationFailed
