@@ -489,3 +489,28 @@ def test_refused_refresh_token_falls_back_to_a_new_authorization() -> None:
         assert asyncio.run(go()) == 2
         grants = [(t["grant_type"], t["auth_method"]) for t in auth_server.of("token")]
         assert [g for g, _ in grants] == ["authorization_code", "refresh_token", "authorization_code"]
+
+
+def test_every_http_request_carries_the_token_and_concurrent_401s_share_one_flow() -> None:
+    port = free_port()
+    with serve_protected(port) as (auth_server, rs):
+        rs.needs = {}
+
+        async def go() -> None:
+            auth = _provider()
+            # the handshake era: a session, the standalone GET stream, and DELETE at the end
+            async with connect_http(f"http://127.0.0.1:{port}/mcp", "2025-11-25", auth=auth) as client:
+                await client.list_tools()
+                auth_server.refresh_tokens.clear()
+                auth_server.rotate()
+                rs.forget_keys()  # every request now gets 401 until a new authorization
+                await asyncio.gather(*(client.list_tools() for _ in range(4)))
+            await auth.aclose()
+            assert auth.authorizations == 2
+
+        asyncio.run(go())
+        assert auth_server.count("authorize") == 2
+        lists = [status for m, status in rs.seen if m == "POST tools/list"]
+        assert lists.count(200) == 5 and lists.count(401) <= 4
+        # the standalone GET stream and the closing DELETE carried the token too
+        assert ("GET None", 200) in rs.seen and ("DELETE None", 200) in rs.seen
