@@ -104,7 +104,7 @@ class OAuthClientProvider:
     ``client_metadata_url``: an HTTPS URL with a path where this client's metadata document is
     hosted (used when the authorization server advertises ``client_id_metadata_document_supported``).
     ``client_name``: for dynamic registration. ``scope``: ask for exactly this instead of the
-    spec's selection. ``max_authorizations``: retries per request (authorizations, refreshes,
+    spec's selection (a step-up still adds the challenged scopes). ``max_authorizations``: retries per request (authorizations, refreshes,
     a token another request just obtained). ``http``: the ``httpx.AsyncClient`` for the
     authorization server and metadata (not closed by us).
     """
@@ -181,7 +181,7 @@ class OAuthClientProvider:
                     return True
             if status == 403:
                 assert challenge is not None
-                scope = self.scope or step_up_scope(tokens.scope if tokens else None, challenge)
+                scope = step_up_scope(tokens.scope if tokens else self.scope, challenge)
             else:
                 scope = None
             await self._authorize(url, challenge, scope)
