@@ -383,6 +383,8 @@ def test_loopback_listener_and_callback_handler() -> None:
                 while "http" not in out.getvalue():
                     await asyncio.sleep(0.02)
                 auth_url = out.getvalue().split()[-1]
+                stray = await asyncio.to_thread(browser_get, f"{handler.redirect_uri}?code=forged&state=wrong")
+                assert stray.status_code == 400  # ignored: the listener keeps waiting
                 page = await asyncio.to_thread(browser_get, auth_url)
                 assert page.status_code == 200 and "Authorization complete" in page.text
 

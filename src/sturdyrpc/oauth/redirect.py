@@ -115,7 +115,9 @@ class LoopbackRedirectHandler:
     :attr:`redirect_uri` is known before dynamic registration. ``open_browser``: open the
     system browser on the authorization URL; the URL is always printed to ``out`` (stderr)
     too, so a headless machine can copy it. Waits ``timeout`` seconds for the browser.
-    Requests to other paths get 404; the first request to the callback path ends the wait.
+    Requests to other paths get 404, and callbacks whose ``state`` is not the authorization
+    request's get 400 and are ignored (a stray or forged request cannot end the wait); the first
+    callback with the right ``state`` ends it.
     """
 
     def __init__(
@@ -149,6 +151,7 @@ class LoopbackRedirectHandler:
     async def authorize(self, authorization_url: str) -> Mapping[str, str]:
         loop = asyncio.get_running_loop()
         result: asyncio.Future[dict[str, str]] = loop.create_future()
+        expected_state = redirect_params(authorization_url).get("state")
 
         async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             try:
@@ -160,14 +163,18 @@ class LoopbackRedirectHandler:
                     writer.write(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
                     return
                 params = redirect_params(target)
-                message = "Authorization failed." if "error" in params else "Authorization complete."
+                if expected_state is not None and params.get("state") != expected_state:
+                    status, message = "400 Bad Request", "This is not the response to the pending authorization request."
+                else:
+                    status = "200 OK"
+                    message = "Authorization failed." if "error" in params else "Authorization complete."
+                    if not result.done():
+                        result.set_result(params)
                 body = _PAGE.format(message=message).encode()
                 writer.write(
-                    b"HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\nconnection: close\r\n"
+                    f"HTTP/1.1 {status}\r\ncontent-type: text/html; charset=utf-8\r\nconnection: close\r\n".encode()
                     + f"content-length: {len(body)}\r\n\r\n".encode() + body
                 )
-                if not result.done():
-                    result.set_result(params)
             except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
                 pass
             finally:
