@@ -52,6 +52,9 @@ class AuthServer:
     issuer_override: str | None = None
     #: the user refuses: the redirect carries error=access_denied
     deny: bool = False
+    #: Client ID Metadata Documents: an https client_id is accepted as a public client (a real
+    #: server fetches the document and checks its redirect_uris; this one trusts loopback ones)
+    cimd: bool = False
     #: scopes the server will never grant (a user who refuses part of the request)
     withheld: set[str] = field(default_factory=set)
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
@@ -95,6 +98,8 @@ class AuthServer:
         }
         if self.advertise_pkce:
             md["code_challenge_methods_supported"] = ["S256"]
+        if self.cimd:
+            md["client_id_metadata_document_supported"] = True
         return md
 
     def count(self, kind: str) -> int:
@@ -117,7 +122,10 @@ class AuthServer:
 
     def authorize(self, query: dict[str, str]) -> tuple[int, dict[str, str], str]:
         self.events.append(("authorize", dict(query)))
-        client = self.clients.get(query.get("client_id", ""))
+        cid = query.get("client_id", "")
+        if self.cimd and cid.startswith("https://") and query.get("redirect_uri", "").startswith("http://127.0.0.1:"):
+            self.clients.setdefault(cid, {"client_id": cid, "redirect_uris": [query["redirect_uri"]], "token_endpoint_auth_method": "none"})
+        client = self.clients.get(cid)
         if client is None or query.get("redirect_uri") not in client["redirect_uris"]:
             return 400, {}, "unknown client or redirect_uri"
         if query.get("code_challenge_method") != "S256" or not query.get("code_challenge"):

@@ -369,6 +369,41 @@ def test_unsafe_metadata_is_refused_before_any_authorization(problem: str) -> No
         assert [s for _, s in rs.seen] == [401]
 
 
+def test_client_identity_priority_pre_registered_then_metadata_document_then_registration() -> None:
+    port = free_port()
+    doc_url = "https://client.example/oauth/client.json"
+    with serve_protected(port, cimd=True) as (auth_server, rs):
+        rs.needs = {}
+        auth_server.clients["pre"] = {"client_id": "pre", "redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none"}
+
+        async def session(**kw: Any) -> None:
+            auth = _provider(**kw)
+            async with connect_http(f"http://127.0.0.1:{port}/mcp", auth=auth) as client:
+                await client.list_tools()
+            await auth.aclose()
+
+        asyncio.run(session(client_id="pre", client_metadata_url=doc_url))
+        asyncio.run(session(client_metadata_url=doc_url))
+        asyncio.run(session())
+        assert [a["client_id"] for a in auth_server.of("authorize")][:2] == ["pre", doc_url]
+        assert auth_server.count("register") == 1  # only the last one, with neither
+        with pytest.raises(ValueError, match="https URL with a path"):
+            _provider(client_metadata_url="https://client.example")
+
+
+def test_legacy_2025_03_26_defaults_and_issuer_identity() -> None:
+    from sturdyrpc.oauth.metadata import legacy_authorization_base, legacy_default_metadata, same_issuer
+
+    base = legacy_authorization_base("https://api.example.com/v1/mcp")
+    assert base == "https://api.example.com"
+    md = legacy_default_metadata(base)
+    assert (md.authorization_endpoint, md.token_endpoint, md.registration_endpoint) == (
+        "https://api.example.com/authorize", "https://api.example.com/token", "https://api.example.com/register")
+    md.require_pkce_s256()  # no document, nothing to check: PKCE is used regardless
+    assert same_issuer("https://as.example", "https://as.example/")
+    assert not same_issuer("https://as.example/tenant1", "https://as.example/")
+
+
 def test_loopback_listener_and_callback_handler() -> None:
     port = free_port()
     with serve_protected(port) as (auth_server, rs):
