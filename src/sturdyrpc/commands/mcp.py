@@ -209,7 +209,6 @@ async def _main(args: argparse.Namespace, arguments: dict[str, Any]) -> int:
     finally:
         if auth is not None:
             await auth.aclose()
-            auth.redirect_handler.close()
 
 
 async def _session(args: argparse.Namespace, arguments: dict[str, Any], auth: Any) -> int:

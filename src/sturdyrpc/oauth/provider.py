@@ -188,10 +188,14 @@ class OAuthClientProvider:
             return True
 
     async def aclose(self) -> None:
-        """Close the HTTP client made by the provider."""
+        """Close the HTTP client made by the provider, and the redirect handler if it has a
+        ``close()`` (the loopback listener's port)."""
         if self._own_http and self._http is not None:
             await self._http.aclose()
             self._http = None
+        close = getattr(self.redirect_handler, "close", None)
+        if callable(close):
+            close()
 
     async def forget(self, url: str) -> None:
         """Drop the stored tokens for ``url`` (a logout; registrations are kept)."""
