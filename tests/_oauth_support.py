@@ -55,6 +55,8 @@ class AuthServer:
     #: Client ID Metadata Documents: an https client_id is accepted as a public client (a real
     #: server fetches the document and checks its redirect_uris; this one trusts loopback ones)
     cimd: bool = False
+    #: RFC 9207: the ``iss`` its authorization responses carry (a mix-up attack sends another)
+    response_iss: str | None = None
     #: scopes the server will never grant (a user who refuses part of the request)
     withheld: set[str] = field(default_factory=set)
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
@@ -95,6 +97,7 @@ class AuthServer:
             "grant_types_supported": ["authorization_code", "refresh_token"],
             "token_endpoint_auth_methods_supported": self.auth_methods,
             "scopes_supported": ["mcp:read", "mcp:write", "mcp:admin"],
+            "authorization_response_iss_parameter_supported": True,
         }
         if self.advertise_pkce:
             md["code_challenge_methods_supported"] = ["S256"]
@@ -131,13 +134,15 @@ class AuthServer:
         if query.get("code_challenge_method") != "S256" or not query.get("code_challenge"):
             return 400, {}, "PKCE S256 required"
         if self.deny:
-            loc = query["redirect_uri"] + "?" + urlencode({"error": "access_denied", "state": query.get("state", "")})
+            loc = query["redirect_uri"] + "?" + urlencode({"error": "access_denied", "state": query.get("state", ""),
+                                                           "iss": self.response_iss or self.issuer})
             return 302, {"location": loc}, ""
         scopes = [s for s in query.get("scope", "").split() if s not in self.withheld]
         code = secrets.token_urlsafe(16)
         self.codes[code] = {"client_id": client["client_id"], "redirect_uri": query["redirect_uri"],
                             "challenge": query["code_challenge"], "scope": " ".join(scopes), "resource": query.get("resource")}
-        loc = query["redirect_uri"] + "?" + urlencode({"code": code, "state": query.get("state", "")})
+        loc = query["redirect_uri"] + "?" + urlencode({"code": code, "state": query.get("state", ""),
+                                                       "iss": self.response_iss or self.issuer})
         return 302, {"location": loc}, ""
 
     def _client_auth(self, form: dict[str, str], authorization: str | None) -> tuple[dict[str, Any] | None, str]:

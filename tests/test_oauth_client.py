@@ -161,6 +161,13 @@ def test_authorization_response_checks_state_and_error() -> None:
         read_authorization_response({"code": "c", "state": "other"}, "s")
     with pytest.raises(OAuthError, match="access_denied"):
         read_authorization_response({"error": "access_denied", "state": "s"}, "s")
+    # RFC 9207 mix-up defence
+    assert read_authorization_response({"code": "c", "state": "s", "iss": "https://as"}, "s", issuer="https://as") == "c"
+    assert read_authorization_response({"code": "c", "state": "s"}, "s", issuer="https://as") == "c"
+    with pytest.raises(OAuthError, match="iss"):
+        read_authorization_response({"code": "c", "state": "s", "iss": "https://evil"}, "s", issuer="https://as")
+    with pytest.raises(OAuthError, match="iss"):
+        read_authorization_response({"code": "c", "state": "s"}, "s", issuer="https://as", iss_required=True)
 
 
 def test_endpoints_and_redirect_uri_must_be_https_or_loopback() -> None:
@@ -335,7 +342,7 @@ def test_pre_registered_confidential_client_and_no_registration() -> None:
         assert auth_server.of("token")[0]["auth_method"] == "client_secret_post"
 
 
-@pytest.mark.parametrize("problem", ["no-pkce", "issuer", "resource", "denied"])
+@pytest.mark.parametrize("problem", ["no-pkce", "issuer", "resource", "denied", "mix-up"])
 def test_unsafe_metadata_is_refused_before_any_authorization(problem: str) -> None:
     port = free_port()
     opts: dict[str, Any] = {"advertise_pkce": False} if problem == "no-pkce" else {}
@@ -343,6 +350,8 @@ def test_unsafe_metadata_is_refused_before_any_authorization(problem: str) -> No
         opts["issuer_override"] = "https://evil.example"
     if problem == "denied":
         opts["deny"] = True
+    if problem == "mix-up":
+        opts["response_iss"] = "https://other-as.example"
     with serve_protected(port, **opts) as (auth_server, rs):
         if problem == "resource":
             rs.resource_override = "http://127.0.0.1:1/mcp"
@@ -360,9 +369,10 @@ def test_unsafe_metadata_is_refused_before_any_authorization(problem: str) -> No
 
         message = asyncio.run(go())
         assert message.startswith("Authorization failed"), message
-        expected = {"no-pkce": "PKCE", "issuer": "issuer", "resource": "protected resource metadata", "denied": "access_denied"}
+        expected = {"no-pkce": "PKCE", "issuer": "issuer", "resource": "protected resource metadata", "denied": "access_denied",
+                    "mix-up": "iss"}
         assert expected[problem] in message
-        if problem == "denied":
+        if problem in ("denied", "mix-up"):
             assert auth_server.count("authorize") == 1  # asked once: no second sign-in for a fallback initialize
         else:
             assert auth_server.count("authorize") == 0 and auth_server.count("register") == 0

@@ -225,11 +225,17 @@ def authorization_url(
     return urlunsplit((p.scheme, p.netloc, p.path, query, ""))
 
 
-def read_authorization_response(params: Mapping[str, str], expected_state: str) -> str:
+def read_authorization_response(
+    params: Mapping[str, str], expected_state: str, *, issuer: str | None = None, iss_required: bool = False,
+) -> str:
     """The code of the redirect's query; an ``error``, a missing code or another ``state`` fail
-    (a response with a wrong state is discarded: it may be an injection)."""
+    (a response with a wrong state is discarded: it may be an injection). RFC 9207: an ``iss``
+    in the response must be ``issuer``, and must be there when the server says it sends one
+    (``iss_required``): a response from another authorization server is a mix-up attack."""
     if params.get("state") != expected_state:
         raise OAuthError("the authorization response's state does not match the request (discarded)")
+    if issuer is not None and ("iss" in params or iss_required) and params.get("iss") != issuer:
+        raise OAuthError("the authorization response's iss is not the authorization server's issuer (RFC 9207; discarded)")
     if "error" in params:
         desc = params.get("error_description")
         raise OAuthError(f"authorization denied: {params['error']}" + (f" ({desc})" if desc else ""), error=params["error"])

@@ -167,6 +167,8 @@ class AuthorizationServerMetadata:
     token_endpoint_auth_methods_supported: list[str] | None = None
     grant_types_supported: list[str] | None = None
     client_id_metadata_document_supported: bool = False
+    #: RFC 9207: the authorization response carries ``iss``.
+    authorization_response_iss_parameter_supported: bool = False
     #: False for the 2025-03-26 default endpoints (no document was found): PKCE is assumed.
     from_document: bool = True
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -189,6 +191,7 @@ class AuthorizationServerMetadata:
             token_endpoint_auth_methods_supported=_str_list(doc.get("token_endpoint_auth_methods_supported")),
             grant_types_supported=_str_list(doc.get("grant_types_supported")),
             client_id_metadata_document_supported=doc.get("client_id_metadata_document_supported") is True,
+            authorization_response_iss_parameter_supported=doc.get("authorization_response_iss_parameter_supported") is True,
             extra=doc,
         )
 

@@ -361,7 +361,9 @@ class OAuthClientProvider:
         self.authorizations += 1
         log.info("authorization: asking %s for scope %s", asm.authorization_endpoint, scope or "(none)")
         params = await self.redirect_handler.authorize(auth_url)
-        code = read_authorization_response(params, state)
+        # the 2025-03-26 base URL is no issuer identifier: nothing to compare an iss with
+        code = read_authorization_response(params, state, issuer=asm.issuer if disc.prm is not None else None,
+                                           iss_required=asm.authorization_response_iss_parameter_supported)
         form, headers = code_token_request(asm, client, code=code, redirect_uri=redirect_uri, pkce=pkce, resource=disc.resource)
         status, doc = await self._token_request(asm, form, headers)
         try:
