@@ -99,10 +99,18 @@ def auth_provider(scenario: str, context: str | None) -> OAuthClientProvider | N
 
 
 async def run(url: str, scenario: str, context: str | None = None) -> None:
+    auth = auth_provider(scenario, context)
+    try:
+        await _session(url, scenario, auth)
+    finally:
+        if auth is not None:
+            await auth.aclose()
+
+
+async def _session(url: str, scenario: str, auth: OAuthClientProvider | None) -> None:
     # sse-retry times the GET that resumes the dropped tools/call stream, and its server takes
     # any GET for that resumption: an optional standalone GET stream opened late (the machine
     # busy) would be timed instead and look like a reconnection that ignored `retry`.
-    auth = auth_provider(scenario, context)
     transport = StreamableHTTPClientTransport(url, open_get_stream=scenario != "sse-retry", auth=auth)
     profile = MCPProfile(role="client")
     peer = Peer(transport, _client_dispatcher(), profile=profile, name="conformance-client", default_timeout=30.0)
@@ -126,8 +134,6 @@ async def run(url: str, scenario: str, context: str | None = None) -> None:
         elif scenario not in ("initialize", "tools_call"):
             for name in names:
                 await peer.request("tools/call", {"name": name, "arguments": {}})
-    if auth is not None:
-        await auth.aclose()
 
 
 def main(argv: list[str] | None = None) -> int:
