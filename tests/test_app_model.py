@@ -397,6 +397,11 @@ def test_the_readme_example_runs_as_documented() -> None:
         async with server.test_client() as client:
             tools = {t["name"]: t for t in await client.list_tools()}
             assert "ctx" not in tools["search"]["inputSchema"]["properties"]
+            props = tools["search"]["inputSchema"]["properties"]
+            assert props["query"]["description"] == "What to look for"
+            assert props["query"]["minLength"] == 1
+            assert props["limit"]["description"] == "How many results to return."
+            assert tools["search"]["description"] == "Search the catalogue."
             result = await client.call_tool("search", {"query": "app"})
             assert result["structuredContent"] == {"result": ["apple"]}
             again = await client.call_tool("search", {"query": "e", "limit": 1})
