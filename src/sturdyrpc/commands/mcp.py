@@ -13,6 +13,12 @@ as JSON (unless it only repeats the text). Progress goes to stderr. ``resources`
 resources (URI, name, MIME type) and then the resource templates; ``prompts`` lists the prompts
 and their arguments. Every list follows the server's pages (``nextCursor``) to the end.
 
+With ``--url URL`` instead of ``-- CMD``, the server is reached over Streamable HTTP; a
+protected server (401) starts the OAuth flow (docs/AUTH_CLIENT.md): the browser is opened on
+the authorization URL (also printed to stderr), a listener on 127.0.0.1 takes the redirect,
+and tokens and registrations are kept in ``--token-store`` (default
+``~/.config/sturdyrpc/oauth.json``, mode 0600) for the next run.
+
 Exit codes: 0 done; 1 the tool reported ``isError``, a protocol error, or the server died;
 2 bad usage; 124 ``--timeout`` passed (the call is cancelled first); 127 the server could
 not be started; 130 interrupted.
@@ -23,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import sys
 from typing import Any
@@ -47,7 +54,41 @@ def register(sub: Any) -> None:
     for p in (t, c, r, pr):
         p.add_argument("--timeout", type=float, metavar="S", help="give up after S seconds (exit 124)")
         p.add_argument("--protocol", metavar="VERSION", help="force a protocol version (default: negotiate the newest)")
+        _add_http_options(p)
     m.set_defaults(func=run)
+
+
+def _add_http_options(p: Any) -> None:
+    g = p.add_argument_group("over HTTP, with OAuth when the server asks for it")
+    g.add_argument("--url", metavar="URL", help="the server's Streamable HTTP endpoint (instead of -- CMD)")
+    g.add_argument("--client-id", metavar="ID", help="a pre-registered OAuth client id")
+    g.add_argument("--client-secret-env", metavar="VAR",
+                   help="the environment variable holding that client's secret (kept off the command line)")
+    g.add_argument("--client-metadata-url", metavar="URL",
+                   help="an https URL of this client's metadata document (Client ID Metadata Documents)")
+    g.add_argument("--scope", metavar="SCOPES", help="ask for exactly these scopes (default: what the server names)")
+    g.add_argument("--token-store", metavar="PATH", help="where tokens are kept (default ~/.config/sturdyrpc/oauth.json)")
+    g.add_argument("--no-token-store", action="store_true", help="keep tokens in memory only")
+    g.add_argument("--redirect-port", type=int, default=0, metavar="N", help="the loopback redirect port (default: any free)")
+    g.add_argument("--no-browser", action="store_true", help="only print the authorization URL (to stderr)")
+
+
+def default_token_store() -> str:
+    """``$XDG_CONFIG_HOME/sturdyrpc/oauth.json``, else ``~/.config/sturdyrpc/oauth.json``."""
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, "sturdyrpc", "oauth.json")
+
+
+def _oauth_provider(args: argparse.Namespace) -> Any:
+    from ..oauth import FileTokenStore, LoopbackRedirectHandler, MemoryTokenStore, OAuthClientProvider
+
+    secret = os.environ.get(args.client_secret_env) if args.client_secret_env else None
+    store = MemoryTokenStore() if args.no_token_store else FileTokenStore(args.token_store or default_token_store())
+    handler = LoopbackRedirectHandler(args.redirect_port, open_browser=not args.no_browser)
+    return OAuthClientProvider(
+        handler, store=store, client_id=args.client_id, client_secret=secret,
+        client_metadata_url=args.client_metadata_url, scope=args.scope,
+    )
 
 
 def _err(msg: str) -> None:
@@ -134,7 +175,17 @@ def _listing(head: Any, item: dict[str, Any], with_name: bool = True) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.server_command:
+    if getattr(args, "url", None) is not None:
+        if args.server_command:
+            _err("give either --url or a server command after --, not both")
+            return EXIT_USAGE
+        if not args.url.startswith(("http://", "https://")):
+            _err("--url must be an http:// or https:// URL")
+            return EXIT_USAGE
+        if args.client_secret_env and not os.environ.get(args.client_secret_env):
+            _err(f"--client-secret-env: ${args.client_secret_env} is not set")
+            return EXIT_USAGE
+    elif not args.server_command:
         _err("no server command: put it after --, e.g. sturdyrpc mcp tools -- sturdyrpc demo --mcp")
         return EXIT_USAGE
     arguments: Any = {}
@@ -162,6 +213,21 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _main(args: argparse.Namespace, arguments: dict[str, Any]) -> int:
+    auth = None
+    if args.url is not None:
+        try:
+            auth = _oauth_provider(args)
+        except (OSError, ValueError) as exc:
+            _err(f"cannot set up authorization: {exc}")
+            return EXIT_USAGE
+    try:
+        return await _session(args, arguments, auth)
+    finally:
+        if auth is not None:
+            await auth.aclose()
+
+
+async def _session(args: argparse.Namespace, arguments: dict[str, Any], auth: Any) -> int:
     from ..errors import RPCError
     from ..mcp.client import NegotiationFailed, connect
     from ..peer import ConnectionClosed, RequestTimeout
@@ -197,7 +263,12 @@ async def _main(args: argparse.Namespace, arguments: dict[str, Any]) -> int:
         sys.stderr.write(f"progress: {text}\n")
         sys.stderr.flush()
 
-    conn_cm = connect(args.server_command, args.protocol, timeout=None, discover_timeout=min(10.0, args.timeout or 10.0))
+    if args.url is not None:
+        from ..mcp_http.connect import connect_http
+
+        conn_cm = connect_http(args.url, args.protocol, auth=auth, timeout=None, discover_timeout=min(10.0, args.timeout or 10.0))
+    else:
+        conn_cm = connect(args.server_command, args.protocol, timeout=None, discover_timeout=min(10.0, args.timeout or 10.0))
     try:
         client = await conn_cm.__aenter__()
     except OSError as exc:

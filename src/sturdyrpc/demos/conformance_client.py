@@ -10,11 +10,16 @@ This client speaks Streamable HTTP through :class:`StreamableHTTPClientTransport
   schema's default values (SEP-1034);
 - ``sse-retry``: calls ``test_reconnection``; the transport resumes the dropped stream after
   the server's ``retry`` delay with ``Last-Event-ID``.
+- ``auth/*``: the same session through :class:`~sturdyrpc.oauth.OAuthClientProvider` (every tool
+  called); the suite's authorization server redirects at once, so the redirect is followed
+  (:class:`~sturdyrpc.oauth.FollowRedirectHandler`). Pre-registered credentials come from
+  ``MCP_CONFORMANCE_CONTEXT``; the Client ID Metadata Document URL is the suite's fixed one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import sys
@@ -24,6 +29,7 @@ from ..dispatch import Dispatcher
 from ..mcp.profile import MCPProfile
 from ..mcp.versions import LATEST_HANDSHAKE
 from ..mcp_http.client import StreamableHTTPClientTransport
+from ..oauth import FollowRedirectHandler, OAuthClientProvider
 from ..peer import Peer
 
 __all__ = ["main", "run", "defaults_from_schema"]
@@ -65,11 +71,47 @@ def _client_dispatcher() -> Dispatcher:
     return rpc
 
 
-async def run(url: str, scenario: str) -> None:
+#: The suite's fixed client id for Client ID Metadata Documents (it does not fetch it).
+CIMD_URL = "https://conformance-test.local/client-metadata.json"
+
+
+def auth_provider(scenario: str, context: str | None) -> OAuthClientProvider | None:
+    """The OAuth client for an ``auth/*`` scenario, or None for the others."""
+    if not scenario.startswith("auth/"):
+        return None
+    ctx: Any = {}
+    if context:
+        try:
+            ctx = json.loads(context)
+        except ValueError:
+            ctx = {}
+    if type(ctx) is not dict:
+        ctx = {}
+    client_id = ctx.get("client_id") if type(ctx.get("client_id")) is str else None
+    secret = ctx.get("client_secret") if type(ctx.get("client_secret")) is str else None
+    return OAuthClientProvider(
+        FollowRedirectHandler("http://127.0.0.1:3000/callback"),
+        client_id=client_id,
+        client_secret=secret,
+        client_metadata_url=CIMD_URL,
+        client_name="sturdyrpc-conformance-client",
+    )
+
+
+async def run(url: str, scenario: str, context: str | None = None) -> None:
+    auth = auth_provider(scenario, context)
+    try:
+        await _session(url, scenario, auth)
+    finally:
+        if auth is not None:
+            await auth.aclose()
+
+
+async def _session(url: str, scenario: str, auth: OAuthClientProvider | None) -> None:
     # sse-retry times the GET that resumes the dropped tools/call stream, and its server takes
     # any GET for that resumption: an optional standalone GET stream opened late (the machine
     # busy) would be timed instead and look like a reconnection that ignored `retry`.
-    transport = StreamableHTTPClientTransport(url, open_get_stream=scenario != "sse-retry")
+    transport = StreamableHTTPClientTransport(url, open_get_stream=scenario != "sse-retry", auth=auth)
     profile = MCPProfile(role="client")
     peer = Peer(transport, _client_dispatcher(), profile=profile, name="conformance-client", default_timeout=30.0)
     async with peer:
@@ -102,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "initialize")
     try:
-        asyncio.run(run(args[-1], scenario))
+        asyncio.run(run(args[-1], scenario, os.environ.get("MCP_CONFORMANCE_CONTEXT")))
     except Exception as exc:
         sys.stderr.write(f"conformance client failed: {exc!r}\n")
         return 1

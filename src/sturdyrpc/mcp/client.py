@@ -142,8 +142,9 @@ class MCPClient:
             meta[META_LOG_LEVEL] = self.log_level
         return meta
 
-    async def negotiate(self, protocol: str | None = None, *, discover_timeout: float = 10.0) -> str:
-        """Select the protocol version (see the module docstring). Returns it."""
+    async def negotiate(self, protocol: str | None = None, *, discover_timeout: float | None = 10.0) -> str:
+        """Select the protocol version (see the module docstring). Returns it. ``discover_timeout``
+        None: the probe is not timed (over HTTP with OAuth, where a user may be signing in)."""
         if protocol is not None and protocol not in SUPPORTED_VERSIONS:
             raise NegotiationFailed(f"unknown protocol version {protocol!r} (known: {', '.join(SUPPORTED_VERSIONS)})")
         if protocol is None or protocol in MODERN_VERSIONS:
@@ -170,6 +171,10 @@ class MCPClient:
                             raise NegotiationFailed(f"no common protocol version (server supports {supported})") from None
                     if protocol is not None:
                         raise NegotiationFailed(f"server/discover failed: {exc.message}") from None
+                    if isinstance(exc.data, dict) and exc.data.get("reason") == "authorization":
+                        # the transport could not authorize (mcp_http's auth=): no sign of the era,
+                        # and initialize would only ask the user to sign in again
+                        raise NegotiationFailed(exc.message) from None
                     break  # any other error: a handshake-era server
                 if type(result) is dict:
                     supported = result.get("supportedVersions") or []

@@ -17,13 +17,17 @@ comes out of :meth:`receive`.
 - The standalone GET stream is opened after initialization (405 means the server has none).
 - An HTTP failure answers the affected requests with a JSON-RPC error reply, so no caller
   waits forever.
+- Authorization (``auth=``, e.g. :class:`sturdyrpc.oauth.OAuthClientProvider`): its
+  ``Authorization`` header on every request; a 401 or 403 goes to the provider, which may obtain
+  a token, and the request is sent again while it says so (it bounds the retries).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import httpx
@@ -31,6 +35,7 @@ import httpx
 from .. import codec
 from ..framing import BadHeader, FrameTooLarge
 from ..mcp.versions import META_PROTOCOL_VERSION, MODERN_VERSIONS
+from ..oauth import HTTPAuth, OAuthError
 from .modern import NAME_SOURCE, encode_header_value
 from .sse import SSEParser
 
@@ -57,6 +62,7 @@ class StreamableHTTPClientTransport:
     ``httpx.AsyncClient`` to use (not closed by us); else one is made. ``open_get_stream``:
     open the standalone SSE stream after initialization. ``default_retry_ms``: the resumption
     delay when the server sent none; ``max_resume_attempts`` bounds reconnections per stream.
+    ``auth``: authorization for every request (:class:`~sturdyrpc.oauth.HTTPAuth`).
     """
 
     def __init__(
@@ -69,8 +75,10 @@ class StreamableHTTPClientTransport:
         default_retry_ms: int = 1000,
         max_resume_attempts: int = 5,
         timeout: float = 30.0,
+        auth: HTTPAuth | None = None,
     ) -> None:
         self.url = url
+        self.auth = auth
         self.extra_headers = dict(headers or {})
         self._own_client = client is None
         self._client = client or httpx.AsyncClient(timeout=httpx.Timeout(timeout, read=None))
@@ -136,9 +144,14 @@ class StreamableHTTPClientTransport:
             t.cancel()
         if self.session_id is not None:
             try:
-                r = await self._client.delete(self.url, headers=self._headers(None, None))
+                headers = self._headers(None, None)
+                if self.auth is not None:
+                    sent = await self.auth.authorization_header(self.url)
+                    if sent is not None:
+                        headers["authorization"] = sent
+                r = await self._client.delete(self.url, headers=headers)
                 self.exchanges.append(("DELETE", r.status_code, r.headers.get("content-type", "")))
-            except httpx.HTTPError as exc:
+            except (httpx.HTTPError, OAuthError) as exc:
                 log.debug("DELETE failed: %r", exc)
         if self._own_client:
             await self._client.aclose()
@@ -210,7 +223,7 @@ class StreamableHTTPClientTransport:
         headers = self._headers(obj, modern)
         headers["content-type"] = "application/json"
         try:
-            async with self._client.stream("POST", self.url, content=data, headers=headers) as resp:
+            async with self._request("POST", headers, data) as resp:
                 ctype = resp.headers.get("content-type", "")
                 self.exchanges.append(("POST", resp.status_code, ctype))
                 sid = resp.headers.get("mcp-session-id")
@@ -239,6 +252,31 @@ class StreamableHTTPClientTransport:
             raise
         except httpx.HTTPError as exc:
             self._fail(waiting, "HTTP request failed", data={"reason": type(exc).__name__})
+        except OAuthError as exc:
+            self._fail(waiting, f"Authorization failed: {exc}", data={"reason": "authorization", "error": exc.error})
+
+    @contextlib.asynccontextmanager
+    async def _request(self, method: str, headers: dict[str, str], content: bytes | None = None) -> AsyncIterator[httpx.Response]:
+        """One request, streamed, with the auth's header; sent again while the auth says so after
+        a 401 or 403 (it bounds the retries). The response yielded is the last one."""
+        attempt = 0
+        while True:
+            sent = None
+            if self.auth is not None:
+                sent = await self.auth.authorization_header(self.url)
+                headers = {k: v for k, v in headers.items() if k != "authorization"}
+                if sent is not None:
+                    headers["authorization"] = sent
+            async with self._client.stream(method, self.url, content=content, headers=headers) as resp:
+                if self.auth is not None and resp.status_code in (401, 403):
+                    await resp.aread()
+                    challenges = resp.headers.get_list("www-authenticate")
+                    if await self.auth.handle_challenge(self.url, resp.status_code, challenges, sent=sent, attempt=attempt):
+                        self.exchanges.append((method, resp.status_code, resp.headers.get("content-type", "")))
+                        attempt += 1
+                        continue
+                yield resp
+                return
 
     def _http_error(self, status: int, body: bytes, waiting: set[tuple[type, Any]]) -> None:
         code, message, data = -32603, f"HTTP {status}", None
@@ -280,7 +318,7 @@ class StreamableHTTPClientTransport:
             headers = self._headers(None, None, sse_only=True)
             headers["last-event-id"] = parser.last_event_id
             try:
-                async with self._client.stream("GET", self.url, headers=headers) as resp:
+                async with self._request("GET", headers) as resp:
                     self.exchanges.append(("GET", resp.status_code, resp.headers.get("content-type", "")))
                     if resp.status_code != 200:
                         return
@@ -288,7 +326,7 @@ class StreamableHTTPClientTransport:
                     await self._read_sse(resp, parser, waiting)
                     if parser.last_event_id != before:
                         attempts = 0  # progress was made: the budget is per silent reconnection
-            except httpx.HTTPError as exc:
+            except (httpx.HTTPError, OAuthError) as exc:
                 log.debug("resumption failed: %r", exc)
 
     def _start_get_stream(self) -> None:
@@ -306,13 +344,13 @@ class StreamableHTTPClientTransport:
             if parser.last_event_id is not None:
                 headers["last-event-id"] = parser.last_event_id
             try:
-                async with self._client.stream("GET", self.url, headers=headers) as resp:
+                async with self._request("GET", headers) as resp:
                     self.exchanges.append(("GET", resp.status_code, resp.headers.get("content-type", "")))
                     if resp.status_code != 200:
                         return  # 405: the server offers no standalone stream
                     failures = 0
                     await self._read_sse(resp, parser, sink)
-            except httpx.HTTPError as exc:
+            except (httpx.HTTPError, OAuthError) as exc:
                 log.debug("GET stream failed: %r", exc)
             failures += 1
             delay = parser.retry if parser.retry is not None else self.default_retry_ms

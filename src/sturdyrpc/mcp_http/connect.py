@@ -8,6 +8,9 @@
 
 Negotiation is the client's own (``server/discover`` at 2026-07-28, falling back to
 ``initialize``); ``protocol`` forces a version. Leaving the block closes the session (DELETE).
+``auth``: authorization for a protected server, e.g. :class:`sturdyrpc.oauth.OAuthClientProvider`
+(docs/AUTH_CLIENT.md); with it the ``server/discover`` probe is not timed (the user may be signing
+in; over HTTP a server without ``server/discover`` answers it at once with an error).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 
 from ..mcp.client import Callback, MCPClient, RootsCallback
 from ..mcp.profile import MCPProfile
+from ..oauth import HTTPAuth
 from ..peer import Peer
 from .client import StreamableHTTPClientTransport
 
@@ -40,6 +44,7 @@ async def connect_http(
     timeout: float | None = 60.0,
     discover_timeout: float = 10.0,
     transport: StreamableHTTPClientTransport | None = None,
+    auth: HTTPAuth | None = None,
 ) -> AsyncIterator[MCPClient]:
     """Connect to the MCP endpoint ``url``, negotiate, and yield an :class:`MCPClient`."""
     from .. import __version__
@@ -56,9 +61,9 @@ async def connect_http(
         on_notification=on_notification,
         log_level=log_level,
     )
-    t = transport or StreamableHTTPClientTransport(url, headers=headers)
+    t = transport or StreamableHTTPClientTransport(url, headers=headers, auth=auth)
     peer = Peer(t, client.dispatcher(), profile=profile, default_timeout=timeout, name="mcp-http-client")
     client.peer = peer
     async with peer:
-        await client.negotiate(protocol, discover_timeout=discover_timeout)
+        await client.negotiate(protocol, discover_timeout=None if auth is not None else discover_timeout)
         yield client

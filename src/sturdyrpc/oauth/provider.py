@@ -1,0 +1,422 @@
+"""The OAuth 2.1 client of an MCP client over HTTP: the thin I/O layer over the pure modules.
+
+The Streamable HTTP transport (:class:`~sturdyrpc.mcp_http.client.StreamableHTTPClientTransport`,
+``auth=``) asks :meth:`OAuthClientProvider.authorization_header` before every request and hands
+every 401 and 403 to :meth:`OAuthClientProvider.handle_challenge`, which obtains a token when it
+can and says whether to send the request again. The flow (MCP authorization, 2025-11-25):
+
+1. Protected resource metadata (RFC 9728): the challenge's ``resource_metadata``, else the
+   well-known URLs; its ``resource`` must cover the server URL. None anywhere: the 2025-03-26
+   path (the authorization server is the server's origin; its RFC 8414 document or the
+   default endpoints).
+2. Authorization server metadata (RFC 8414, OpenID Connect Discovery) in the spec's order; the
+   ``issuer`` must be the one asked for; PKCE S256 must be advertised.
+3. A client identity: pre-registered (``client_id=``), else a Client ID Metadata Document
+   (``client_metadata_url=``, when the server advertises support), else dynamic registration
+   (RFC 7591), kept in the store per authorization server.
+4. Authorization code with PKCE S256, ``state`` and ``resource`` (RFC 8707), through the
+   :class:`~sturdyrpc.oauth.redirect.RedirectHandler`; the code exchanged with the registered
+   token endpoint auth method (``none``, ``client_secret_basic``, ``client_secret_post``).
+5. Scopes: the challenge's ``scope``, else ``scopes_supported``, else none; a
+   ``403 insufficient_scope`` steps up (the challenged scopes plus those held). At most
+   ``max_authorizations`` retries per request, so a server that never grants enough ends it.
+6. Tokens in the :class:`~sturdyrpc.oauth.store.TokenStore`, refreshed when expired or refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import httpx
+
+from .challenge import BearerChallenge, bearer_challenge
+from .errors import OAuthError
+from .flow import (
+    ClientInfo,
+    Tokens,
+    authorization_url,
+    code_token_request,
+    read_authorization_response,
+    read_registration,
+    read_token_response,
+    refresh_token_request,
+    registration_request,
+    select_scope,
+    step_up_scope,
+)
+from .metadata import (
+    AuthorizationServerMetadata,
+    ProtectedResourceMetadata,
+    authorization_server_metadata_urls,
+    canonical_resource,
+    is_secure_url,
+    legacy_authorization_base,
+    legacy_default_metadata,
+    protected_resource_metadata_urls,
+    resource_allowed,
+    same_issuer,
+)
+from .pkce import PKCE, new_state
+from .redirect import RedirectHandler
+from .store import MemoryTokenStore, TokenStore
+
+__all__ = ["HTTPAuth", "OAuthClientProvider"]
+
+log = logging.getLogger("sturdyrpc.oauth")
+
+
+@runtime_checkable
+class HTTPAuth(Protocol):
+    """What the HTTP transport needs from an ``auth=`` object."""
+
+    async def authorization_header(self, url: str) -> str | None:
+        """The ``Authorization`` value for a request to ``url`` now, or None (send none)."""
+        ...
+
+    async def handle_challenge(
+        self, url: str, status: int, www_authenticate: Sequence[str], *, sent: str | None, attempt: int
+    ) -> bool:
+        """A request to ``url`` that carried ``sent`` got ``status`` (401 or 403): True to send it
+        again (with a fresh :meth:`authorization_header`); ``attempt`` counts the retries so far."""
+        ...
+
+
+class _Discovery:
+    """What discovery found for one server URL."""
+
+    def __init__(self, prm: ProtectedResourceMetadata | None, asm: AuthorizationServerMetadata, resource: str,
+                 metadata_url: str | None) -> None:
+        self.prm = prm
+        self.asm = asm
+        self.resource = resource
+        self.metadata_url = metadata_url
+
+
+class OAuthClientProvider:
+    """An OAuth 2.1 client for one user, usable for any number of MCP server URLs.
+
+    ``redirect_handler``: takes the user through the authorization endpoint
+    (:mod:`sturdyrpc.oauth.redirect`). ``store``: tokens and registrations (memory by default).
+    ``client_id`` / ``client_secret`` / ``token_endpoint_auth_method``: a pre-registered client.
+    ``client_metadata_url``: an HTTPS URL with a path where this client's metadata document is
+    hosted (used when the authorization server advertises ``client_id_metadata_document_supported``).
+    ``client_name``: for dynamic registration. ``scope``: ask for exactly this instead of the
+    spec's selection (a step-up still adds the challenged scopes). ``max_authorizations``: retries per request (authorizations, refreshes,
+    a token another request just obtained). ``http``: the ``httpx.AsyncClient`` for the
+    authorization server and metadata (not closed by us).
+    """
+
+    def __init__(
+        self,
+        redirect_handler: RedirectHandler,
+        *,
+        store: TokenStore | None = None,
+        client_id: str | None = None,
+        client_secret: str | None = None,
+        token_endpoint_auth_method: str | None = None,
+        client_metadata_url: str | None = None,
+        client_name: str = "sturdyrpc",
+        scope: str | None = None,
+        max_authorizations: int = 3,
+        http: httpx.AsyncClient | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        if client_metadata_url is not None:
+            p = httpx.URL(client_metadata_url)
+            if p.scheme != "https" or p.path in ("", "/"):
+                raise ValueError("client_metadata_url must be an https URL with a path")
+        if not is_secure_url(redirect_handler.redirect_uri):
+            raise ValueError("the redirect URI must be https or http on a loopback host")
+        self.redirect_handler = redirect_handler
+        self.store: TokenStore = store if store is not None else MemoryTokenStore()
+        self.preregistered = (
+            ClientInfo(client_id, client_secret, token_endpoint_auth_method, kind="pre-registered") if client_id else None
+        )
+        self.client_metadata_url = client_metadata_url
+        self.client_name = client_name
+        self.scope = scope
+        self.max_authorizations = max_authorizations
+        self._http = http
+        self._own_http = http is None
+        self._timeout = timeout
+        self._lock = asyncio.Lock()
+        self._tokens: dict[str, Tokens] = {}
+        self._discovered: dict[str, _Discovery] = {}
+        #: How many authorization requests were made (tests and diagnostics).
+        self.authorizations = 0
+
+    # ------------------------------------------------------------------ HTTPAuth
+
+    async def authorization_header(self, url: str) -> str | None:
+        key = canonical_resource(url)
+        tokens = await self._current(key)
+        if tokens is not None and tokens.expired() and tokens.refresh_token:
+            async with self._lock:
+                tokens = await self._current(key)
+                if tokens is not None and tokens.expired() and tokens.refresh_token:
+                    # not refreshed: the tokens were dropped (None), or are kept when the token
+                    # endpoint was unreachable; the server's answer to them decides what follows
+                    tokens = await self._refresh(url, tokens) or await self._current(key)
+        return f"Bearer {tokens.access_token}" if tokens is not None else None
+
+    async def handle_challenge(
+        self, url: str, status: int, www_authenticate: Sequence[str], *, sent: str | None, attempt: int
+    ) -> bool:
+        if attempt >= self.max_authorizations:
+            log.info("authorization: giving up after %d attempts (HTTP %d)", attempt, status)
+            return False
+        challenge = bearer_challenge(www_authenticate)
+        if status == 403 and (challenge is None or challenge.error != "insufficient_scope"):
+            return False  # forbidden for another reason: a new token would not help
+        key = canonical_resource(url)
+        async with self._lock:
+            tokens = await self._current(key)
+            if tokens is not None and f"Bearer {tokens.access_token}" != sent:
+                return True  # another request got a new token meanwhile: try that one first
+            if status == 401 and tokens is not None and tokens.refresh_token and attempt == 0:
+                if await self._refresh(url, tokens) is not None:
+                    return True
+            if status == 403:
+                assert challenge is not None
+                scope = step_up_scope(tokens.scope if tokens else self.scope, challenge)
+            else:
+                scope = None
+            await self._authorize(url, challenge, scope)
+            return True
+
+    async def aclose(self) -> None:
+        """Close the HTTP client made by the provider, and the redirect handler if it has a
+        ``close()`` (the loopback listener's port)."""
+        if self._own_http and self._http is not None:
+            await self._http.aclose()
+            self._http = None
+        close = getattr(self.redirect_handler, "close", None)
+        if callable(close):
+            close()
+
+    async def forget(self, url: str) -> None:
+        """Drop the stored tokens for ``url`` (a logout; registrations are kept)."""
+        key = canonical_resource(url)
+        self._tokens.pop(key, None)
+        await self.store.delete(f"tokens {key}")
+
+    # ------------------------------------------------------------------ the flow
+
+    @property
+    def http(self) -> httpx.AsyncClient:
+        if self._http is None:
+            self._http = httpx.AsyncClient(timeout=self._timeout, follow_redirects=False)
+        return self._http
+
+    async def _current(self, key: str) -> Tokens | None:
+        tokens = self._tokens.get(key)
+        if tokens is None:
+            saved = await self.store.get(f"tokens {key}")
+            if saved is not None and type(saved.get("tokens")) is dict:
+                try:
+                    tokens = Tokens.from_json(saved["tokens"])
+                except (TypeError, KeyError):
+                    tokens = None
+                if tokens is not None:
+                    self._tokens[key] = tokens
+        return tokens
+
+    async def _save(self, key: str, tokens: Tokens, disc: _Discovery) -> None:
+        self._tokens[key] = tokens
+        record: dict[str, Any] = {"tokens": tokens.to_json()}
+        if disc.asm.from_document:
+            record["authorization_server"] = disc.asm.extra
+        else:
+            record["authorization_server_base"] = disc.asm.issuer
+        await self.store.set(f"tokens {key}", record)
+
+    async def _get_json(self, url: str) -> Any:
+        """The JSON object at ``url``, or None for an HTTP error or no JSON (try the next URL)."""
+        try:
+            r = await self.http.get(url, headers={"accept": "application/json"})
+        except httpx.HTTPError as exc:
+            log.debug("GET %s failed: %r", url, exc)
+            return None
+        log.debug("GET %s -> %d", url, r.status_code)
+        if r.status_code != 200:
+            return None
+        try:
+            return r.json()
+        except ValueError:
+            return None
+
+    async def _authorization_server(self, issuer: str, *, check_issuer: bool) -> AuthorizationServerMetadata | None:
+        for u in authorization_server_metadata_urls(issuer):
+            doc = await self._get_json(u)
+            if doc is None:
+                continue
+            asm = AuthorizationServerMetadata.from_json(doc)
+            if check_issuer and not same_issuer(asm.issuer, issuer):
+                # RFC 8414 §3.3: the document MUST NOT be used
+                raise OAuthError(f"authorization server metadata at {u} names issuer {asm.issuer!r}, not {issuer!r}")
+            return asm
+        return None
+
+    async def _discover(self, url: str, challenge: BearerChallenge | None) -> _Discovery:
+        metadata_url = challenge.resource_metadata if challenge is not None else None
+        key = canonical_resource(url)
+        cached = self._discovered.get(key)
+        if cached is not None and (metadata_url is None or metadata_url == cached.metadata_url):
+            return cached
+        prm: ProtectedResourceMetadata | None = None
+        for u in protected_resource_metadata_urls(url, metadata_url):
+            doc = await self._get_json(u)
+            if doc is None:
+                continue
+            prm = ProtectedResourceMetadata.from_json(doc)
+            if not resource_allowed(prm.resource, url):
+                # RFC 9728 §3.3/§7.3: metadata for another resource MUST NOT be used
+                raise OAuthError(f"protected resource metadata at {u} is for {prm.resource!r}, not {url!r}")
+            break
+        if prm is None and metadata_url is not None:
+            raise OAuthError(f"no protected resource metadata at {metadata_url} (named by the server's WWW-Authenticate)")
+        if prm is not None:
+            asm = None
+            for issuer in prm.authorization_servers:
+                asm = await self._authorization_server(issuer, check_issuer=True)
+                if asm is not None:
+                    break
+            if asm is None:
+                raise OAuthError(f"no authorization server metadata for {', '.join(prm.authorization_servers)}")
+            resource = prm.resource
+        else:
+            # 2025-03-26: no protected resource metadata; the server's origin is the authorization base
+            base = legacy_authorization_base(url)
+            log.info("authorization: no protected resource metadata; 2025-03-26 discovery at %s", base)
+            asm = await self._authorization_server(base, check_issuer=False) or legacy_default_metadata(base)
+            resource = key
+        asm.require_secure_endpoints()
+        asm.require_pkce_s256()
+        disc = _Discovery(prm, asm, resource, metadata_url)
+        self._discovered[key] = disc
+        return disc
+
+    async def _client(self, asm: AuthorizationServerMetadata, *, register: bool, scope: str | None = None) -> ClientInfo | None:
+        if self.preregistered is not None:
+            return self.preregistered
+        if self.client_metadata_url is not None and asm.client_id_metadata_document_supported:
+            return ClientInfo(self.client_metadata_url, kind="metadata-document")
+        redirect_uri = self.redirect_handler.redirect_uri
+        saved = await self.store.get(f"client {asm.issuer}")
+        if saved is not None:
+            try:
+                info = ClientInfo.from_json(saved)
+            except (KeyError, TypeError):
+                info = None
+            # a registration for another redirect URI (a new loopback port) would be refused
+            if info is not None and (not register or redirect_uri in info.redirect_uris):
+                return info
+        if not register:
+            return None
+        if asm.registration_endpoint is None:
+            raise OAuthError(
+                "the authorization server offers neither Client ID Metadata Documents nor dynamic registration: "
+                "pass a pre-registered client id"
+            )
+        body = registration_request(asm, client_name=self.client_name, redirect_uri=redirect_uri, scope=scope)
+        try:
+            r = await self.http.post(asm.registration_endpoint, json=body, headers={"accept": "application/json"})
+        except httpx.HTTPError as exc:
+            raise OAuthError(f"dynamic registration at {asm.registration_endpoint} failed: {type(exc).__name__}") from None
+        if r.status_code not in (200, 201):
+            raise OAuthError(f"dynamic registration at {asm.registration_endpoint} answered HTTP {r.status_code}")
+        try:
+            doc = r.json()
+        except ValueError:
+            doc = None
+        info = read_registration(doc, body)
+        await self.store.set(f"client {asm.issuer}", info.to_json())
+        log.info("authorization: registered at %s", asm.registration_endpoint)
+        return info
+
+    async def _token_request(self, asm: AuthorizationServerMetadata, form: dict[str, str], headers: dict[str, str]) -> tuple[int, Any]:
+        try:
+            r = await self.http.post(asm.token_endpoint, data=form, headers=headers)
+        except httpx.HTTPError as exc:
+            raise OAuthError(f"the token endpoint {asm.token_endpoint} could not be reached: {type(exc).__name__}") from None
+        try:
+            return r.status_code, r.json()
+        except ValueError:
+            return r.status_code, None
+
+    async def _authorize(self, url: str, challenge: BearerChallenge | None, scope: str | None) -> Tokens:
+        disc = await self._discover(url, challenge)
+        asm = disc.asm
+        if scope is None:
+            scope = self.scope or select_scope(challenge, disc.prm)
+        client = await self._client(asm, register=True, scope=scope)
+        assert client is not None
+        pkce, state = PKCE.generate(), new_state()
+        redirect_uri = self.redirect_handler.redirect_uri
+        auth_url = authorization_url(asm, client, redirect_uri=redirect_uri, pkce=pkce, state=state,
+                                     resource=disc.resource, scope=scope)
+        self.authorizations += 1
+        log.info("authorization: asking %s for scope %s", asm.authorization_endpoint, scope or "(none)")
+        params = await self.redirect_handler.authorize(auth_url)
+        # the 2025-03-26 base URL is no issuer identifier: nothing to compare an iss with
+        code = read_authorization_response(params, state, issuer=asm.issuer if disc.prm is not None else None,
+                                           iss_required=asm.authorization_response_iss_parameter_supported)
+        form, headers = code_token_request(asm, client, code=code, redirect_uri=redirect_uri, pkce=pkce, resource=disc.resource)
+        status, doc = await self._token_request(asm, form, headers)
+        try:
+            tokens = read_token_response(status, doc, requested_scope=scope, resource=disc.resource, issuer=asm.issuer)
+        except OAuthError as exc:
+            if exc.error == "invalid_client" and client.kind == "dynamic":
+                await self.store.delete(f"client {asm.issuer}")  # a stale registration: register again next time
+            raise
+        await self._save(canonical_resource(url), tokens, disc)
+        log.info("authorization: token obtained (scope %s)", tokens.scope or "(none)")
+        return tokens
+
+    async def _refresh(self, url: str, tokens: Tokens) -> Tokens | None:
+        """A refreshed token, or None: the refresh token was refused (the tokens are dropped), or
+        the token endpoint could not be reached; either way the caller goes on without it."""
+        key = canonical_resource(url)
+        disc = self._discovered.get(key) or await self._saved_discovery(key, tokens)
+        if disc is None or tokens.refresh_token is None:
+            return None
+        client = await self._client(disc.asm, register=False)
+        if client is None:
+            return None
+        resource = tokens.resource or disc.resource
+        form, headers = refresh_token_request(disc.asm, client, refresh_token=tokens.refresh_token, resource=resource)
+        try:
+            status, doc = await self._token_request(disc.asm, form, headers)
+        except OAuthError as exc:
+            log.info("authorization: refresh failed (%s)", exc)  # unreachable now: the tokens are kept
+            return None
+        try:
+            new = read_token_response(status, doc, requested_scope=tokens.scope, resource=resource, issuer=disc.asm.issuer,
+                                      previous_refresh=tokens.refresh_token)
+        except OAuthError as exc:
+            log.info("authorization: refresh refused (%s)", exc.error or "no error code")
+            await self.forget(url)
+            return None
+        await self._save(key, new, disc)
+        log.info("authorization: token refreshed")
+        return new
+
+    async def _saved_discovery(self, key: str, tokens: Tokens) -> _Discovery | None:
+        saved = await self.store.get(f"tokens {key}")
+        if saved is None:
+            return None
+        try:
+            if type(saved.get("authorization_server")) is dict:
+                asm = AuthorizationServerMetadata.from_json(saved["authorization_server"])
+            elif type(saved.get("authorization_server_base")) is str:
+                asm = legacy_default_metadata(saved["authorization_server_base"])
+            else:
+                return None
+        except OAuthError:
+            return None
+        return _Discovery(None, asm, tokens.resource or key, None)
+
+
