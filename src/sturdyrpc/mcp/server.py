@@ -311,6 +311,7 @@ class MCPServer:
             return d.error_reply(InvalidRequest("Invalid Request", {"reason": "batches are not supported"}), omit_id=True)
         call = todo
         session = SessionState(self, profile)
+        session.request_params = call.params
         ctx = StatelessContext(call, session, send_related)
         entry = call.entry
         kwargs = call.kwargs
@@ -385,8 +386,10 @@ class MCPServer:
         """The ``input_required`` result (2026-07-28) of ``method`` on ``name``."""
         if not rules.stateless:  # cannot happen: only modern requests ask for input this way
             return {"content": [text_content("Input required")], "isError": True}
+        session = current_session()  # the token is bound to the request's arguments
         return self.finish(
-            rules, {"resultType": "input_required", "inputRequests": need.requests, "requestState": self.request_state.sign(method, name)}
+            rules, {"resultType": "input_required", "inputRequests": need.requests,
+                    "requestState": self.request_state.sign(method, name, session.request_params if session is not None else None)}
         )
 
 
