@@ -20,7 +20,7 @@ balancer without stickiness, serves every request of every session:
   ``sr.<worker>.<n>``; the POST carrying its answer may land on any worker, which sends it on
   the channel of the worker named in the id, where the waiting handler gets it.
 - **broadcast** (one channel): DELETE, a newer GET replacing an older one on another worker,
-  and ``resources/updated`` / ``list_changed`` from :meth:`MCPServer.resource_updated` (each
+  ``notifications/cancelled`` for a request running on another worker, and ``resources/updated`` / ``list_changed`` from :meth:`MCPServer.resource_updated` (each
   session is told once: a compare-and-set picks one worker per session and event).
 - **liveness**: each worker refreshes ``alive:<worker>`` every second or two; a resumed stream
   whose worker died (SIGKILL) ends instead of waiting forever.
@@ -352,6 +352,11 @@ class SharedSessions:
         """Send answers to server-to-client requests to the worker that asked; the rest stays."""
         keep: list[Any] = []
         for m in items:
+            cancelled = _cancelled_id(m)
+            if cancelled is not None and session.id is not None and not session.in_flight(cancelled):
+                # the request runs on another worker: whoever runs it cancels it
+                await self.store.publish("sessions", b"cancel\n" + session.id.encode() + b"\n" + codec.encode(m))
+                continue
             target = _answer_target(m)
             if target is None:
                 keep.append(m)
@@ -387,6 +392,13 @@ class SharedSessions:
                 held[1].end()  # a newer GET elsewhere replaces this one: one GET stream per session
         elif kind == b"note":
             await self._deliver(codec.decode(rest))
+        elif kind == b"cancel":
+            sid_raw, _, data = rest.partition(b"\n")
+            session = self.app.sessions.get(sid_raw.decode()) if self.app is not None else None
+            cancelled = _cancelled_id(codec.decode(data))
+            if session is not None and not session.ended and cancelled is not None and session.in_flight(cancelled):
+                session.cancelled(cancelled)
+                await session.pipe.feed(data)
 
     async def fanout(self, method: str, params: dict[str, Any]) -> None:
         """:attr:`MCPServer.fanout`: a session notification for every worker (each session once)."""
@@ -498,6 +510,15 @@ class SharedSessions:
                 log.info("worker %s is gone: ending a stream it owned", owner)
                 conn.end()
                 return
+
+
+def _cancelled_id(m: Any) -> Any:
+    """The request id a ``notifications/cancelled`` message names (None for anything else)."""
+    if type(m) is not dict or m.get("method") != "notifications/cancelled" or "id" in m:
+        return None
+    params = m.get("params")
+    rid = params.get("requestId") if type(params) is dict else None
+    return rid if type(rid) in (str, int) else None
 
 
 def _answer_target(m: Any) -> tuple[str, Any] | None:
