@@ -69,20 +69,49 @@ class StoreEventStore:
     """The :class:`~.events.EventStore` on a :class:`~sturdyrpc.store.Store` stream per logical
     SSE stream. Event ids are ``<stream>.<entry id>``. A finished stream gets an end marker, so a
     follower on another worker knows when to stop. Sessions are forgotten by DELETE
-    (:meth:`SharedSessions.delete`) or their TTL, not when one worker's replica ends."""
+    (:meth:`SharedSessions.delete`) or their TTL, not when one worker's replica ends.
+
+    A POST stream has one writer (the worker holding the POST), so its entry ids are numbered
+    here and its writes leave in the background, every write queued in one event-loop turn in
+    one round trip (a quick response costs no wait and a share of one round trip). The GET
+    stream ``g`` has many writers: the store numbers its entries, one round trip each."""
 
     def __init__(self, store: Store, *, max_events_per_stream: int = 1000, ttl: float = 3600.0) -> None:
         self.s = store
         self.max_events_per_stream = max_events_per_stream
         self.ttl = ttl
+        self._seqs: dict[tuple[str, str], int] = {}
+        self._queue: list[tuple[str, int | None, bytes]] = []
+        self._writer: asyncio.Task[None] | None = None
 
     async def store(self, session_id: str, stream_id: str, data: bytes | None) -> str:
         entry = _PRIME if data is None else _MSG + data
-        eid = await self.s.append(_events_key(session_id, stream_id), entry, maxlen=self.max_events_per_stream, ttl=self.ttl)
-        return f"{stream_id}.{eid}"
+        if stream_id == "g":
+            eid = await self.s.append(_events_key(session_id, stream_id), entry, maxlen=self.max_events_per_stream, ttl=self.ttl)
+            return f"g.{eid}"
+        k = (session_id, stream_id)
+        n = self._seqs.get(k, 0) + 1
+        self._seqs[k] = n
+        self._enqueue(_events_key(session_id, stream_id), n, entry)
+        return f"{stream_id}.{self.s.entry_id(n)}"
 
-    async def end_stream(self, session_id: str, stream_id: str) -> None:
-        await self.s.append(_events_key(session_id, stream_id), _END, maxlen=self.max_events_per_stream, ttl=self.ttl)
+    def end_stream(self, session_id: str, stream_id: str) -> None:
+        n = self._seqs.pop((session_id, stream_id), 0) + 1
+        self._enqueue(_events_key(session_id, stream_id), n, _END)
+
+    def _enqueue(self, key: str, seq: int, entry: bytes) -> None:
+        self._queue.append((key, seq, entry))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.get_running_loop().create_task(self._write())
+
+    async def _write(self) -> None:
+        # One writer at a time: the entries of a stream must arrive in order.
+        while self._queue:
+            batch, self._queue = self._queue, []
+            try:
+                await self.s.append_batch(batch, maxlen=self.max_events_per_stream, ttl=self.ttl)
+            except Exception as exc:  # delivery went on without it; only resumption is lost
+                log.warning("%d events not stored: %s", len(batch), exc)
 
     async def replay_after(self, session_id: str, last_event_id: str) -> tuple[str, list[tuple[str, bytes]]] | None:
         stream_id, _, after = last_event_id.rpartition(".")
@@ -333,12 +362,7 @@ class SharedSessions:
         sid = stream.session.id
         if sid is None or stream.standalone:
             return
-
-        async def mark() -> None:
-            with contextlib.suppress(StoreUnavailable):
-                await self.events.end_stream(sid, stream.id)
-
-        self._background(mark())
+        self.events.end_stream(sid, stream.id)
 
     # ---------------------------------------------------------------- routing
 

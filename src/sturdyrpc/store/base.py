@@ -5,7 +5,8 @@ A :class:`Store` offers four kinds of things, all keyed by plain strings:
 - **records**: byte values with an optional time to live (``get``/``set``/``delete``/``touch``,
   ``get_touch`` reading and renewing the TTL in one step, ``compare_and_set`` for atomic updates);
 - **streams**: append-only, bounded, expiring sequences of byte entries with ids that grow in
-  order (``append``, ``read_after``, ``follow`` for live reading, ``drop_stream``);
+  order (``append``, ``append_batch`` for several in one round trip, ``read_after``, ``follow``
+  for live reading, ``drop_stream``);
 - **channels**: fire-and-forget pub/sub messages to every current subscriber
   (``publish``/``subscribe``);
 - **counters**: ``incr`` with an optional TTL.
@@ -80,6 +81,15 @@ class Store(Protocol):
     # streams
     async def append(self, stream: str, data: bytes, *, maxlen: int = 1000, ttl: float | None = None) -> str:
         """Append an entry (keeping at most about ``maxlen``, oldest dropped first) and return its id."""
+
+    async def append_batch(self, items: list[tuple[str, int | None, bytes]], *, maxlen: int = 1000,
+                           ttl: float | None = None) -> list[str]:
+        """Append several entries in one round trip: (stream, sequence number or None, data).
+        A sequence number gives the entry the id :meth:`entry_id` names (it must grow within
+        its stream; for streams only one writer appends to); None lets the store choose."""
+
+    def entry_id(self, seq: int) -> str:
+        """The id an entry appended with sequence number ``seq`` gets."""
 
     async def read_after(self, stream: str, after: str | None, count: int = 1000) -> list[Entry]:
         """Up to ``count`` entries after id ``after`` (None: from the start), oldest first."""

@@ -172,6 +172,23 @@ class MemoryStore:
         self._wrote()
         return str(st.seq)
 
+    async def append_batch(self, items: list[tuple[str, int | None, bytes]], *, maxlen: int = 1000,
+                           ttl: float | None = None) -> list[str]:
+        out = []
+        for stream, seq, data in items:
+            if seq is not None:
+                st = self._stream(stream)
+                if st is None:
+                    st = self._streams[stream] = _Stream()
+                if seq <= st.seq:
+                    raise ValueError(f"entry {seq} is not after {st.seq} in {stream!r}")
+                st.seq = seq - 1
+            out.append(await self.append(stream, data, maxlen=maxlen, ttl=ttl))
+        return out
+
+    def entry_id(self, seq: int) -> str:
+        return str(seq)
+
     async def read_after(self, stream: str, after: str | None, count: int = 1000) -> list[Entry]:
         st = self._stream(stream)
         if st is None:
@@ -248,7 +265,7 @@ def _seq(entry_id: str | None) -> int:
     if entry_id is None:
         return 0
     try:
-        return int(entry_id)
+        return int(entry_id.partition("-")[0])
     except ValueError:
         return 0
 

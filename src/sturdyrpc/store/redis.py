@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from .base import Entry, StoreUnavailable
+from .resp import RespClient, RespError
 
 __all__ = ["RedisStore"]
 
@@ -151,12 +152,15 @@ class RedisStore:
     """:class:`~.base.Store` on one Redis server (``shared`` is True).
 
     ``prefix`` is put before every key and channel (several applications can share a Redis
-    database); ``op_timeout`` bounds each call in seconds.
+    database); ``op_timeout`` bounds each call in seconds; ``max_connections`` bounds the pool of
+    connections for ordinary calls (a call waits for a free one, within ``op_timeout``). Live
+    follows (``XREAD BLOCK``) use a pool of their own, one connection per open follow, so that
+    open SSE streams never starve ordinary calls.
     """
 
     shared = True
 
-    def __init__(self, url: str, *, prefix: str = "sturdyrpc:", op_timeout: float = 2.0) -> None:
+    def __init__(self, url: str, *, prefix: str = "sturdyrpc:", op_timeout: float = 2.0, max_connections: int = 256) -> None:
         try:
             import redis.asyncio as aioredis
             from redis import exceptions as rexc
@@ -167,13 +171,14 @@ class RedisStore:
         self.prefix = prefix
         self.op_timeout = op_timeout
         # Retries are ours (the next call); redis-py's own would stretch one call past op_timeout.
-        self.client: Any = aioredis.Redis.from_url(
-            url, socket_timeout=op_timeout + _BLOCK_MS / 1000, socket_connect_timeout=op_timeout, retry_on_timeout=False,
-            health_check_interval=0, retry=None,
-        )
+        common: dict[str, Any] = {"socket_timeout": op_timeout + _BLOCK_MS / 1000, "socket_connect_timeout": op_timeout,
+                                  "retry_on_timeout": False, "health_check_interval": 0, "retry": None}
+        pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=max_connections, timeout=op_timeout, **common)
+        self.client: Any = aioredis.Redis(connection_pool=pool)
+        self.follower: Any = aioredis.Redis(connection_pool=aioredis.ConnectionPool.from_url(url, max_connections=100000, **common))
         self._errors: tuple[type[BaseException], ...] = (rexc.ConnectionError, rexc.TimeoutError, OSError, TimeoutError,
-                                                           rexc.BusyLoadingError)
-        self._cas: Any = self.client.register_script(_CAS)
+                                                           rexc.BusyLoadingError, RespError)
+        self.raw = RespClient(url, connect_timeout=op_timeout, reply_timeout=op_timeout)
         self._hub = _Hub(self)
 
     def __repr__(self) -> str:
@@ -187,70 +192,77 @@ class RedisStore:
         except self._errors as exc:
             raise StoreUnavailable(self.name, type(exc).__name__ + (f": {exc}" if str(exc) else "")) from None
 
+    async def _raw(self, aw: Awaitable[T]) -> T:
+        """:meth:`bounded` for the pipelined client, which bounds every reply itself."""
+        try:
+            return await aw
+        except self._errors as exc:
+            raise StoreUnavailable(self.name, type(exc).__name__ + (f": {exc}" if str(exc) else "")) from None
+
     def _k(self, key: str) -> str:
         return self.prefix + key
 
     # ---------------------------------------------------------------- records
 
     async def get(self, key: str) -> bytes | None:
-        v: bytes | None = await self.bounded(self.client.get(self._k(key)))
+        v: bytes | None = await self._raw(self.raw.call("GET", self._k(key)))
         return v
 
     async def get_touch(self, key: str, ttl: float) -> bytes | None:
-        v: bytes | None = await self.bounded(self.client.getex(self._k(key), px=max(1, int(ttl * 1000))))
+        v: bytes | None = await self._raw(self.raw.call("GETEX", self._k(key), "PX", _ms(ttl)))
         return v
 
     async def set(self, key: str, value: bytes, ttl: float | None = None) -> None:
-        px = None if ttl is None else max(1, int(ttl * 1000))
-        await self.bounded(self.client.set(self._k(key), value, px=px))
+        cmd: tuple[Any, ...] = ("SET", self._k(key), value) if ttl is None else ("SET", self._k(key), value, "PX", _ms(ttl))
+        await self._raw(self.raw.call(*cmd))
 
     async def delete(self, *keys: str) -> int:
         if not keys:
             return 0
-        n: int = await self.bounded(self.client.delete(*[self._k(k) for k in keys]))
+        n: int = await self._raw(self.raw.call("DEL", *[self._k(k) for k in keys]))
         return n
 
     async def touch(self, key: str, ttl: float) -> bool:
-        ok = await self.bounded(self.client.pexpire(self._k(key), max(1, int(ttl * 1000))))
+        ok = await self._raw(self.raw.call("PEXPIRE", self._k(key), _ms(ttl)))
         return bool(ok)
 
     async def compare_and_set(self, key: str, expected: bytes | None, value: bytes | None, ttl: float | None = None) -> bool:
         args = ["0" if expected is None else "1", expected or b"", "0" if value is None else "1", value or b"",
-                "" if ttl is None else str(max(1, int(ttl * 1000)))]
-        ok = await self.bounded(self._cas(keys=[self._k(key)], args=args))
+                "" if ttl is None else str(_ms(ttl))]
+        ok = await self._raw(self.raw.call("EVAL", _CAS, 1, self._k(key), *args))
         return bool(ok)
 
     async def incr(self, key: str, ttl: float | None = None) -> int:
-        async def run() -> int:
-            pipe = self.client.pipeline(transaction=False)
-            pipe.incr(self._k(key))
-            if ttl is not None:
-                pipe.pexpire(self._k(key), max(1, int(ttl * 1000)))
-            out = await pipe.execute()
-            return int(out[0])
-
-        return await self.bounded(run())
+        k = self._k(key)
+        cmds: list[tuple[Any, ...]] = [("INCR", k)] + ([("PEXPIRE", k, _ms(ttl))] if ttl is not None else [])
+        out = await self._raw(self.raw.pipeline(cmds))
+        return int(out[0])
 
     # ---------------------------------------------------------------- streams
 
     async def append(self, stream: str, data: bytes, *, maxlen: int = 1000, ttl: float | None = None) -> str:
-        async def run() -> str:
-            k = self._k(stream)
-            if ttl is None:
-                eid = await self.client.xadd(k, {b"d": data}, maxlen=maxlen, approximate=False)
-            else:
-                pipe = self.client.pipeline(transaction=False)
-                pipe.xadd(k, {b"d": data}, maxlen=maxlen, approximate=False)
-                pipe.pexpire(k, max(1, int(ttl * 1000)))
-                eid = (await pipe.execute())[0]
-            return eid.decode() if isinstance(eid, bytes) else str(eid)
+        return (await self.append_batch([(stream, None, data)], maxlen=maxlen, ttl=ttl))[0]
 
-        return await self.bounded(run())
+    async def append_batch(self, items: list[tuple[str, int | None, bytes]], *, maxlen: int = 1000,
+                           ttl: float | None = None) -> list[str]:
+        cmds: list[tuple[Any, ...]] = []
+        keys: dict[str, None] = {}
+        for stream, seq, data in items:
+            k = self._k(stream)
+            keys[k] = None
+            cmds.append(("XADD", k, "MAXLEN", maxlen, "*" if seq is None else f"{seq}-0", "d", data))
+        if ttl is not None:
+            cmds.extend(("PEXPIRE", k, _ms(ttl)) for k in keys)
+        out = await self._raw(self.raw.pipeline(cmds))
+        return [_s(x) for x in out[: len(items)]]
+
+    def entry_id(self, seq: int) -> str:
+        return f"{seq}-0"
 
     async def read_after(self, stream: str, after: str | None, count: int = 1000) -> list[Entry]:
         start = "-" if after is None else "(" + after
-        rows = await self.bounded(self.client.xrange(self._k(stream), min=start, max="+", count=count))
-        return [(_s(eid), fields.get(b"d", b"")) for eid, fields in rows]
+        rows = await self._raw(self.raw.call("XRANGE", self._k(stream), start, "+", "COUNT", count))
+        return [(_s(eid), _field(fields)) for eid, fields in rows or ()]
 
     async def follow(self, stream: str, after: str | None) -> AsyncIterator[Entry]:
         k = self._k(stream)
@@ -259,37 +271,54 @@ class RedisStore:
             # "$" would be re-evaluated on every XREAD and lose entries between two reads
             cursor = await self.last_id(stream) or "0-0"
         while True:
-            rows = await self.bounded(self.client.xread({k: cursor}, count=1000, block=_BLOCK_MS),
+            rows = await self.bounded(self.follower.xread({k: cursor}, count=1000, block=_BLOCK_MS),
                                       self.op_timeout + _BLOCK_MS / 1000)
             for _name, entries in rows or ():
                 for eid, fields in entries:
                     cursor = _s(eid)
-                    yield cursor, fields.get(b"d", b"")
+                    yield cursor, _field(fields)
 
     async def last_id(self, stream: str) -> str | None:
-        rows = await self.bounded(self.client.xrevrange(self._k(stream), max="+", min="-", count=1))
+        rows = await self._raw(self.raw.call("XREVRANGE", self._k(stream), "+", "-", "COUNT", 1))
         return _s(rows[0][0]) if rows else None
 
     async def drop_stream(self, stream: str) -> None:
-        await self.bounded(self.client.delete(self._k(stream)))
+        await self._raw(self.raw.call("DEL", self._k(stream)))
 
     # --------------------------------------------------------------- channels
 
     async def publish(self, channel: str, data: bytes) -> int:
-        n: int = await self.bounded(self.client.publish(self._k(channel), data))
+        n: int = await self._raw(self.raw.call("PUBLISH", self._k(channel), data))
         return n
 
     async def subscribe(self, channel: str) -> _Sub:
         return await self._hub.add(self._k(channel))
 
     async def ping(self) -> None:
-        await self.bounded(self.client.ping())
+        await self._raw(self.raw.call("PING"))
 
     async def aclose(self) -> None:
+        self.raw.close()
         await self._hub.aclose()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self.client.aclose(), self.op_timeout)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.follower.aclose(), self.op_timeout)
 
 
 def _s(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def _ms(seconds: float) -> int:
+    return max(1, int(seconds * 1000))
+
+
+def _field(fields: Any) -> bytes:
+    """The ``d`` field of a stream entry's flat [name, value, ...] list (RESP2)."""
+    if isinstance(fields, dict):
+        return bytes(fields.get(b"d", b""))
+    for i in range(0, len(fields) - 1, 2):
+        if fields[i] == b"d":
+            return bytes(fields[i + 1])
+    return b""
