@@ -258,3 +258,28 @@ def test_worker_killed_mid_run(redis_server: RedisServer) -> None:
         assert not [e for e in sse_events(g.text) if e.get("data") and e["data"].get("id") == 77]
         # the session lives on: the survivor serves it
         assert text_of(c.request("tools/call", {"name": "echo", "arguments": {"text": "alive"}}, on=1)) == "alive"
+
+
+def test_redis_frozen_mid_run_gives_503_not_a_hang(redis_server: RedisServer) -> None:
+    import os
+    import signal
+
+    with cluster(redis_server, 2) as ws:
+        c = Client(ws)
+        c.initialize(on=0)
+        assert redis_server.proc is not None
+        os.kill(redis_server.proc.pid, signal.SIGSTOP)  # up, but answers nothing: "slow"
+        try:
+            t0 = time.monotonic()
+            r = c.post({"jsonrpc": "2.0", "id": 5, "method": "tools/list"}, on=1, timeout=20)
+            assert r.status_code == 503 and time.monotonic() - t0 < 10
+            assert r.json()["error"]["data"]["store"] == redis_server.url
+        finally:
+            os.kill(redis_server.proc.pid, signal.SIGCONT)
+        for _attempt in range(50):  # the same session is served again once Redis answers
+            r = c.post({"jsonrpc": "2.0", "id": 6, "method": "tools/list"}, on=1)
+            if r.status_code == 200:
+                break
+            time.sleep(0.1)
+        assert r.status_code == 200
+        assert text_of(c.request("tools/call", {"name": "echo", "arguments": {"text": "ok"}}, on=0)) == "ok"
