@@ -283,3 +283,27 @@ def test_redis_frozen_mid_run_gives_503_not_a_hang(redis_server: RedisServer) ->
             time.sleep(0.1)
         assert r.status_code == 200
         assert text_of(c.request("tools/call", {"name": "echo", "arguments": {"text": "ok"}}, on=0)) == "ok"
+
+
+def test_get_stream_resumes_on_another_worker_from_its_priming_id(redis_server: RedisServer) -> None:
+    with cluster(redis_server, 2) as ws:
+        c = Client(ws)
+        c.initialize(on=0)
+        c.request("resources/subscribe", {"uri": "test://watched-resource"}, on=1)
+        with httpx.Client(timeout=10) as h, h.stream("GET", ws[0].url, headers=c.headers(accept="text/event-stream")) as g:
+            assert g.status_code == 200
+            first = next(g.iter_text())
+        prime = sse_events(first)[0]["id"]  # the GET stream is new: nothing was sent on it yet
+        # while no GET is open, a notification for the session is raised on the other worker
+        c.request("tools/call", {"name": "update_watched", "arguments": {"text": "v3"}}, on=1)
+        got: list[dict[str, Any]] = []
+        with httpx.Client(timeout=10) as h, h.stream("GET", ws[1].url,
+                                                     headers={**c.headers(accept="text/event-stream"), "last-event-id": prime}) as g:
+            assert g.status_code == 200  # not "unknown Last-Event-ID" on the other worker
+            buf = ""
+            for chunk in g.iter_text():
+                buf += chunk
+                got = [e["data"] for e in sse_events(buf) if e.get("data")]
+                if got:
+                    break
+        assert got[0]["method"] == "notifications/resources/updated"

@@ -104,6 +104,11 @@ class StoreEventStore:
         if self._writer is None or self._writer.done():
             self._writer = asyncio.get_running_loop().create_task(self._write())
 
+    async def flush(self) -> None:
+        """Wait until every queued write has been tried."""
+        while self._writer is not None and not self._writer.done():
+            await asyncio.shield(self._writer)
+
     async def _write(self) -> None:
         # One writer at a time: the entries of a stream must arrive in order.
         while self._queue:
@@ -235,6 +240,8 @@ class SharedSessions:
                 log.warning("%s", exc)
 
     async def aclose(self) -> None:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.events.flush(), 5)  # the end markers of this worker's streams
         for t in list(self._tasks):
             t.cancel()
         with contextlib.suppress(Exception):
@@ -313,10 +320,13 @@ class SharedSessions:
         if state is None or session.id is None:
             return
         level = record.get("log")
-        subs = record.get("subs") or []
-        state.log_level = level if type(level) is str else None
-        state.subscriptions = {u for u in subs if type(u) is str}
-        self._synced[session.id] = (state.log_level, tuple(sorted(state.subscriptions)))
+        level = level if type(level) is str else None
+        subs = tuple(sorted(u for u in record.get("subs") or () if type(u) is str))
+        if self._synced.get(session.id) == (level, subs):
+            return  # nothing changed elsewhere; a change made here and not yet written must stay
+        state.log_level = level
+        state.subscriptions = set(subs)
+        self._synced[session.id] = (level, subs)
 
     async def before_response(self, session: HTTPSession) -> None:
         """Write what a request changed (log level, subscriptions) before its response leaves."""
@@ -487,7 +497,8 @@ class SharedSessions:
         sid = session.id
         assert sid is not None
         stream_id, _, after = last_event_id.rpartition(".")
-        if not stream_id or not after or await self.store.last_id(_events_key(sid, stream_id)) is None:
+        # ``g`` (the GET stream) exists as long as the session; a POST stream once it has an event
+        if not stream_id or not after or (stream_id != "g" and await self.store.last_id(_events_key(sid, stream_id)) is None):
             raise HTTPRefusal(400, -32600, "Bad Request: unknown Last-Event-ID")
         conn = SSEResponse()
         token = os.urandom(8).hex()
