@@ -169,6 +169,8 @@ class SharedSessions:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._started: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._mine: Any = None
+        self._everyone: Any = None
 
     def bind(self, app: StreamableHTTPApp) -> None:
         self.app = app
@@ -187,6 +189,7 @@ class SharedSessions:
         if self._loop is not loop:  # served again on a new loop (tests): start over
             self._loop, self._started = loop, None
             self._tasks = set()
+            self._mine = self._everyone = None
         if self._started is None or (self._started.done() and self._started.exception() is not None):
             self._started = loop.create_task(self._start())
         if not self._started.done():
@@ -197,11 +200,14 @@ class SharedSessions:
     async def _start(self) -> None:
         if self.signer is not None:
             await self.signer.use_store(self.store)
-        mine = await self.store.subscribe(f"worker:{self.tag}")
-        everyone = await self.store.subscribe("sessions")
+        # Each step once, also when an earlier attempt failed half-way (the store was down).
+        if self._mine is None:
+            self._mine = await self.store.subscribe(f"worker:{self.tag}")
+            self._background(self._listen(self._mine, self._on_worker_message))
+        if self._everyone is None:
+            self._everyone = await self.store.subscribe("sessions")
+            self._background(self._listen(self._everyone, self._on_broadcast))
         await self.store.set(f"alive:{self.tag}", b"1", ttl=_ALIVE_TTL)
-        self._background(self._listen(mine, self._on_worker_message))
-        self._background(self._listen(everyone, self._on_broadcast))
         self._background(self._beat())
 
     async def _reload_keys(self) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..mcp.request_state import KEYS_ENV, new_keys_env
 from ..mcp.server import MCPServer
-from ..store import is_memory_url
+from ..store import is_memory_url, open_store
 from ..transports.serve_http import run_uvicorn
 from .app import mcp_http_app
 from .server import StreamableHTTPApp
@@ -85,10 +85,13 @@ def serve_mcp_workers(target: str, host: str, port: int, *, workers: int = 1, st
     """Serve ``target`` (``"module:attr"``: an MCPServer, or a factory of one or of its app) on
     ``host:port`` with ``workers`` processes and sessions in ``store`` (``"memory"``/None or
     ``"redis://host:port/db"``). Raises :class:`WorkersRefused` for several workers without a
-    shared store unless ``stateless``, and
+    shared store unless ``stateless``, ``ValueError`` for an unknown store URL, ``ImportError``
+    without the ``redis`` package, and
     :class:`~sturdyrpc.transports.serve_http.RemoteBindRefused` for a non-loopback ``host``
     without ``allow_remote``. Returns when the server stops (SIGINT/SIGTERM)."""
     check_workers(workers, store, stateless)
+    if not is_memory_url(store):
+        open_store(store)  # a bad URL or a missing redis package fails here, once, not in every worker
     if workers == 1:
         run_uvicorn(build_app(target, store=store, stateless=stateless, allow_remote=allow_remote), host, port,
                     allow_remote=allow_remote, log_level=log_level)
