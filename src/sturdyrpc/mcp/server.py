@@ -321,7 +321,6 @@ class MCPServer:
             return d.error_reply(InvalidRequest("Invalid Request", {"reason": "batches are not supported"}), omit_id=True)
         call = todo
         session = SessionState(self, profile)
-        session.request_params = call.params
         ctx = StatelessContext(call, session, send_related)
         entry = call.entry
         kwargs = call.kwargs
@@ -392,14 +391,14 @@ class MCPServer:
             result["_meta"] = meta
         return result
 
-    def input_required(self, rules: VersionRules, need: InputRequired, method: str, name: str) -> dict[str, Any]:
-        """The ``input_required`` result (2026-07-28) of ``method`` on ``name``."""
+    def input_required(self, rules: VersionRules, need: InputRequired, method: str, name: str, params: Any = None) -> dict[str, Any]:
+        """The ``input_required`` result (2026-07-28) of ``method`` on ``name``; its ``requestState``
+        is bound to the ``arguments`` in the request's ``params``."""
         if not rules.stateless:  # cannot happen: only modern requests ask for input this way
             return {"content": [text_content("Input required")], "isError": True}
-        session = current_session()  # the token is bound to the request's arguments
         return self.finish(
             rules, {"resultType": "input_required", "inputRequests": need.requests,
-                    "requestState": self.request_state.sign(method, name, session.request_params if session is not None else None)}
+                    "requestState": self.request_state.sign(method, name, params)}
         )
 
 

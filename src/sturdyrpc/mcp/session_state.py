@@ -39,8 +39,6 @@ class SessionState:
         self.log_level: str | None = None
         #: URIs the client subscribed to (``resources/subscribe``).
         self.subscriptions: set[str] = set()
-        #: Stateless: the params of the request being served (``requestState`` binds its arguments).
-        self.request_params: Any = None
 
     @property
     def peer(self) -> Peer | None:

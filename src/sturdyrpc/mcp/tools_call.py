@@ -170,7 +170,7 @@ class ToolsCall:
             raw = self.render(rules, tool, value, id_)
             if raw is not None:
                 return raw
-        return self.outcome(rules, tool, ok, value)
+        return self.outcome(rules, tool, ok, value, params)
 
     async def run(self, session: SessionState, ctx: Context, params: dict[str, Any]) -> Any:
         """``tools/call`` of any tool, awaited (blocking tools on the bounded daemon pool)."""
@@ -183,11 +183,11 @@ class ToolsCall:
             ok, value = await tool.run(args, kwargs, mctx, shared_pool(self.server.dispatcher.limits.max_threads))
         finally:
             mctx.done = True
-        return self.outcome(rules, tool, ok, value)
+        return self.outcome(rules, tool, ok, value, params)
 
     # ------------------------------------------------------------------ render
 
-    def outcome(self, rules: VersionRules, tool: Tool, ok: bool, value: Any) -> Any:
+    def outcome(self, rules: VersionRules, tool: Tool, ok: bool, value: Any, params: Any = None) -> Any:
         """The result for a tool's outcome (error policy included); raises an ``RPCError`` the
         tool raised on purpose."""
         if ok:
@@ -198,7 +198,7 @@ class ToolsCall:
         if isinstance(value, RPCError):
             raise value
         if isinstance(value, InputRequired):
-            return self.server.input_required(rules, value, "tools/call", tool.name)
+            return self.server.input_required(rules, value, "tools/call", tool.name, params)
         return self.failed(rules, tool.name, value)
 
     def failed(self, rules: VersionRules, name: str, exc: BaseException) -> dict[str, Any]:
