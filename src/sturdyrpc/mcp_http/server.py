@@ -120,7 +120,9 @@ class StreamableHTTPApp:
     ``max_sessions``, ``max_sessions_per_principal`` (authenticated principals only),
     ``max_streams_per_session``, ``session_idle_timeout`` (seconds without a request or an
     open response), ``limits`` (message size, depth, batch size and the server-wide
-    in-flight cap; ``max_depth`` overrides ``limits.max_depth``).
+    in-flight cap; ``max_depth`` overrides ``limits.max_depth``), ``shared`` (a
+    :class:`~.shared.SharedSessions`: sessions live in a shared store and any worker serves
+    them; :func:`~sturdyrpc.mcp_http.mcp_http_app` sets it for ``store="redis://..."``).
     """
 
     def __init__(
