@@ -38,7 +38,8 @@ def free_port() -> int:
 class RedisServer:
     """One redis-server process; ``stop()``/``start()`` keep the port (a restart mid-run)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *extra: str) -> None:
+        self.extra = list(extra)
         self.binary = redis_binary()
         self.port = free_port()
         self.dir = tempfile.mkdtemp(prefix="sturdyrpc-redis-")
@@ -51,14 +52,14 @@ class RedisServer:
     def start(self) -> None:
         self.proc = subprocess.Popen(
             [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", self.dir, "--protected-mode", "yes"],
+             "--dir", self.dir, "--protected-mode", "yes", *self.extra],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as c:
                     c.sendall(b"PING\r\n")
-                    if c.recv(16).startswith(b"+PONG"):
+                    if c.recv(64)[:1] in (b"+", b"-"):  # PONG, or NOAUTH when a password is set: up
                         return
             except OSError:
                 time.sleep(0.02)

@@ -208,3 +208,58 @@ def test_open_store_by_url() -> None:
         open_store("mongodb://x")
     s = open_store("redis://user:secret@127.0.0.1:1/0")
     assert "secret" not in s.name and s.shared
+
+
+def test_resp_replies_split_anywhere_are_matched_in_order() -> None:
+    from sturdyrpc.store.resp import RespError, _Conn
+
+    replies = (b"$5\r\nhello\r\n" b"$-1\r\n" b":42\r\n" b"+OK\r\n" b"-ERR wrong\r\n"
+               b"*2\r\n*2\r\n$3\r\n1-0\r\n*2\r\n$1\r\nd\r\n$2\r\nab\r\n*0\r\n" b"$0\r\n\r\n")
+
+    async def go(step: int) -> list[object]:
+        loop = asyncio.get_running_loop()
+        conn = _Conn()
+        futs = [loop.create_future() for _ in range(7)]
+        conn.waiters.extend(futs)
+        for i in range(0, len(replies), step):  # every split point, for step 1
+            conn.data_received(replies[i:i + step])
+        out: list[object] = []
+        for f in futs:
+            try:
+                out.append(f.result())
+            except RespError as exc:
+                out.append(("error", str(exc)))
+        return out
+
+    for step in (1, 2, 3, 7, len(replies)):
+        assert asyncio.run(go(step)) == [b"hello", None, 42, b"OK", ("error", "ERR wrong"),
+                                         [[b"1-0", [b"d", b"ab"]], []], b""]
+
+
+def test_redis_url_with_password_and_database() -> None:
+    import redis as redis_py
+
+    srv = RedisServer("--requirepass", "s3cret")
+    srv.start()
+    try:
+        async def go() -> None:
+            s = open_store(f"redis://:s3cret@127.0.0.1:{srv.port}/3", prefix="p:")
+            try:
+                await s.set("k", b"v")
+                assert await s.get("k") == b"v"
+                assert "s3cret" not in s.name
+            finally:
+                await s.aclose()
+            bad = open_store(f"redis://:wrong@127.0.0.1:{srv.port}/3", op_timeout=1.0)
+            try:
+                with pytest.raises(StoreUnavailable):
+                    await bad.get("k")
+            finally:
+                await bad.aclose()
+
+        asyncio.run(go())
+        r = redis_py.Redis(port=srv.port, password="s3cret", db=3)
+        assert r.get("p:k") == b"v"  # in database 3, under the prefix
+        assert redis_py.Redis(port=srv.port, password="s3cret", db=0).get("p:k") is None
+    finally:
+        srv.stop()

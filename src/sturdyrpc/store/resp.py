@@ -144,8 +144,16 @@ class RespClient:
         self._connecting: asyncio.Future[_Conn] | None = None
 
     async def _connect(self) -> _Conn:
-        loop = asyncio.get_running_loop()
         conn = _Conn()
+        try:
+            await self._open(conn)
+        except BaseException:
+            conn.abort(ConnectionError("connection to Redis failed"))  # no half-open connection stays behind
+            raise
+        return conn
+
+    async def _open(self, conn: _Conn) -> None:
+        loop = asyncio.get_running_loop()
         async with asyncio.timeout(self.connect_timeout):
             if self.scheme == "unix":
                 await loop.create_unix_connection(lambda: conn, self.path)
@@ -159,7 +167,6 @@ class RespClient:
                 hello.append(("SELECT", self.db))
             if hello:
                 await asyncio.gather(*(self._send(conn, cmd) for cmd in hello))
-        return conn
 
     async def _get(self) -> _Conn:
         conn = self._conn
