@@ -307,3 +307,28 @@ def test_get_stream_resumes_on_another_worker_from_its_priming_id(redis_server: 
                 if got:
                     break
         assert got[0]["method"] == "notifications/resources/updated"
+
+
+def test_per_session_values_follow_the_session_across_workers(redis_server: RedisServer) -> None:
+    """A user's server (not the demo) through serve_mcp_workers: its own per-session values."""
+    import os
+    import sys
+
+    from _http_support import free_port, server_process
+    from _workers_support import Worker
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = {"PYTHONPATH": here + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    ports = [free_port(), free_port()]
+    cmds = [[sys.executable, os.path.join(here, "mcp_session_values_server.py"), str(p), redis_server.url, "1"] for p in ports]
+    with server_process(cmds[0], ports[0], env) as p0, server_process(cmds[1], ports[1], env) as p1:
+        ws = [Worker(ports[0], p0, None), Worker(ports[1], p1, None)]
+        a, b = Client(ws), Client(ws)
+        a.initialize(on=0)
+        b.initialize(on=1)
+        pids = {text_of(a.request("tools/call", {"name": "remember", "arguments": {"text": w}})) for w in ("x", "y", "z")}
+        assert len(pids) == 2  # written on both workers in turn
+        text_of(b.request("tools/call", {"name": "remember", "arguments": {"text": "other"}}))
+        assert text_of(a.request("tools/call", {"name": "recall", "arguments": {}}, on=0)) == "x,y,z"
+        assert text_of(a.request("tools/call", {"name": "recall", "arguments": {}}, on=1)) == "x,y,z"
+        assert text_of(b.request("tools/call", {"name": "recall", "arguments": {}}, on=0)) == "other"

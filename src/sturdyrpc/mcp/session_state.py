@@ -39,6 +39,10 @@ class SessionState:
         self.log_level: str | None = None
         #: URIs the client subscribed to (``resources/subscribe``).
         self.subscriptions: set[str] = set()
+        #: The application's own per-session values (JSON-able; ``ctx.session.values`` in a
+        #: handler). With a shared store every worker sees them: changes are saved before the
+        #: response of the request that made them.
+        self.values: dict[str, Any] = {}
 
     @property
     def peer(self) -> Peer | None:

@@ -6,7 +6,7 @@ balancer without stickiness, serves every request of every session:
 - **session record** ``session:<id>`` (TTL: the idle timeout, renewed by every request and while
   a response is open): the principal, the client's ``initialize`` params (so another worker
   negotiates the same version and sees the same client capabilities and info), the log level
-  and the resource subscriptions. A worker that meets a session it has not served yet builds a
+  the resource subscriptions and the application's per-session ``values``. A worker that meets a session it has not served yet builds a
   local *replica*: it runs the MCP server on a new pipe and replays the ``initialize`` from the
   record behind the scenes, then applies log level and subscriptions. State a request changed is
   written back before that request's response leaves. DELETE removes the record: every worker
@@ -163,7 +163,7 @@ class SharedSessions:
         #: This worker's name in ids and channels (random per process).
         self.tag = os.urandom(4).hex()
         self.app: StreamableHTTPApp | None = None
-        self._synced: dict[str, tuple[str | None, tuple[str, ...]]] = {}
+        self._synced: dict[str, tuple[str | None, tuple[str, ...], bytes]] = {}
         self._gets: dict[str, tuple[str, SSEResponse]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -261,13 +261,13 @@ class SharedSessions:
         session.stream_prefix = f"{self.tag}x"
         session.open_standalone()  # always open: unrelated messages go to the shared stream ``g``
         if session.id is not None:
-            self._synced[session.id] = (None, ())
+            self._synced[session.id] = (None, (), b"{}")
 
     async def created(self, session: HTTPSession, init_params: Any) -> None:
         """A session was just made here by ``initialize``: record it before anything is answered."""
         self.adopt(session)
         assert session.id is not None
-        record = {"p": principal_id(session.principal), "init": init_params, "log": None, "subs": []}
+        record = {"p": principal_id(session.principal), "init": init_params, "log": None, "subs": [], "vals": {}}
         try:
             await self.store.set(f"session:{session.id}", codec.encode(record), ttl=self.idle)
         except BaseException:
@@ -328,11 +328,15 @@ class SharedSessions:
         level = record.get("log")
         level = level if type(level) is str else None
         subs = tuple(sorted(u for u in record.get("subs") or () if type(u) is str))
-        if self._synced.get(session.id) == (level, subs):
+        vals = record.get("vals")
+        vals = vals if type(vals) is dict else {}
+        snap = (level, subs, codec.encode(vals))
+        if self._synced.get(session.id) == snap:
             return  # nothing changed elsewhere; a change made here and not yet written must stay
         state.log_level = level
         state.subscriptions = set(subs)
-        self._synced[session.id] = (level, subs)
+        state.values = vals
+        self._synced[session.id] = snap
 
     async def before_response(self, session: HTTPSession) -> None:
         """Write what a request changed (log level, subscriptions) before its response leaves."""
@@ -340,7 +344,12 @@ class SharedSessions:
         sid = session.id
         if state is None or sid is None:
             return
-        snap = (state.log_level, tuple(sorted(state.subscriptions)))
+        try:
+            vals = codec.encode(state.values)
+        except Exception:
+            log.warning("session values of %s are not JSON: not shared", sid[:8])
+            vals = self._synced.get(sid, (None, (), b"{}"))[2]
+        snap = (state.log_level, tuple(sorted(state.subscriptions)), vals)
         if self._synced.get(sid) == snap:
             return
         key = f"session:{sid}"
@@ -350,7 +359,7 @@ class SharedSessions:
                 if raw is None:
                     return
                 record = codec.decode(raw)
-                record["log"], record["subs"] = snap[0], list(snap[1])
+                record["log"], record["subs"], record["vals"] = snap[0], list(snap[1]), codec.decode(snap[2])
                 if await self.store.compare_and_set(key, raw, codec.encode(record), ttl=self.idle):
                     self._synced[sid] = snap
                     return
