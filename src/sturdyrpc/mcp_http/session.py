@@ -16,6 +16,11 @@ through :meth:`HTTPSession.route`:
 Streams are logical: every event is recorded in the :class:`~.events.EventStore` under the
 stream's id, and a dropped connection can be resumed by a GET with ``Last-Event-ID`` that
 attaches a new HTTP response to the same stream.
+
+A session in a shared store (:mod:`.shared`, ``mcp_http_app(server, store="redis://...")``)
+has ``shared`` set: its stream ids name the worker, its GET stream is the one stream ``g`` every
+worker writes to, its requests to the client carry ids that name the worker, and what a request
+changed is saved before its response leaves. Without it (the default) none of this runs.
 """
 
 from __future__ import annotations
