@@ -332,3 +332,27 @@ def test_per_session_values_follow_the_session_across_workers(redis_server: Redi
         assert text_of(a.request("tools/call", {"name": "recall", "arguments": {}}, on=0)) == "x,y,z"
         assert text_of(a.request("tools/call", {"name": "recall", "arguments": {}}, on=1)) == "x,y,z"
         assert text_of(b.request("tools/call", {"name": "recall", "arguments": {}}, on=0)) == "other"
+
+
+def test_sessions_survive_a_restart_of_a_persistent_redis() -> None:
+    srv = RedisServer("--appendonly", "yes", "--appendfsync", "always")
+    srv.start()
+    try:
+        with cluster(srv, 2) as ws:
+            c = Client(ws)
+            c.initialize(on=0)
+            c.request("logging/setLevel", {"level": "error"}, on=1)
+            srv.stop()
+            assert c.post({"jsonrpc": "2.0", "id": 70, "method": "tools/list"}, on=0).status_code == 503
+            srv.start()
+            for _attempt in range(50):
+                r = c.post({"jsonrpc": "2.0", "id": 71, "method": "tools/list"}, on=1)
+                if r.status_code != 503:
+                    break
+                time.sleep(0.1)
+            assert r.status_code == 200  # the same session, on both workers
+            assert text_of(c.request("tools/call", {"name": "echo", "arguments": {"text": "same"}}, on=0)) == "same"
+            r = c.post({"jsonrpc": "2.0", "id": 72, "method": "tools/call", "params": {"name": "test_tool_with_logging"}}, on=1)
+            assert not [e for e in sse_events(r.text) if e.get("data") and e["data"].get("method") == "notifications/message"]
+    finally:
+        srv.stop()
