@@ -290,12 +290,12 @@ def test_dev_needs_http() -> None:
 def test_run_http_with_workers(tmp_path: Path) -> None:
     log = tmp_path / "life.log"
     port = free_port()
-    proc = subprocess.Popen(RUN + [f"{APP}:server", "--http", f"127.0.0.1:{port}", "--workers", "2"],
+    proc = subprocess.Popen(RUN + [f"{APP}:server", "--http", f"127.0.0.1:{port}", "--workers", "2", "--stateless"],
                             env={**os.environ, "APP_LOG": str(log)}, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)
     try:
         wait_port(port, proc)
-        # several workers serve handshake-era HTTP stateless: a tools/call needs no session of its own
+        # --stateless: handshake-era HTTP without sessions, a tools/call needs no session of its own
         headers = {"mcp-protocol-version": "2025-11-25", "accept": "application/json, text/event-stream",
                    "content-type": "application/json"}
         for i in range(4):
@@ -306,6 +306,14 @@ def test_run_http_with_workers(tmp_path: Path) -> None:
     finally:
         stop(proc)
     assert proc.stdout is not None and proc.stdout.read() == b""
+
+
+def test_run_workers_with_the_memory_store_are_refused() -> None:
+    # Sessions of one worker would be unknown to the other: refused, as `demo --workers` refuses.
+    out = subprocess.run(RUN + [f"{APP}:server", "--http", f"127.0.0.1:{free_port()}", "--workers", "2"], capture_output=True,
+                         timeout=60, stdin=subprocess.DEVNULL)
+    assert out.returncode == 2 and out.stdout == b""
+    assert b"--workers 2 with the memory store would break sessions" in out.stderr
 
 
 def test_run_workers_need_http() -> None:

@@ -1,6 +1,6 @@
 """Bug (MCP 2026-07-28): results carry no ``resultType`` (a server upgraded from 2025-11-25 without it)."""
 
-from mcp_reference import MCPServer, SERVER_INFO
+from mcp_reference import SERVER_INFO, MCPServer
 
 
 class Buggy(MCPServer):

@@ -14,6 +14,10 @@ def register(sub: Any) -> None:
     d.add_argument("--http", metavar="HOST:PORT", help="serve over Streamable HTTP instead of stdio")
     d.add_argument("--framing", choices=["line", "content-length"], default="line", help="stdio framing (default: line)")
     d.add_argument("--allow-remote", action="store_true", help="with --http: allow a non-loopback bind address")
+    d.add_argument("--workers", type=int, default=1, metavar="N", help="with --mcp --http: N worker processes on one port")
+    d.add_argument("--store", metavar="URL", default="memory",
+                   help="with --mcp --http: where sessions live: memory (default) or redis://HOST:PORT/DB (shared by workers)")
+    d.add_argument("--stateless", action="store_true", help="with --mcp --http: no sessions (any worker answers any POST)")
     d.set_defaults(func=run)
 
 
@@ -21,7 +25,8 @@ def run(args: argparse.Namespace) -> int:
     if args.http:
         from ..demos.http import run_demo_http
 
-        return run_demo_http(args.http, mcp=args.mcp, allow_remote=args.allow_remote)
+        return run_demo_http(args.http, mcp=args.mcp, allow_remote=args.allow_remote, workers=args.workers, store=args.store,
+                             stateless=args.stateless)
     if args.mcp and not args.http:
         from ..demos.mcp import make_mcp_demo
         from ..mcp.stdio import run_mcp_stdio

@@ -166,7 +166,7 @@ class ProtocolHandlers:
         try:
             value = await self._run(res, variables, MCPContext(session, ctx))
         except InputRequired as need:
-            return server.input_required(rules, need, "resources/read", uri)
+            return server.input_required(rules, need, "resources/read", uri, params)
         except ToolError as exc:
             raise InvalidParams(exc.message) from None
         return server.finish(rules, {"contents": res.contents(uri, value)}, True)
@@ -214,7 +214,7 @@ class ProtocolHandlers:
         try:
             value = await self._run(prompt, arguments, MCPContext(session, ctx))
         except InputRequired as need:
-            return server.input_required(rules, need, "prompts/get", name)
+            return server.input_required(rules, need, "prompts/get", name, params)
         except ToolError as exc:
             raise InvalidParams(exc.message) from None
         return server.finish(rules, Prompt.result(value, prompt.description))

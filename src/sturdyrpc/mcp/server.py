@@ -140,6 +140,10 @@ class MCPServer:
         self.listeners = ListenStreams()
         #: Signs and checks ``requestState`` (2026-07-28 multi round-trip requests).
         self.request_state = RequestStateSigner()
+        #: Set when several workers serve this server (Streamable HTTP with a shared store): session
+        #: notifications (``resources/updated``, ``list_changed``) go to every worker through it,
+        #: and each worker delivers them to its sessions and listen streams.
+        self.fanout: Callable[[str, dict[str, Any]], Awaitable[None]] | None = None
         #: ``tools/call``: the one path from request to reply (see :mod:`.tools_call`).
         self.tools_call = ToolsCall(self)
         dispatcher = MCPDispatcher(self.tools, limits, log)
@@ -285,7 +289,7 @@ class MCPServer:
         return [s for p, s in list(self._sessions.items()) if not p.is_closing]
 
     def _changed(self, kind: str) -> None:
-        if not self._sessions and not len(self.listeners):
+        if not self._sessions and not len(self.listeners) and self.fanout is None:
             return
         try:
             loop = asyncio.get_running_loop()
@@ -297,6 +301,9 @@ class MCPServer:
         """Send ``notifications/{kind}/list_changed`` (kind: tools, resources, prompts) to every
         handshake-era session that finished initializing, and to every ``subscriptions/listen``
         stream that asked for them."""
+        if self.fanout is not None:
+            await self.fanout(f"notifications/{kind}/list_changed", {})
+            return
         self.listeners.publish(f"notifications/{kind}/list_changed", {})
         for s in self.sessions():
             if s.profile.era == "handshake" and s.profile.initialize_seen:
@@ -305,6 +312,9 @@ class MCPServer:
     async def resource_updated(self, uri: str) -> None:
         """Send ``notifications/resources/updated`` to the sessions subscribed to ``uri`` (and the
         ``subscriptions/listen`` streams naming it)."""
+        if self.fanout is not None:
+            await self.fanout("notifications/resources/updated", {"uri": uri})
+            return
         self.listeners.publish("notifications/resources/updated", {"uri": uri})
         for s in self.sessions():
             if uri in s.subscriptions:
@@ -456,12 +466,14 @@ class MCPServer:
             result["_meta"] = meta
         return result
 
-    def input_required(self, rules: VersionRules, need: InputRequired, method: str, name: str) -> dict[str, Any]:
-        """The ``input_required`` result (2026-07-28) of ``method`` on ``name``."""
+    def input_required(self, rules: VersionRules, need: InputRequired, method: str, name: str, params: Any = None) -> dict[str, Any]:
+        """The ``input_required`` result (2026-07-28) of ``method`` on ``name``; its ``requestState``
+        is bound to the ``arguments`` in the request's ``params``."""
         if not rules.stateless:  # cannot happen: only modern requests ask for input this way
             return {"content": [text_content("Input required")], "isError": True}
         return self.finish(
-            rules, {"resultType": "input_required", "inputRequests": need.requests, "requestState": self.request_state.sign(method, name)}
+            rules, {"resultType": "input_required", "inputRequests": need.requests,
+                    "requestState": self.request_state.sign(method, name, params)}
         )
 
 

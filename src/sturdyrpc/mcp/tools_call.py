@@ -171,7 +171,7 @@ class ToolsCall:
             raw = self.render(rules, tool, value, id_)
             if raw is not None:
                 return raw
-        return self.outcome(rules, tool, ok, value)
+        return self.outcome(rules, tool, ok, value, params)
 
     async def run(self, session: SessionState, ctx: Context, params: dict[str, Any]) -> Any:
         """``tools/call`` of any tool, awaited (blocking tools on the bounded daemon pool)."""
@@ -191,11 +191,11 @@ class ToolsCall:
                     ok, value = False, ToolError(f"The tool {tool.name!r} timed out: it did not finish within its {tool.timeout:g} s limit.")
         finally:
             mctx.done = True
-        return self.outcome(rules, tool, ok, value)
+        return self.outcome(rules, tool, ok, value, params)
 
     # ------------------------------------------------------------------ render
 
-    def outcome(self, rules: VersionRules, tool: Tool, ok: bool, value: Any) -> Any:
+    def outcome(self, rules: VersionRules, tool: Tool, ok: bool, value: Any, params: Any = None) -> Any:
         """The result for a tool's outcome (error policy included); raises an ``RPCError`` the
         tool raised on purpose."""
         if ok:
@@ -206,7 +206,7 @@ class ToolsCall:
         if isinstance(value, RPCError):
             raise value
         if isinstance(value, InputRequired):
-            return self.server.input_required(rules, value, "tools/call", tool.name)
+            return self.server.input_required(rules, value, "tools/call", tool.name, params)
         return self.failed(rules, tool.name, value)
 
     def failed_call(self, call: Call, exc: BaseException) -> dict[str, Any] | None:

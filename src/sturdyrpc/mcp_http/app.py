@@ -11,6 +11,7 @@ from typing import Any
 
 from ..mcp.server import MCPServer
 from ..peer import Peer
+from ..store import Store, open_store
 from .server import StreamableHTTPApp
 from .session import SessionPipe, current_session, note_outgoing
 
@@ -27,8 +28,22 @@ def tag_outgoing(peer: Peer, pipe: SessionPipe) -> None:
     peer.on_enqueue = lambda data: note_outgoing(pipe, data)
 
 
-def mcp_http_app(server: MCPServer, **options: Any) -> StreamableHTTPApp:
-    """The Streamable HTTP ASGI app for ``server`` (options: see :class:`StreamableHTTPApp`)."""
+def mcp_http_app(server: MCPServer, *, store: Store | str | None = None, **options: Any) -> StreamableHTTPApp:
+    """The Streamable HTTP ASGI app for ``server`` (options: see :class:`StreamableHTTPApp`).
+
+    ``store``: where sessions live. None or ``"memory"``: in this process (the default, and the
+    fastest). A shared store (``"redis://host:port/db"`` or a :class:`~sturdyrpc.store.Store`
+    whose ``shared`` is True): any worker serves any session (:mod:`.shared`), and the
+    server's ``requestState`` keys are shared through it too.
+    """
+    if isinstance(store, str):
+        store = open_store(store)
+    if store is not None and store.shared:
+        from .shared import SharedSessions
+
+        shared = SharedSessions(store, signer=server.request_state, notify_local=server.listeners.publish)
+        server.fanout = shared.fanout
+        options["shared"] = shared
 
     async def serve_session(pipe: SessionPipe) -> None:
         http = current_session.get()  # set by the app for the task serving this session
@@ -36,6 +51,7 @@ def mcp_http_app(server: MCPServer, **options: Any) -> StreamableHTTPApp:
             peer = server.create_peer(pipe, name="mcp-http", session_id=http.id, principal=http.principal, headers_of=http.headers_of)
         else:
             peer = server.create_peer(pipe, name="mcp-http")
+        pipe.session.mcp_state = server.session_of(peer)
         tag_outgoing(peer, pipe)
         async with peer:
             await peer.wait_closed()

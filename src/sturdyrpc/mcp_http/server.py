@@ -37,7 +37,7 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import codec
 from ..admission import Admission
@@ -45,6 +45,7 @@ from ..errors import InvalidRequest, RPCError
 from ..limits import DEFAULT_LIMITS, Limits
 from ..mcp.versions import HANDSHAKE_VERSIONS, META_PROTOCOL_VERSION, MODERN_VERSIONS
 from ..messages import InvalidMessage, classify
+from ..store import StoreUnavailable
 from ..transports.asgi import (
     BodyTooLarge,
     Disconnected,
@@ -66,6 +67,9 @@ from .events import SSE_HEADERS, EventStore, MemoryEventStore, sse_event, sse_pr
 from .modern import HeaderProblem, check_modern_headers
 from .session import HTTPSession, Key, SSEResponse, Stream, current_session, key_of
 
+if TYPE_CHECKING:
+    from .shared import SharedSessions
+
 __all__ = ["StreamableHTTPApp", "ServeSession", "ModernHandler"]
 
 log = logging.getLogger("sturdyrpc.http")
@@ -78,6 +82,10 @@ ServeSession = Callable[[Any], Awaitable[None]]
 ModernHandler = Callable[[bytes, Callable[[bytes], Awaitable[None]]], Awaitable[bytes | None]]
 
 _STATELESS_INIT_ID = "sturdyrpc-stateless-init"
+
+#: The JSON-RPC error code of a request refused because the shared session store is unavailable
+#: (an implementation-defined server error, -32000..-32099; HTTP 503 with ``Retry-After``).
+STORE_UNAVAILABLE = -32001
 
 #: The reply to a batch element that is no JSON-RPC message (its id cannot be read: null, as 2025-03-26 wants).
 
@@ -115,7 +123,9 @@ class StreamableHTTPApp:
     ``max_sessions``, ``max_sessions_per_principal`` (authenticated principals only),
     ``max_streams_per_session``, ``session_idle_timeout`` (seconds without a request or an
     open response), ``limits`` (message size, depth, batch size and the server-wide
-    in-flight cap; ``max_depth`` overrides ``limits.max_depth``).
+    in-flight cap; ``max_depth`` overrides ``limits.max_depth``), ``shared`` (a
+    :class:`~.shared.SharedSessions`: sessions live in a shared store and any worker serves
+    them; :func:`~sturdyrpc.mcp_http.mcp_http_app` sets it for ``store="redis://..."``).
     """
 
     def __init__(
@@ -138,6 +148,7 @@ class StreamableHTTPApp:
         handshake_versions: tuple[str, ...] = HANDSHAKE_VERSIONS,
         modern_versions: tuple[str, ...] = MODERN_VERSIONS,
         lifespan: Callable[[], contextlib.AbstractAsyncContextManager[Any]] | None = None,
+        shared: SharedSessions | None = None,
     ) -> None:
         self.serve_session = serve_session
         #: Entered on the ASGI lifespan startup, left at its shutdown (the MCP server's lifespan).
@@ -164,6 +175,11 @@ class StreamableHTTPApp:
         self.modern_versions = modern_versions if modern is not None else ()
         self.sessions: dict[str, HTTPSession] = {}
         self._bg: set[asyncio.Task[Any]] = set()
+        #: Sessions kept in a shared store, so that any worker serves any session (:mod:`.shared`).
+        self.shared = shared
+        if shared is not None:
+            shared.bind(self)
+            self.store = shared.events
 
     # ------------------------------------------------------------------ entry
 
@@ -182,6 +198,8 @@ class StreamableHTTPApp:
             token = current_principal.set(principal)
             htoken = current_headers.set(request_headers(scope))
             try:
+                if self.shared is not None:
+                    await self.shared.ready()
                 if method == "POST":
                     await self._post(scope, receive, send, principal)
                 elif method == "GET":
@@ -198,6 +216,11 @@ class StreamableHTTPApp:
             await respond(send, r.status, error_body(r.code, r.message, with_null_id=False), extra=r.headers)
         except Disconnected:
             return
+        except StoreUnavailable as exc:
+            # The shared store is down or slow: say so (the worker stays up; the next request tries again).
+            log.warning("%s", exc)
+            err = {"code": STORE_UNAVAILABLE, "message": f"Session store unavailable: {exc.store}", "data": {"store": exc.store}}
+            await respond(send, 503, codec.encode({"jsonrpc": "2.0", "error": err}), extra=[(b"retry-after", b"1")])
 
     # -------------------------------------------------------------- versions
 
@@ -305,8 +328,10 @@ class StreamableHTTPApp:
                 if header(scope, b"mcp-session-id") is not None:
                     raise HTTPRefusal(400, -32600, "Bad Request: initialize must not carry Mcp-Session-Id")
                 session = self._new_session(principal)
+                if self.shared is not None:
+                    await self.shared.created(session, requests[0].get("params"))
             else:
-                session = self._find_session(scope, principal)
+                session = self._find_session(scope, principal) if self.shared is None else await self.shared.find(scope, principal)
         except BaseException:
             self._give_back(slots)
             raise
@@ -366,6 +391,8 @@ class StreamableHTTPApp:
 
     async def _feed(self, session: HTTPSession, items: list[Any], body: bytes | None) -> None:
         """Feed a single message (``body``, as received) or a batch's elements (``body`` None) one by one."""
+        if session.shared is not None:
+            items, body = await session.shared.incoming(session, items, body)
         if body is not None:
             await session.pipe.feed(body)
         else:
@@ -379,8 +406,10 @@ class StreamableHTTPApp:
         stream.attach(conn)
         head = b""
         if prime and self._primes(session) and self.store is not None and session.id is not None:
-            eid = await self.store.store(session.id, stream.id, None)
-            head = sse_priming(eid, self.retry_ms)
+            try:
+                head = sse_priming(await self.store.store(session.id, stream.id, None), self.retry_ms)
+            except StoreUnavailable as exc:  # the requests are open already: answer them, without a priming event
+                log.warning("no priming event: %s", exc)
         for e in invalid:  # a batch's invalid elements: their -32600 errors, each its own event like the replies
             await stream.emit(e)
         await self._feed(session, items, body)
@@ -504,6 +533,24 @@ class StreamableHTTPApp:
     async def _forget(self, session: HTTPSession) -> None:
         if session.id is not None and self.sessions.get(session.id) is session:
             del self.sessions[session.id]
+        if session.shared is not None:
+            session.shared.forget(session)
+
+    def add_session(self, session_id: str, principal: Any) -> HTTPSession:
+        """Register and start a session with a known id (a shared session this worker serves
+        for the first time; :mod:`.shared` then replays its ``initialize``)."""
+        session = HTTPSession(session_id, principal, self.store, admission=self.admission)
+        self.sessions[session_id] = session
+        session.on_end = self._forget
+        self._start(session)
+        self._ensure_sweeper()
+        return session
+
+    def end_session(self, session: HTTPSession) -> None:
+        """End ``session`` on this worker soon (it was deleted or expired elsewhere)."""
+        if session.id is not None and self.sessions.get(session.id) is session:
+            del self.sessions[session.id]
+        self._end_later(session)
 
     def _start(self, session: HTTPSession) -> None:
         async def run() -> None:
@@ -574,10 +621,20 @@ class StreamableHTTPApp:
         accept = _media_types(header(scope, b"accept"))
         if not (b"text/event-stream" in accept or b"*/*" in accept or b"text/*" in accept):
             raise HTTPRefusal(406, -32600, "Not Acceptable: the GET stream is text/event-stream")
-        session = self._find_session(scope, principal)
+        session = self._find_session(scope, principal) if self.shared is None else await self.shared.find(scope, principal)
         session.last_active = time.monotonic()
         extra = [(b"mcp-session-id", session.id.encode("ascii"))] if session.id else []
         last = header(scope, b"last-event-id")
+        if self.shared is not None:
+            try:
+                if last is not None:
+                    await self.shared.resume(session, last.decode("latin-1"), receive, send, SSE_HEADERS + extra, self._pump)
+                else:
+                    await self.shared.serve_get(session, receive, send, SSE_HEADERS + extra, self._pump,
+                                                prime=self._primes(session), retry_ms=self.retry_ms)
+            finally:
+                session.last_active = time.monotonic()
+            return
         if last is not None and self.store is not None and session.id is not None:
             await self._resume(session, last.decode("latin-1"), receive, send, extra)
             return
@@ -630,7 +687,11 @@ class StreamableHTTPApp:
             raise HTTPRefusal(405, -32600, "Method not allowed", [(b"allow", b"POST")]) from None
         if version is not None and version in self.modern_versions:  # 2026-07-28 has no sessions: 405, as for GET
             raise HTTPRefusal(405, -32600, "Method not allowed", [(b"allow", b"POST")])
-        session = self._find_session(scope, principal)
+        if self.shared is not None:
+            session = await self.shared.find(scope, principal)
+            await self.shared.delete(session)
+        else:
+            session = self._find_session(scope, principal)
         await session.end()
         await respond(send, 200)
 
@@ -740,6 +801,8 @@ class StreamableHTTPApp:
         """End every session (server shutdown)."""
         for s in list(self.sessions.values()):
             await s.end()
+        if self.shared is not None:
+            await self.shared.aclose()
         for t in list(self._bg):
             t.cancel()
         if self._sweeper is not None:

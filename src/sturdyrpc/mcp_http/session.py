@@ -16,6 +16,11 @@ through :meth:`HTTPSession.route`:
 Streams are logical: every event is recorded in the :class:`~.events.EventStore` under the
 stream's id, and a dropped connection can be resumed by a GET with ``Last-Event-ID`` that
 attaches a new HTTP response to the same stream.
+
+A session in a shared store (:mod:`.shared`, ``mcp_http_app(server, store="redis://...")``)
+has ``shared`` set: its stream ids name the worker, its GET stream is the one stream ``g`` every
+worker writes to, its requests to the client carry ids that name the worker, and what a request
+changed is saved before its response leaves. Without it (the default) none of this runs.
 """
 
 from __future__ import annotations
@@ -100,7 +105,8 @@ class Stream:
     def __init__(self, session: HTTPSession, *, standalone: bool = False) -> None:
         session.stream_counter += 1
         # Unique within the session, which is all event ids need: the session id (random) guards access.
-        self.id = f"s{session.stream_counter}"
+        # Shared sessions: the prefix names the worker, and the GET stream is one stream ``g`` for all.
+        self.id = "g" if standalone and session.shared is not None else f"{session.stream_prefix}{session.stream_counter}"
         self.session = session
         self.pending: set[Key] = set()
         self.conn: SSEResponse | None = None
@@ -114,10 +120,12 @@ class Stream:
 
     async def emit(self, data: bytes) -> None:
         store = self.session.store
+        eid: str | None = None
         if store is not None and self.session.id is not None:
-            eid: str | None = await store.store(self.session.id, self.id, data)
-        else:
-            eid = None
+            try:
+                eid = await store.store(self.session.id, self.id, data)
+            except Exception as exc:  # a shared store that is down: deliver anyway, without resumability
+                log.warning("event not stored: %s", exc)
         conn = self.conn
         if conn is not None:
             conn.put(sse_event(data, eid))
@@ -137,6 +145,8 @@ class Stream:
         if self.conn is not None:
             self.conn.end()
         self.session.streams.pop(self.id, None)
+        if self.session.shared is not None:
+            self.session.shared.stream_finished(self)
 
 
 class SessionPipe:
@@ -216,6 +226,11 @@ class HTTPSession:
         self.on_end: Callable[[HTTPSession], Awaitable[None]] | None = None
         self.admission = admission
         self._slots: set[Key] = set()  # requests holding a slot of ``admission``
+        #: The :class:`~.shared.SharedSessions` when the session lives in a shared store (else None).
+        self.shared: Any = None
+        #: The MCP server's :class:`~sturdyrpc.mcp.session_state.SessionState` of this session, when known.
+        self.mcp_state: Any = None
+        self.stream_prefix = "s"
 
     # -------------------------------------------------------------- requests in
 
@@ -284,6 +299,8 @@ class HTTPSession:
         if type(obj) is dict and "method" not in obj and ("result" in obj or "error" in obj):
             await self._route_response(obj, data)
             return
+        if self.shared is not None and type(obj) is dict and "id" in obj:
+            data = self.shared.outgoing(obj)  # a request to the client: its answer may reach another worker
         target = self._related_stream(obj, tag)
         if target is not None:
             await target.emit(data)
@@ -314,6 +331,8 @@ class HTTPSession:
         if st is None:
             log.debug("response for %r has no open stream; dropped", id_)
             return
+        if self.shared is not None:
+            await self.shared.before_response(self)  # other workers see what this request changed first
         st.pending.discard(k)
         if st.json_waiter is not None:
             # JSON mode: responses are collected and sent as the POST's body once all are in.

@@ -1,0 +1,114 @@
+"""Serving an MCP server over Streamable HTTP with N worker processes on one port.
+
+:func:`serve_mcp_workers` is the one launcher (``sturdyrpc demo --mcp --http ... --workers N
+--store URL``, and ``sturdyrpc run``): uvicorn starts N processes sharing the listening socket,
+and each builds its app with :func:`worker_app` from what the launcher put in the environment
+(processes are spawned: they import the target by name). With more than one worker the sessions
+must live in a shared store (``--store redis://...``) unless the server is ``stateless``; the
+``requestState`` keys are shared by the environment (one random key ring per launch) or the store.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..dispatch import Dispatcher
+from ..mcp.request_state import KEYS_ENV, new_keys_env
+from ..mcp.server import MCPServer
+from ..store import is_memory_url, open_store
+from ..targets import load_target
+from ..transports.http import JSONRPCHTTPApp
+from ..transports.serve_http import run_uvicorn
+from .app import mcp_http_app
+from .server import StreamableHTTPApp
+
+__all__ = ["serve_mcp_workers", "worker_app", "build_app", "resolve_target", "WorkersRefused", "DEFAULT_ATTRS"]
+
+_TARGET, _STORE, _STATELESS, _REMOTE = ("STURDYRPC_WORKER_TARGET", "STURDYRPC_WORKER_STORE", "STURDYRPC_WORKER_STATELESS",
+                                        "STURDYRPC_WORKER_ALLOW_REMOTE")
+
+
+class WorkersRefused(ValueError):
+    """The asked combination would break sessions (several workers, no shared store, not stateless)."""
+
+
+def check_workers(workers: int, store: str | None, stateless: bool) -> None:
+    """Raise :class:`WorkersRefused` unless ``workers`` processes can share the sessions."""
+    if workers < 1:
+        raise WorkersRefused("--workers must be at least 1")
+    if workers > 1 and is_memory_url(store) and not stateless:
+        raise WorkersRefused(
+            f"--workers {workers} with the memory store would break sessions (each worker would know only its own); "
+            "pass --store redis://HOST:PORT/DB to share them, or --stateless")
+
+
+#: What ``module:attr`` may name when no attribute is given (``sturdyrpc run`` uses the same).
+DEFAULT_ATTRS = ("mcp", "server", "app", "rpc")
+_KINDS: tuple[type, ...] = (MCPServer, StreamableHTTPApp, Dispatcher)
+
+
+def resolve_target(spec: str, *, store: str | None = None, stateless: bool = False) -> Any:
+    """The :class:`MCPServer`, Streamable HTTP app or :class:`Dispatcher` that ``spec`` names
+    (raises :class:`~sturdyrpc.targets.TargetError`). A factory taking ``**options`` is called
+    with ``store`` and ``stateless``; a factory without arguments is called as it is."""
+    options: dict[str, Any] = {"store": None if is_memory_url(store) else store}
+    if stateless:
+        options["stateless"] = True
+    return load_target(spec, _KINDS, default_attrs=DEFAULT_ATTRS, factory_options=options)
+
+
+def build_app(target: Any, *, store: str | None = None, stateless: bool = False, allow_remote: bool = False) -> Any:
+    """The ASGI app for ``target``: an :class:`MCPServer` (Streamable HTTP at ``/mcp``), a
+    :class:`Dispatcher` (plain JSON-RPC over HTTP POST), a Streamable HTTP app, a
+    ``"module:attr"`` naming one, or a factory of one (see :func:`resolve_target`)."""
+    obj = resolve_target(target, store=store, stateless=stateless) if isinstance(target, str) else target
+    if isinstance(obj, MCPServer):
+        options: dict[str, Any] = {"store": None if is_memory_url(store) else store}
+        if stateless:
+            options["stateless"] = True
+        obj = mcp_http_app(obj, **options)
+    elif isinstance(obj, Dispatcher):
+        obj = JSONRPCHTTPApp(obj)
+    if not isinstance(obj, (StreamableHTTPApp, JSONRPCHTTPApp)):
+        raise TypeError(f"{target!r} is no MCPServer, Dispatcher, Streamable HTTP app or factory of one")
+    if allow_remote:
+        # Reached from elsewhere, the Host header carries the server's public name.
+        obj.security.allowed_hosts = None
+        obj.security.__post_init__()
+    return obj
+
+
+def worker_app() -> Any:
+    """uvicorn's factory in each worker process: the app the launcher described in the environment."""
+    return build_app(os.environ[_TARGET], store=os.environ.get(_STORE) or None, stateless=os.environ.get(_STATELESS) == "1",
+                     allow_remote=os.environ.get(_REMOTE) == "1")
+
+
+def serve_mcp_workers(target: Any, host: str, port: int, *, workers: int = 1, store: str | None = None,
+                      stateless: bool = False, allow_remote: bool = False, log_level: str = "warning") -> None:
+    """Serve ``target`` (``"module:attr"``: an MCPServer, or a factory of one or of its app) on
+    ``host:port`` with ``workers`` processes and sessions in ``store`` (``"memory"``/None or
+    ``"redis://host:port/db"``). Raises :class:`WorkersRefused` for several workers without a
+    shared store unless ``stateless``, ``ValueError`` for an unknown store URL, ``ImportError``
+    without the ``redis`` package, and
+    :class:`~sturdyrpc.transports.serve_http.RemoteBindRefused` for a non-loopback ``host``
+    without ``allow_remote``. Returns when the server stops (SIGINT/SIGTERM)."""
+    obj = resolve_target(target, store=store, stateless=stateless) if isinstance(target, str) else target
+    # Plain JSON-RPC keeps nothing between requests: any number of workers may serve it.
+    check_workers(workers, store, stateless or isinstance(obj, Dispatcher))
+    if not is_memory_url(store):
+        open_store(store)  # a bad URL or a missing redis package fails here, once, not in every worker
+    if workers == 1:
+        run_uvicorn(build_app(obj, store=store, stateless=stateless, allow_remote=allow_remote), host, port,
+                    allow_remote=allow_remote, log_level=log_level)
+        return
+    if not isinstance(target, str):
+        raise TypeError("several workers import the target by name: pass it as 'module:attr'")
+    os.environ[_TARGET] = target
+    os.environ[_STORE] = store or "memory"
+    os.environ[_STATELESS] = "1" if stateless else ""
+    os.environ[_REMOTE] = "1" if allow_remote else ""
+    # One key ring for all workers of this launch (a shared store replaces it with its own).
+    os.environ.setdefault(KEYS_ENV, new_keys_env())
+    run_uvicorn(f"{__name__}:worker_app", host, port, allow_remote=allow_remote, workers=workers, log_level=log_level)
