@@ -16,7 +16,7 @@ all: test
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[cli,http,test,dev,bench]'
+	$(PY) -m pip install -q -e '.[cli,http,test,dev,bench,auth]'
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -15,15 +15,58 @@ package never needs PyJWT; building a JWT verifier without it raises ModuleNotFo
 
 from __future__ import annotations
 
-from .challenge import bearer_challenge
-from .errors import InvalidToken, UnknownKey, VerificationUnavailable
-from .introspection import IntrospectionVerifier, principal_from_introspection
-from .jwks import JWKSCache, JWTVerifier
-from .jwt_verify import DEFAULT_ALGORITHMS, JWTRules, KeySet, verify_jwt
-from .metadata import WELL_KNOWN, ProtectedResourceMetadata, well_known_path, well_known_url
-from .principal import Principal, missing_scopes, parse_scopes, scopes_of
-from .resource_server import ResourceServer, insufficient_scope_refusal
-from .verifier import FunctionVerifier, TokenVerifier
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .challenge import bearer_challenge
+    from .errors import InvalidToken, UnknownKey, VerificationUnavailable
+    from .introspection import IntrospectionVerifier, principal_from_introspection
+    from .jwks import JWKSCache, JWTVerifier
+    from .jwt_verify import DEFAULT_ALGORITHMS, JWTRules, KeySet, verify_jwt
+    from .metadata import WELL_KNOWN, ProtectedResourceMetadata, well_known_path, well_known_url
+    from .principal import Principal, missing_scopes, parse_scopes, scopes_of
+    from .resource_server import ResourceServer, insufficient_scope_refusal
+    from .verifier import FunctionVerifier, TokenVerifier
+
+#: Where each public name lives: imported on first use, so that a command importing
+#: ``sturdyrpc.auth.options`` for its argument parser pays for nothing else.
+_HOMES = {
+    "bearer_challenge": ".challenge",
+    "InvalidToken": ".errors",
+    "UnknownKey": ".errors",
+    "VerificationUnavailable": ".errors",
+    "IntrospectionVerifier": ".introspection",
+    "principal_from_introspection": ".introspection",
+    "JWKSCache": ".jwks",
+    "JWTVerifier": ".jwks",
+    "DEFAULT_ALGORITHMS": ".jwt_verify",
+    "JWTRules": ".jwt_verify",
+    "KeySet": ".jwt_verify",
+    "verify_jwt": ".jwt_verify",
+    "WELL_KNOWN": ".metadata",
+    "ProtectedResourceMetadata": ".metadata",
+    "well_known_path": ".metadata",
+    "well_known_url": ".metadata",
+    "Principal": ".principal",
+    "missing_scopes": ".principal",
+    "parse_scopes": ".principal",
+    "scopes_of": ".principal",
+    "ResourceServer": ".resource_server",
+    "insufficient_scope_refusal": ".resource_server",
+    "FunctionVerifier": ".verifier",
+    "TokenVerifier": ".verifier",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home, __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Principal",

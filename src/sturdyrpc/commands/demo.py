@@ -7,6 +7,8 @@ import os
 import sys
 from typing import Any
 
+from ..auth.options import add_auth_arguments, auth_requested
+
 
 def register(sub: Any) -> None:
     d = sub.add_parser("demo", help="run a demo server (stdio JSON-RPC by default)")
@@ -14,14 +16,18 @@ def register(sub: Any) -> None:
     d.add_argument("--http", metavar="HOST:PORT", help="serve over Streamable HTTP instead of stdio")
     d.add_argument("--framing", choices=["line", "content-length"], default="line", help="stdio framing (default: line)")
     d.add_argument("--allow-remote", action="store_true", help="with --http: allow a non-loopback bind address")
+    add_auth_arguments(d)
     d.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if auth_requested(args) and not (args.mcp and args.http):
+        print("sturdyrpc demo: the --auth-* options need --mcp --http", file=sys.stderr)
+        return 2
     if args.http:
         from ..demos.http import run_demo_http
 
-        return run_demo_http(args.http, mcp=args.mcp, allow_remote=args.allow_remote)
+        return run_demo_http(args.http, mcp=args.mcp, allow_remote=args.allow_remote, auth_args=args)
     if args.mcp and not args.http:
         from ..demos.mcp import make_mcp_demo
         from ..mcp.stdio import run_mcp_stdio

@@ -22,6 +22,7 @@ from .content import ToolError
 from .context import LEVEL_RANK, InputRequired, MCPContext
 from .listen import agree
 from .registry import HandlerFunction, Prompt, find_resource
+from .scopes import may_use
 from .session_state import SessionState, current_session
 
 if TYPE_CHECKING:
@@ -127,7 +128,7 @@ class ProtocolHandlers:
     def tools_list(self, **params: Any) -> dict[str, Any]:
         rules = self.current().rules_of(params)
         self._no_cursor(params)
-        return self.server.finish(rules, {"tools": [t.describe(rules) for t in self.server.tools.values()]}, True)
+        return self.server.finish(rules, {"tools": [t.describe(rules) for t in self.server.tools.values() if may_use(t.scopes)]}, True)
 
     def tools_call_inline(self, **params: Any) -> Any:
         """``tools/call`` of a tool that runs inline (sync, non-blocking, no context)."""
@@ -143,12 +144,12 @@ class ProtocolHandlers:
     def resources_list(self, **params: Any) -> dict[str, Any]:
         rules = self.current().rules_of(params)
         self._no_cursor(params)
-        return self.server.finish(rules, {"resources": [r.describe(rules) for r in self.server.resources.values()]}, True)
+        return self.server.finish(rules, {"resources": [r.describe(rules) for r in self.server.resources.values() if may_use(r.scopes)]}, True)
 
     def templates_list(self, **params: Any) -> dict[str, Any]:
         rules = self.current().rules_of(params)
         self._no_cursor(params)
-        return self.server.finish(rules, {"resourceTemplates": [r.describe(rules) for r in self.server.templates.values()]}, True)
+        return self.server.finish(rules, {"resourceTemplates": [r.describe(rules) for r in self.server.templates.values() if may_use(r.scopes)]}, True)
 
     async def resources_read(self, ctx: Context, **params: Any) -> dict[str, Any]:
         server = self.server
@@ -195,7 +196,7 @@ class ProtocolHandlers:
     def prompts_list(self, **params: Any) -> dict[str, Any]:
         rules = self.current().rules_of(params)
         self._no_cursor(params)
-        return self.server.finish(rules, {"prompts": [p.describe(rules) for p in self.server.prompts.values()]}, True)
+        return self.server.finish(rules, {"prompts": [p.describe(rules) for p in self.server.prompts.values() if may_use(p.scopes)]}, True)
 
     async def prompts_get(self, ctx: Context, **params: Any) -> dict[str, Any]:
         server = self.server

@@ -13,7 +13,7 @@ import inspect
 import re
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Executor
 from typing import Any
 
@@ -126,8 +126,11 @@ class Tool(HandlerFunction):
         structured: bool | None,
         blocking: bool | None,
         meta: dict[str, Any] | None,
+        scopes: Iterable[str] | None = None,
     ) -> None:
         super().__init__(fn, blocking)
+        #: OAuth scopes a principal needs to see and call this tool (see :mod:`.scopes`).
+        self.scopes: frozenset[str] = frozenset(scopes or ())
         self.name = name
         self.description = description if description is not None else inspect.getdoc(fn)
         self.title = title
@@ -195,9 +198,12 @@ class Resource(HandlerFunction):
     """A registered resource (fixed URI) or resource template (URI with ``{variables}``)."""
 
     def __init__(
-        self, fn: Callable[..., Any], uri: str, name: str, description: str | None, mime_type: str | None, title: str | None, blocking: bool | None
+        self, fn: Callable[..., Any], uri: str, name: str, description: str | None, mime_type: str | None, title: str | None, blocking: bool | None,
+        scopes: Iterable[str] | None = None,
     ) -> None:
         super().__init__(fn, blocking)
+        #: OAuth scopes a principal needs to see and read this resource (see :mod:`.scopes`).
+        self.scopes: frozenset[str] = frozenset(scopes or ())
         self.uri = uri
         self.name = name
         self.description = description if description is not None else inspect.getdoc(fn)
@@ -253,8 +259,11 @@ def _template_regex(template: str) -> re.Pattern[str]:
 class Prompt(HandlerFunction):
     """A registered prompt; its arguments come from the function's parameters."""
 
-    def __init__(self, fn: Callable[..., Any], name: str, description: str | None, title: str | None, arg_descriptions: dict[str, str] | None) -> None:
+    def __init__(self, fn: Callable[..., Any], name: str, description: str | None, title: str | None, arg_descriptions: dict[str, str] | None,
+                 scopes: Iterable[str] | None = None) -> None:
         super().__init__(fn, None)
+        #: OAuth scopes a principal needs to see and get this prompt (see :mod:`.scopes`).
+        self.scopes: frozenset[str] = frozenset(scopes or ())
         self.name = name
         self.description = description if description is not None else inspect.getdoc(fn)
         self.title = title

@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 from ..dispatch import Call, Context, Dispatcher
@@ -62,6 +62,7 @@ from .listen import META_SUBSCRIPTION_ID, ListenStreams
 from .profile import MCPProfile
 from .registry import Prompt, Resource, Tool
 from .request_state import RequestStateSigner
+from .scopes import required_scopes
 from .session_state import SessionPeer, SessionState, StatelessContext, current_session, reset_session, use_session
 from .tools_call import MCPDispatcher, ToolsCall
 from .versions import META_SERVER_INFO, SUPPORTED_VERSIONS, VersionRules
@@ -143,6 +144,7 @@ class MCPServer:
         structured: bool | None = None,
         blocking: bool | None = None,
         meta: dict[str, Any] | None = None,
+        scopes: Iterable[str] | None = None,
     ) -> Callable[[F], F]:
         """Register a tool. The description defaults to the docstring.
 
@@ -150,11 +152,13 @@ class MCPServer:
         name, unchecked beyond names). ``structured=False`` turns off ``outputSchema`` /
         ``structuredContent`` for a declared return type. Sync functions run on the bounded
         pool of daemon threads (``Limits.max_threads``) unless ``blocking=False``, which runs
-        them inline (the fastest path, for functions that return at once).
+        them inline (the fastest path, for functions that return at once). ``scopes``: OAuth
+        scopes a caller's token must hold over authenticated HTTP (else the tool is not listed
+        and calling it is 403 ``insufficient_scope``; see ``docs/AUTH.md``).
         """
 
         def register(fn: F) -> F:
-            t = Tool(fn, name or fn.__name__, description, title, annotations, input_schema, structured, blocking, meta)
+            t = Tool(fn, name or fn.__name__, description, title, annotations, input_schema, structured, blocking, meta, scopes=scopes)
             self.tools[t.name] = t
             self._changed("tools")
             return fn
@@ -170,12 +174,13 @@ class MCPServer:
         mime_type: str | None = None,
         title: str | None = None,
         blocking: bool | None = None,
+        scopes: Iterable[str] | None = None,
     ) -> Callable[[F], F]:
         """Register a resource; a URI with ``{variables}`` registers a template whose variables
-        are passed to the function by name."""
+        are passed to the function by name. ``scopes``: as for :meth:`tool`."""
 
         def register(fn: F) -> F:
-            r = Resource(fn, uri, name or fn.__name__, description, mime_type, title, blocking)
+            r = Resource(fn, uri, name or fn.__name__, description, mime_type, title, blocking, scopes=scopes)
             (self.templates if r.is_template else self.resources)[uri] = r
             self._changed("resources")
             return fn
@@ -183,12 +188,13 @@ class MCPServer:
         return register
 
     def prompt(
-        self, name: str | None = None, *, description: str | None = None, title: str | None = None, arguments: dict[str, str] | None = None
+        self, name: str | None = None, *, description: str | None = None, title: str | None = None, arguments: dict[str, str] | None = None,
+        scopes: Iterable[str] | None = None,
     ) -> Callable[[F], F]:
-        """Register a prompt; ``arguments`` maps parameter names to descriptions."""
+        """Register a prompt; ``arguments`` maps parameter names to descriptions. ``scopes``: as for :meth:`tool`."""
 
         def register(fn: F) -> F:
-            p = Prompt(fn, name or fn.__name__, description, title, arguments)
+            p = Prompt(fn, name or fn.__name__, description, title, arguments, scopes=scopes)
             self.prompts[p.name] = p
             self._changed("prompts")
             return fn
@@ -325,6 +331,11 @@ class MCPServer:
             ctx.done = True
             reset_session(token)
         return d.result(call, value) if ok else d.failure(call, value)
+
+    def required_scopes(self, method: str, params: Any) -> frozenset[str]:
+        """The OAuth scopes a ``method`` request with ``params`` needs (the ``scopes=`` of the
+        tool, resource or prompt it names; see :mod:`.scopes`)."""
+        return required_scopes(self, method, params)
 
     # ------------------------------------------------------------------ what handlers share
 

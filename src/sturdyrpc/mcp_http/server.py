@@ -40,6 +40,8 @@ from typing import Any
 
 from .. import codec
 from ..admission import Admission
+from ..auth.principal import missing_scopes
+from ..auth.resource_server import ResourceServer, insufficient_scope_refusal
 from ..errors import InvalidRequest, RPCError
 from ..limits import DEFAULT_LIMITS, Limits
 from ..mcp.versions import HANDSHAKE_VERSIONS, META_PROTOCOL_VERSION, MODERN_VERSIONS
@@ -134,8 +136,12 @@ class StreamableHTTPApp:
         max_depth: int | None = None,
         handshake_versions: tuple[str, ...] = HANDSHAKE_VERSIONS,
         modern_versions: tuple[str, ...] = MODERN_VERSIONS,
+        scopes_for: Callable[[str, Any], frozenset[str]] | None = None,
     ) -> None:
         self.serve_session = serve_session
+        #: ``scopes_for(method, params)``: the OAuth scopes a request needs (checked against the
+        #: request's principal before it runs: 403 ``insufficient_scope``); None: no per-request scopes.
+        self.scopes_for = scopes_for
         self.modern = modern
         self.path = path
         self.security = security or HTTPSecurity()
@@ -167,6 +173,9 @@ class StreamableHTTPApp:
             return
         if kind != "http":
             return
+        auth = self.security.auth
+        if isinstance(auth, ResourceServer) and await auth.serve_metadata(scope, send):
+            return  # RFC 9728 metadata: public, it is how a client learns where to get a token
         try:
             principal = await self.security.check(scope)
             if self.path is not None and scope.get("path", "").rstrip("/") != self.path.rstrip("/"):
@@ -281,6 +290,8 @@ class StreamableHTTPApp:
         items = valid
         # A batch is fed element by element (the server answers each alone); a single message as it came.
         raw = None if batch else body
+        if self.scopes_for is not None and principal is not None:
+            self._check_scopes(principal, requests)
         is_init = any(r.get("method") == "initialize" for r in requests)
         if is_init and batch:
             raise HTTPRefusal(400, -32600, "Invalid Request: initialize must not be part of a batch")
@@ -336,6 +347,15 @@ class StreamableHTTPApp:
             session.last_active = time.monotonic()  # idle time counts from the end of the last response
             if self.stateless:
                 await session.end()
+
+    def _check_scopes(self, principal: Any, requests: list[dict[str, Any]]) -> None:
+        """403 ``insufficient_scope`` unless ``principal`` holds the scopes of every request (a
+        batch is refused whole: nothing of it runs)."""
+        assert self.scopes_for is not None
+        for r in requests:
+            needed = self.scopes_for(r["method"], r.get("params"))
+            if needed and missing_scopes(principal, needed):
+                raise insufficient_scope_refusal(self.security.auth, principal, needed)
 
     def _admit(self, n: int) -> bool:
         """Take ``n`` server-wide slots, all or none."""
@@ -645,6 +665,9 @@ class StreamableHTTPApp:
             await self.modern(body, _drop)
             await respond(send, 202)
             return
+        principal = current_principal.get()
+        if self.scopes_for is not None and principal is not None:
+            self._check_scopes(principal, [obj])
         if not sse_ok and obj.get("method") == "subscriptions/listen":
             # the listen channel IS this response's SSE stream; a JSON-only client cannot have one
             raise HTTPRefusal(406, -32600, "Not Acceptable: subscriptions/listen needs Accept: text/event-stream")

@@ -252,6 +252,8 @@ class HTTPSecurity:
             raise HTTPRefusal(401, -32600, "Unauthorized", [(b"www-authenticate", auth.challenge("invalid_request"))])
         try:
             principal = await auth.principal(token)
+        except HTTPRefusal:
+            raise  # the auth's own answer (403 insufficient_scope, 503 cannot verify now)
         except Exception:  # a verifier bug must not become a 500 that leaks a traceback
             principal = None
         if principal is None:
