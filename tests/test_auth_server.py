@@ -476,3 +476,49 @@ def test_scopes_are_not_enforced_without_authentication() -> None:
 
     asyncio.run(go())
     assert calls.seen == ["write"]
+
+
+# ---------------------------------------------------------------------------- the CLI
+
+
+def test_demo_cli_behind_an_identity_provider(idp: IdP) -> None:
+    from _http_support import demo_http_cmd, server_process
+
+    port = free_port()
+    aud = f"http://127.0.0.1:{port}/mcp"
+    cmd = demo_http_cmd(port, mcp=True) + ["--auth-issuer", idp.issuer, "--auth-jwks", idp.jwks_url, "--auth-scopes", "mcp:tools"]
+    with server_process(cmd, port), httpx.Client(timeout=10) as c:
+        base = f"http://127.0.0.1:{port}"
+        meta = c.get(base + "/.well-known/oauth-protected-resource/mcp").json()
+        assert meta == {"resource": aud, "authorization_servers": [idp.issuer], "scopes_supported": ["mcp:tools"],
+                        "bearer_methods_supported": ["header"]}
+        r = c.post(base + "/mcp", json=init_body(), headers={"accept": ACCEPT})
+        assert r.status_code == 401 and r.headers["www-authenticate"] == (
+            f'Bearer resource_metadata="{base}/.well-known/oauth-protected-resource/mcp", scope="mcp:tools"')
+        # a token without the scope may connect, sees no tools, and calling one is 403
+        weak = Client(c, aud, idp.token(aud, scope="profile"))
+        assert weak.initialize().status_code == 200
+        assert weak.result("tools/list")["tools"] == []
+        r = weak.request("tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+        assert r.status_code == 403 and 'error="insufficient_scope"' in r.headers["www-authenticate"]
+        assert 'scope="mcp:tools profile"' in r.headers["www-authenticate"]
+        # with the scope: the tools are there and work (SSE replies: the demo's default)
+        ok = Client(c, aud, idp.token(aud, scope="mcp:tools"))
+        assert ok.initialize().status_code == 200
+        assert "echo" in [t["name"] for t in ok.result("tools/list")["tools"]]
+        assert ok.result("tools/call", {"name": "echo", "arguments": {"text": "hi"}})["content"][0]["text"] == "hi"
+        # the audience defaults to the server's own URL: a token for another resource is refused
+        assert Client(c, aud, idp.token("http://127.0.0.1:1/mcp")).initialize().status_code == 401
+
+
+def test_demo_cli_refuses_incomplete_auth_options() -> None:
+    import subprocess
+    import sys
+
+    for extra in (["--auth-issuer", "https://idp.example"], ["--auth-scopes", "a"]):
+        r = subprocess.run([sys.executable, "-m", "sturdyrpc", "demo", "--mcp", "--http", "127.0.0.1:0", *extra],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and "--auth-issuer and --auth-jwks are both needed" in r.stderr, r.stderr
+    r = subprocess.run([sys.executable, "-m", "sturdyrpc", "demo", "--mcp", "--auth-issuer", "https://idp.example"],
+                       capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert r.returncode == 2 and "need --mcp --http" in r.stderr
