@@ -196,9 +196,11 @@ def test_bad_tokens_are_401_with_no_internals_and_reach_no_handler(idp: IdP) -> 
             assert r.content == UNAUTHORIZED, name  # fixed body: no reason, no key id, no exception text
             challenge = r.headers["www-authenticate"]
             assert challenge.endswith(', error="invalid_token"') and "hidden" not in challenge, (name, challenge)
-        for value in ("Basic YWxpY2U6cHc=", "Bearer", "Bearer a b", "bearer", "Token abc", "Bearer " + "x" * 20000):
+        for value, error in (("Basic YWxpY2U6cHc=", None), ("Token abc", None), ("Bearer", "invalid_request"),
+                             ("bearer", "invalid_request"), ("Bearer a b", "invalid_token"), ("Bearer " + "x" * 20000, "invalid_token")):
             r = c.post(base + "/mcp", json=init_body(), headers={"accept": ACCEPT, "authorization": value})
             assert r.status_code == 401 and r.content == UNAUTHORIZED, value
+            assert r.headers["www-authenticate"].endswith('scope="files:read files:write"' if error is None else f'error="{error}"'), value
         # the token in the query string never counts
         good = idp.token(aud)
         r = c.post(base + f"/mcp?access_token={good}", json=init_body(), headers={"accept": ACCEPT})

@@ -248,7 +248,10 @@ class HTTPSecurity:
             raise HTTPRefusal(401, -32600, "Unauthorized", [(b"www-authenticate", auth.challenge(None))])
         scheme, _, token = raw.decode("latin-1").partition(" ")
         token = token.strip()
-        if scheme.lower() != "bearer" or not token:
+        if scheme.lower() != "bearer":
+            # Another scheme carries no bearer credentials at all: no error code (RFC 6750 §3.1).
+            raise HTTPRefusal(401, -32600, "Unauthorized", [(b"www-authenticate", auth.challenge(None))])
+        if not token:
             raise HTTPRefusal(401, -32600, "Unauthorized", [(b"www-authenticate", auth.challenge("invalid_request"))])
         try:
             principal = await auth.principal(token)
