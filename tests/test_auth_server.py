@@ -340,14 +340,20 @@ def test_scopes_hide_what_the_token_may_not_use_and_calls_get_403_then_step_up(i
         assert weak.result("resources/read", {"uri": "file:///public.txt"})["contents"][0]["text"] == "hello"
         assert calls.seen == []
 
-        # Step-up: a new token for the same user with more scopes works on the same session.
+        # Step-up: a new token for the same user with more scopes works on the same session,
+        # and the session's lists follow the token of the latest request.
         weak.token = idp.token(aud, scope="mcp:tools files:read files:write")
+        assert sorted(t["name"] for t in weak.result("tools/list")["tools"]) == ["whoami", "write"]
+        assert [p["name"] for p in weak.result("prompts/list")["prompts"]] == ["summarize"]
         assert weak.result("tools/call", {"name": "write", "arguments": {"text": "x"}})["content"][0]["text"] == "wrote x"
         assert weak.result("resources/read", {"uri": "file:///secret.txt"})["contents"][0]["text"] == "s3cret"
         assert weak.result("prompts/get", {"name": "summarize", "arguments": {"topic": "t"}})["messages"]
         # a token of another subject cannot use the session (sessions are bound to the principal)
         weak.token = idp.token(aud, sub="mallory", scope="mcp:tools files:read files:write")
         assert weak.request("tools/list").status_code == 404
+        # and a narrower token for the same user narrows the lists again
+        weak.token = idp.token(aud, scope="mcp:tools")
+        assert [t["name"] for t in weak.result("tools/list")["tools"]] == ["whoami"]
     assert calls.seen == ["write", "secret", "summarize"]
 
 

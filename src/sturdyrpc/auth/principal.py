@@ -2,11 +2,27 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import contextvars
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Principal", "parse_scopes", "scopes_of", "missing_scopes"]
+from ..transports.asgi import current_principal
+
+__all__ = ["Principal", "parse_scopes", "scopes_of", "missing_scopes", "principal_source", "request_principal"]
+
+#: Set by a transport whose connection outlives one HTTP request (a Streamable HTTP session
+#: runs its server in a task of its own, which sees only the principal that opened it): a
+#: function returning the principal of the connection's latest request.
+principal_source: contextvars.ContextVar[Callable[[], Any] | None] = contextvars.ContextVar("sturdyrpc_principal_source", default=None)
+
+
+def request_principal() -> Any:
+    """The principal of the request being served: the connection's latest one where a
+    transport tracks it (:data:`principal_source`), else
+    :data:`~sturdyrpc.transports.asgi.current_principal` (None without authentication)."""
+    source = principal_source.get()
+    return source() if source is not None else current_principal.get()
 
 
 @dataclass(frozen=True)

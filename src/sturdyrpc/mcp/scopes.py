@@ -4,7 +4,7 @@ may see: the one home of per-tool/resource/prompt ``scopes=[...]``.
 Enforcement happens where the token is: the Streamable HTTP server asks
 :func:`required_scopes` for each request before it runs and answers 403
 ``insufficient_scope`` (see :mod:`sturdyrpc.mcp_http.server`). Lists leave out what the
-principal of the connection (:data:`~sturdyrpc.transports.asgi.current_principal`) may not use.
+principal of the request (:func:`~sturdyrpc.auth.principal.request_principal`) may not use.
 Without authentication (no principal: stdio, HTTP without auth) scopes are not enforced.
 """
 
@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..auth.principal import missing_scopes
-from ..transports.asgi import current_principal
+from ..auth.principal import missing_scopes, request_principal
 from .registry import find_resource
 
 if TYPE_CHECKING:
@@ -61,4 +60,4 @@ def _resource_scopes(server: MCPServer, uri: Any) -> frozenset[str]:
 
 def may_use(scopes: frozenset[str]) -> bool:
     """Whether the principal of the request being served holds all of ``scopes`` (always, without one)."""
-    return not scopes or not missing_scopes(current_principal.get(), scopes)
+    return not scopes or not missing_scopes(request_principal(), scopes)

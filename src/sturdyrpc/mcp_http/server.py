@@ -40,7 +40,7 @@ from typing import Any
 
 from .. import codec
 from ..admission import Admission
-from ..auth.principal import missing_scopes
+from ..auth.principal import missing_scopes, principal_source
 from ..auth.resource_server import ResourceServer, insufficient_scope_refusal
 from ..errors import InvalidRequest, RPCError
 from ..limits import DEFAULT_LIMITS, Limits
@@ -518,6 +518,7 @@ class StreamableHTTPApp:
     def _start(self, session: HTTPSession) -> None:
         async def run() -> None:
             current_session.set(session)
+            principal_source.set(lambda: session.principal)
             try:
                 await self.serve_session(session.pipe)
             except asyncio.CancelledError:
@@ -540,6 +541,9 @@ class StreamableHTTPApp:
         # Another principal's session looks exactly like an unknown one: ids are not credentials.
         if session is None or session.ended or session.principal != principal:
             raise HTTPRefusal(404, -32600, "Session not found")
+        # The same principal, with this request's token (a refresh or step-up may change its
+        # scopes): what the session's server sees from now on (principal_source).
+        session.principal = principal
         return session
 
     def _expire_idle(self) -> None:
