@@ -25,7 +25,8 @@ from sturdyrpc.auth import (
 )
 from sturdyrpc.mcp import MCPServer
 from sturdyrpc.mcp_http import mcp_http_app
-from sturdyrpc.transports.asgi import HTTPSecurity, current_principal
+from sturdyrpc.auth.principal import request_principal
+from sturdyrpc.transports.asgi import HTTPSecurity
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -46,7 +47,7 @@ def make_server(calls: Calls) -> MCPServer:
     async def whoami() -> str:
         """The verified principal of the request."""
         calls.seen.append("whoami")
-        p = current_principal.get()
+        p = request_principal()
         assert isinstance(p, Principal)
         return f"{p.subject}|{p.client_id}|{' '.join(sorted(p.scopes))}"
 
@@ -345,6 +346,8 @@ def test_scopes_hide_what_the_token_may_not_use_and_calls_get_403_then_step_up(i
         weak.token = idp.token(aud, scope="mcp:tools files:read files:write")
         assert sorted(t["name"] for t in weak.result("tools/list")["tools"]) == ["whoami", "write"]
         assert [p["name"] for p in weak.result("prompts/list")["prompts"]] == ["summarize"]
+        assert weak.result("tools/call", {"name": "whoami", "arguments": {}})["content"][0]["text"] == (
+            "alice|client-1|files:read files:write mcp:tools")
         assert weak.result("tools/call", {"name": "write", "arguments": {"text": "x"}})["content"][0]["text"] == "wrote x"
         assert weak.result("resources/read", {"uri": "file:///secret.txt"})["contents"][0]["text"] == "s3cret"
         assert weak.result("prompts/get", {"name": "summarize", "arguments": {"topic": "t"}})["messages"]
@@ -354,7 +357,26 @@ def test_scopes_hide_what_the_token_may_not_use_and_calls_get_403_then_step_up(i
         # and a narrower token for the same user narrows the lists again
         weak.token = idp.token(aud, scope="mcp:tools")
         assert [t["name"] for t in weak.result("tools/list")["tools"]] == ["whoami"]
-    assert calls.seen == ["write", "secret", "summarize"]
+    assert calls.seen == ["whoami", "write", "secret", "summarize"]
+
+
+def test_a_2025_03_26_batch_with_one_forbidden_call_runs_nothing(idp: IdP) -> None:
+    port = free_port()
+    calls = Calls()
+    aud = f"http://127.0.0.1:{port}/mcp"
+    with serve_app(jwt_app(idp, port, calls), port) as base, httpx.Client(timeout=10) as c:
+        s = Client(c, base + "/mcp", idp.token(aud, scope="files:read"))
+        r = c.post(s.url, json=init_body("2025-03-26"), headers=s.headers())
+        s.sid = r.headers["mcp-session-id"]
+        h = {**s.headers(), "mcp-protocol-version": "2025-03-26"}
+        c.post(s.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=h)
+        batch = [{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "whoami", "arguments": {}}},
+                 {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "write", "arguments": {"text": "x"}}}]
+        r = c.post(s.url, json=batch, headers=h)
+        assert r.status_code == 403 and 'scope="files:read files:write"' in r.headers["www-authenticate"]
+        r = c.post(s.url, json=batch[:1], headers=h)
+        assert r.status_code == 200 and replies(r)[0]["result"]["content"][0]["text"] == "alice|client-1|files:read"
+    assert calls.seen == ["whoami"]
 
 
 def test_new_session_lists_with_its_token_scopes(idp: IdP) -> None:
