@@ -552,3 +552,32 @@ def test_demo_cli_refuses_incomplete_auth_options() -> None:
     r = subprocess.run([sys.executable, "-m", "sturdyrpc", "demo", "--mcp", "--auth-issuer", "https://idp.example"],
                        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert r.returncode == 2 and "need --mcp --http" in r.stderr
+
+
+def test_mounted_under_starlette_with_the_metadata_routed_at_the_root() -> None:
+    import asyncio
+
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    resource = "http://127.0.0.1:8000/api/mcp"
+    rs = ResourceServer(FunctionVerifier(lambda t: Principal("eve") if t == "ok" else None), resource=resource,
+                        authorization_servers=["https://idp.example"])
+    mcp_app = mcp_http_app(make_server(Calls()), path=None, json_response=True, security=HTTPSecurity(auth=rs))
+    app = Starlette(routes=[Route("/api/mcp", endpoint=mcp_app),
+                            Route("/.well-known/oauth-protected-resource/api/mcp", endpoint=rs.metadata_app),
+                            Route("/.well-known/oauth-protected-resource", endpoint=rs.metadata_app)])
+
+    async def go() -> None:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000") as c:
+            for path in ("/.well-known/oauth-protected-resource/api/mcp", "/.well-known/oauth-protected-resource"):
+                r = await c.get(path)
+                assert r.status_code == 200 and r.json()["resource"] == resource
+            r = await c.post("/api/mcp", json=init_body(), headers={"accept": ACCEPT})
+            assert r.status_code == 401 and r.headers["www-authenticate"] == (
+                'Bearer resource_metadata="http://127.0.0.1:8000/.well-known/oauth-protected-resource/api/mcp"')
+            r = await c.post("/api/mcp", json=init_body(), headers={"accept": ACCEPT, "authorization": "Bearer ok"})
+            assert r.status_code == 200
+            await mcp_app.aclose()
+
+    asyncio.run(go())

@@ -129,10 +129,22 @@ class ResourceServer(BearerAuth):
             await respond(send, 405, extra=[(b"allow", b"GET, HEAD, OPTIONS")])
         return True
 
-    async def metadata_app(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """An ASGI app serving only the metadata (404 elsewhere): mount it at the host's root
-        when the MCP app itself is mounted under a prefix."""
-        if not await self.serve_metadata(scope, send) and scope.get("type") == "http":
+    @property
+    def metadata_app(self) -> MetadataApp:
+        """An ASGI app serving only the metadata (404 elsewhere): route the well-known paths to
+        it when the MCP app itself is mounted under a prefix."""
+        return MetadataApp(self)
+
+
+class MetadataApp:
+    """The ASGI app of :attr:`ResourceServer.metadata_app` (an object, not a function, so that
+    frameworks such as Starlette hand it the raw ASGI call)."""
+
+    def __init__(self, server: ResourceServer) -> None:
+        self.server = server
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not await self.server.serve_metadata(scope, send) and scope.get("type") == "http":
             await respond(send, 404)
 
 
