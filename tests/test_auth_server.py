@@ -18,14 +18,15 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from sturdyrpc.auth import (
     FunctionVerifier,
     IntrospectionVerifier,
+    InvalidToken,
     JWKSCache,
     JWTVerifier,
     Principal,
     ResourceServer,
 )
+from sturdyrpc.auth.principal import request_principal
 from sturdyrpc.mcp import MCPServer
 from sturdyrpc.mcp_http import mcp_http_app
-from sturdyrpc.auth.principal import request_principal
 from sturdyrpc.transports.asgi import HTTPSecurity
 
 pytestmark = pytest.mark.timeout(120)
@@ -579,5 +580,34 @@ def test_mounted_under_starlette_with_the_metadata_routed_at_the_root() -> None:
             r = await c.post("/api/mcp", json=init_body(), headers={"accept": ACCEPT, "authorization": "Bearer ok"})
             assert r.status_code == 200
             await mcp_app.aclose()
+
+    asyncio.run(go())
+
+
+def test_introspection_cache_keeps_accepted_tokens_for_its_ttl_only(idp: IdP) -> None:
+    import asyncio
+
+    now = [1_800_000_000.0]
+    resource = "https://mcp.example.com/mcp"
+    idp.introspection = {"t1": {"active": True, "sub": "carol", "aud": resource, "exp": now[0] + 100}}
+    cached = IntrospectionVerifier(idp.introspection_url, audience=resource, client_id="mcp-server", client_secret="s3cret",
+                                   clock=lambda: now[0], cache_ttl=60)
+    uncached = IntrospectionVerifier(idp.introspection_url, audience=resource, client_id="mcp-server", client_secret="s3cret",
+                                     clock=lambda: now[0])
+
+    async def go() -> None:
+        for v in (cached, cached, uncached, uncached):
+            assert (await v.verify("t1")).subject == "carol"
+        assert idp.introspection_calls == 3  # the cached verifier asked once
+        idp.introspection["t1"] = {"active": False}  # revoked: the cache hides it for its ttl, no longer
+        assert (await cached.verify("t1")).subject == "carol"
+        now[0] += 61
+        with pytest.raises(InvalidToken):
+            await cached.verify("t1")
+        with pytest.raises(InvalidToken):
+            await cached.verify("never-issued")
+        with pytest.raises(InvalidToken):
+            await cached.verify("never-issued")  # refusals are not cached: asked again
+        assert idp.introspection_calls == 6
 
     asyncio.run(go())
