@@ -211,3 +211,12 @@ def test_without_pyjwt_one_clear_message(tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, "-m", "sturdyrpc", "demo", "--mcp", "--http", "127.0.0.1:0", "--auth-issuer", ISS,
                         "--auth-jwks", ISS + "/jwks"], capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 2 and "pip install 'sturdyrpc[auth]'" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_every_public_name_of_the_package_resolves() -> None:
+    import sturdyrpc.auth as auth
+
+    for name in auth.__all__:
+        assert getattr(auth, name) is not None, name
+    with pytest.raises(AttributeError):
+        auth.nope  # noqa: B018
