@@ -19,7 +19,7 @@ from .commands import MODULES
 __all__ = ["main", "build_parser"]
 
 #: Optional dependencies, by top-level module, and the extra of ``pyproject.toml`` that installs each.
-OPTIONAL_MODULES = {"uvicorn": "http", "httptools": "http", "httpx": "http", "h11": "http", "rich": "cli", "watchfiles": "dev-server"}
+OPTIONAL_MODULES = {"uvicorn": "http", "httptools": "http", "httpx": "http", "h11": "http", "rich": "cli", "watchfiles": "dev-server", "jwt": "auth", "redis": "redis"}
 #: What a subcommand always needs beyond the core, checked before it starts (a missing one
 #: otherwise shows only at the end, when ``check`` prints its report).
 REQUIRES = {"check": ("rich",)}

@@ -25,14 +25,15 @@ class TargetError(Exception):
 
 
 def load_target(spec: str, kinds: tuple[type, ...], *, default_attrs: tuple[str, ...] = (),
-                factory_options: dict[str, Any] | None = None) -> Any:
+                factory_options: dict[str, Any] | None = None, call_factories: bool = True) -> Any:
     """Import ``module:attr`` and return the object it names, an instance of one of ``kinds``.
 
     ``module`` is an importable name (the current directory first on the path) or a ``.py`` path;
     ``attr`` may be dotted. Without ``:attr`` the first of ``default_attrs`` holding one of
     ``kinds`` is taken. A callable that is none of ``kinds`` is a factory, called once: with
     ``**factory_options`` when it takes ``**kwargs``, else with no argument. What the module
-    prints while imported goes to stderr (stdout may be the protocol's). Raises
+    prints while imported goes to stderr (stdout may be the protocol's). With
+    ``call_factories=False`` a factory is returned uncalled (to check a name early). Raises
     :class:`TargetError` with one line to show.
     """
     module_name, _, attr = spec.partition(":")
@@ -58,6 +59,8 @@ def load_target(spec: str, kinds: tuple[type, ...], *, default_attrs: tuple[str,
             raise TargetError(f"module {module_name!r} has no attribute {'.'.join(names[: i + 1])!r}")
         obj = getattr(obj, name)
     if not isinstance(obj, kinds) and callable(obj):
+        if not call_factories:
+            return obj
         with contextlib.redirect_stdout(sys.stderr):
             try:
                 obj = _call_factory(obj, factory_options or {})

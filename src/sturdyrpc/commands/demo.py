@@ -7,6 +7,8 @@ import os
 import sys
 from typing import Any
 
+from ..auth.options import add_auth_arguments, auth_requested
+
 
 def register(sub: Any) -> None:
     d = sub.add_parser("demo", help="run a demo server (stdio JSON-RPC by default)")
@@ -18,15 +20,19 @@ def register(sub: Any) -> None:
     d.add_argument("--store", metavar="URL", default="memory",
                    help="with --mcp --http: where sessions live: memory (default) or redis://HOST:PORT/DB (shared by workers)")
     d.add_argument("--stateless", action="store_true", help="with --mcp --http: no sessions (any worker answers any POST)")
+    add_auth_arguments(d)
     d.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if auth_requested(args) and not (args.mcp and args.http):
+        print("sturdyrpc demo: the --auth-* options need --mcp --http", file=sys.stderr)
+        return 2
     if args.http:
         from ..demos.http import run_demo_http
 
         return run_demo_http(args.http, mcp=args.mcp, allow_remote=args.allow_remote, workers=args.workers, store=args.store,
-                             stateless=args.stateless)
+                             stateless=args.stateless, auth_args=args)
     if args.mcp and not args.http:
         from ..demos.mcp import make_mcp_demo
         from ..mcp.stdio import run_mcp_stdio

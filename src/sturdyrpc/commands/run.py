@@ -25,6 +25,7 @@ import os
 import sys
 from typing import Any
 
+from ..auth.options import AuthOptionsError, add_auth_arguments, auth_requested
 from ..targets import TargetError
 from ..targets import load_target as _load
 from . import EXIT_USAGE
@@ -42,6 +43,7 @@ def register(sub: Any) -> None:
     r.add_argument("--store", metavar="URL", default="memory",
                    help="with --http: where MCP sessions live: memory (default) or redis://HOST:PORT/DB (shared by workers)")
     r.add_argument("--stateless", action="store_true", help="with --http: MCP without sessions (any worker answers any POST)")
+    add_auth_arguments(r)
     r.set_defaults(func=run)
 
 
@@ -72,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
         return _fail(command, "--workers must be at least 1")
     if args.workers > 1 and not args.http:
         return _fail(command, "--workers needs --http (stdio has one client)")
+    if auth_requested(args) and not args.http:
+        return _fail(command, "the --auth-* options need --http (stdio has no tokens)")
     try:
         target = load_target(args.target)
     except TargetError as exc:
@@ -94,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _serve_http(command: str, args: argparse.Namespace, target: Any) -> int:
-    from ..mcp_http.workers import WorkersRefused, serve_mcp_workers
+    from ..mcp_http.workers import AUTH_KEYS, WorkersRefused, serve_mcp_workers
     from ..transports.serve_http import RemoteBindRefused, parse_host_port
 
     try:
@@ -104,9 +108,10 @@ def _serve_http(command: str, args: argparse.Namespace, target: Any) -> int:
     try:
         # Several workers import the target by name, each running its own lifespan.
         serve_mcp_workers(args.target if args.workers > 1 else target, host, port, workers=args.workers,
-                          store=args.store, stateless=args.stateless, allow_remote=args.allow_remote)
+                          store=args.store, stateless=args.stateless, allow_remote=args.allow_remote,
+                          auth={k: getattr(args, k) for k in AUTH_KEYS} if auth_requested(args) else None)
     except RemoteBindRefused as exc:
         return _fail(command, f"{exc}; add --allow-remote to serve other hosts")
-    except (WorkersRefused, TargetError, ValueError, ImportError) as exc:
+    except (WorkersRefused, TargetError, AuthOptionsError, ValueError) as exc:  # a missing extra: the CLI names it
         return _fail(command, str(exc))
     return 0

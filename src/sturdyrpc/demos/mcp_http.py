@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Iterable
 from typing import Any
 
 from ..mcp_http import StreamableHTTPApp, close_current_stream, mcp_http_app
@@ -16,7 +17,8 @@ from .mcp import make_mcp_demo
 __all__ = ["make_demo_app", "make_stateless_demo_app"]
 
 
-def make_demo_app(**options: Any) -> StreamableHTTPApp:
+def make_demo_app(*, tool_scopes: Iterable[str] = (), **options: Any) -> StreamableHTTPApp:
+    """The demo app; ``tool_scopes``: OAuth scopes every tool requires (with an auth ``security``)."""
     server = make_mcp_demo()
 
     @server.tool()
@@ -26,14 +28,18 @@ def make_demo_app(**options: Any) -> StreamableHTTPApp:
         await asyncio.sleep(0.2)
         return "Reconnection test completed successfully"
 
+    if tool_scopes:
+        for tool in server.tools.values():
+            tool.scopes = tool.scopes | frozenset(tool_scopes)
     options.setdefault("path", "/mcp")
     return mcp_http_app(server, **options)
 
 
-def make_stateless_demo_app() -> StreamableHTTPApp:
+def make_stateless_demo_app(*, tool_scopes: Iterable[str] = (), **options: Any) -> StreamableHTTPApp:
     """The demo without sessions, for several workers (``uvicorn --factory --workers N``).
 
     Adds a ``pid`` tool naming the worker process that answered, to show requests spread out.
+    ``options``: as for :func:`make_demo_app` (``stateless`` is always on).
     """
     server = make_mcp_demo()
 
@@ -42,4 +48,9 @@ def make_stateless_demo_app() -> StreamableHTTPApp:
         """The id of the worker process serving this request."""
         return str(os.getpid())
 
-    return mcp_http_app(server, path="/mcp", stateless=True, json_response=True)
+    if tool_scopes:
+        for tool in server.tools.values():
+            tool.scopes = tool.scopes | frozenset(tool_scopes)
+    options.update(path="/mcp", stateless=True)
+    options.setdefault("json_response", True)
+    return mcp_http_app(server, **options)

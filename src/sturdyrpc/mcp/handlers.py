@@ -22,6 +22,7 @@ from .content import ToolError
 from .context import LEVEL_RANK, InputRequired, MCPContext
 from .listen import agree
 from .registry import HandlerFunction, Prompt, find_resource
+from .scopes import may_use
 from .session_state import SessionState, current_session
 from .versions import VersionRules
 
@@ -81,7 +82,8 @@ class ProtocolHandlers:
 
     def _listed(self, rules: VersionRules, key: str, kind: str, records: Any, params: dict[str, Any]) -> dict[str, Any]:
         """A list result: one page of ``records`` (:mod:`.pages`), described under ``rules``."""
-        page, next_cursor = self.server.pages.page(kind, records, params)
+        # What the caller's token may not use is not listed (tools, resources, prompts with scopes=).
+        page, next_cursor = self.server.pages.page(kind, [r for r in records if may_use(r.scopes)], params)
         result: dict[str, Any] = {key: [r.describe(rules) for r in page]}
         if next_cursor is not None:
             result["nextCursor"] = next_cursor

@@ -14,7 +14,7 @@ import itertools
 import re
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Executor
 from typing import Any
 
@@ -214,8 +214,11 @@ class Tool(HandlerFunction):
         *,
         icons: list[Any] | None = None,
         coerce_json_strings: bool = False,
+        scopes: Iterable[str] | None = None,
     ) -> None:
         super().__init__(fn, blocking, coerce_json_strings)
+        #: OAuth scopes a principal needs to see and call this tool (see :mod:`.scopes`).
+        self.scopes: frozenset[str] = frozenset(scopes or ())
         self.name = name
         self.description, arg_docs = describe_function(fn, description)
         self.title = title
@@ -336,8 +339,11 @@ class Resource(HandlerFunction):
         blocking: bool | None,
         *,
         icons: list[Any] | None = None,
+        scopes: Iterable[str] | None = None,
     ) -> None:
         super().__init__(fn, blocking)
+        #: OAuth scopes a principal needs to see and read this resource (see :mod:`.scopes`).
+        self.scopes: frozenset[str] = frozenset(scopes or ())
         self.uri = uri
         self.name = name
         self.description = describe_function(fn, description)[0]
@@ -405,8 +411,11 @@ class Prompt(HandlerFunction):
         arg_descriptions: dict[str, str] | None,
         *,
         icons: list[Any] | None = None,
+        scopes: Iterable[str] | None = None,
     ) -> None:
         super().__init__(fn, None)
+        #: OAuth scopes a principal needs to see and get this prompt (see :mod:`.scopes`).
+        self.scopes: frozenset[str] = frozenset(scopes or ())
         self.name = name
         self.description, arg_docs = describe_function(fn, description)
         arg_descriptions = {**arg_docs, **(arg_descriptions or {})}

@@ -42,7 +42,7 @@ import contextlib
 import logging
 import os
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..dispatch import Call, Context, Dispatcher, Middleware
@@ -67,6 +67,7 @@ from .pages import Pages
 from .profile import MCPProfile
 from .registry import Prompt, Resource, Tool
 from .request_state import RequestStateSigner
+from .scopes import required_scopes
 from .session_state import SessionPeer, SessionState, StatelessContext, current_session, reset_session, use_session
 from .tools_call import MCPDispatcher, ToolsCall
 from .versions import META_SERVER_INFO, SUPPORTED_VERSIONS, VersionRules
@@ -168,6 +169,7 @@ class MCPServer:
         meta: dict[str, Any] | None = None,
         icons: list[Any] | None = None,
         timeout: float | None = None,
+        scopes: Iterable[str] | None = None,
     ) -> Callable[[F], F]:
         """Register a tool. The description defaults to the docstring (without its ``Args:`` /
         ``:param:`` part, which describes the parameters in the input schema).
@@ -182,11 +184,14 @@ class MCPServer:
         pool of daemon threads (``Limits.max_threads``) unless ``blocking=False``, which runs
         them inline (the fastest path, for functions that return at once). ``title`` (2025-06-18+)
         and ``icons`` (2025-11-25+, ``[{"src": URL, "mimeType"?, "sizes"?, "theme"?}]``) are sent
-        to clients whose negotiated version has them.
+        to clients whose negotiated version has them. ``scopes``: OAuth scopes a caller's token must
+        hold over authenticated HTTP (else the tool is not listed and calling it is 403
+        ``insufficient_scope``; see ``docs/AUTH.md``).
         """
 
         def register(fn: F) -> F:
-            t = Tool(fn, name or fn.__name__, description, title, annotations, input_schema, structured, blocking, meta, icons=icons, coerce_json_strings=self.coerce_json_strings)
+            t = Tool(fn, name or fn.__name__, description, title, annotations, input_schema, structured, blocking, meta, icons=icons, coerce_json_strings=self.coerce_json_strings,
+                     scopes=scopes)
             if timeout is not None:
                 t.set_timeout(timeout)
             self.tools[t.name] = t
@@ -205,12 +210,13 @@ class MCPServer:
         title: str | None = None,
         blocking: bool | None = None,
         icons: list[Any] | None = None,
+        scopes: Iterable[str] | None = None,
     ) -> Callable[[F], F]:
         """Register a resource; a URI with ``{variables}`` registers a template whose variables
-        are passed to the function by name. ``title``/``icons`` as for :meth:`tool`."""
+        are passed to the function by name. ``title``/``icons``/``scopes`` as for :meth:`tool`."""
 
         def register(fn: F) -> F:
-            r = Resource(fn, uri, name or fn.__name__, description, mime_type, title, blocking, icons=icons)
+            r = Resource(fn, uri, name or fn.__name__, description, mime_type, title, blocking, icons=icons, scopes=scopes)
             (self.templates if r.is_template else self.resources)[uri] = r
             self._changed("resources")
             return fn
@@ -225,12 +231,13 @@ class MCPServer:
         title: str | None = None,
         arguments: dict[str, str] | None = None,
         icons: list[Any] | None = None,
+        scopes: Iterable[str] | None = None,
     ) -> Callable[[F], F]:
         """Register a prompt; ``arguments`` maps parameter names to descriptions (the docstring's
-        ``Args:`` section fills the others). ``title``/``icons`` as for :meth:`tool`."""
+        ``Args:`` section fills the others). ``title``/``icons``/``scopes`` as for :meth:`tool`."""
 
         def register(fn: F) -> F:
-            p = Prompt(fn, name or fn.__name__, description, title, arguments, icons=icons)
+            p = Prompt(fn, name or fn.__name__, description, title, arguments, icons=icons, scopes=scopes)
             self.prompts[p.name] = p
             self._changed("prompts")
             return fn
@@ -410,6 +417,11 @@ class MCPServer:
         finally:
             ctx.done = True
             reset_session(token)
+
+    def required_scopes(self, method: str, params: Any) -> frozenset[str]:
+        """The OAuth scopes a ``method`` request with ``params`` needs (the ``scopes=`` of the
+        tool, resource or prompt it names; see :mod:`.scopes`)."""
+        return required_scopes(self, method, params)
 
     # ------------------------------------------------------------------ what handlers share
 

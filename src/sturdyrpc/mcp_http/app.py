@@ -59,4 +59,5 @@ def mcp_http_app(server: MCPServer, *, store: Store | str | None = None, **optio
     options.setdefault("modern", server.handle_stateless)
     options.setdefault("limits", server.dispatcher.limits)  # the same limits as the server has on stdio
     options.setdefault("lifespan", server.lifespan.running)
+    options.setdefault("scopes_for", server.required_scopes)  # per-tool/resource/prompt scopes= (over auth only)
     return StreamableHTTPApp(serve_session, **options)

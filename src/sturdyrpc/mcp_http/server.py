@@ -41,6 +41,8 @@ from typing import TYPE_CHECKING, Any
 
 from .. import codec
 from ..admission import Admission
+from ..auth.principal import missing_scopes, principal_source
+from ..auth.resource_server import ResourceServer, insufficient_scope_refusal
 from ..errors import InvalidRequest, RPCError
 from ..limits import DEFAULT_LIMITS, Limits
 from ..mcp.versions import HANDSHAKE_VERSIONS, META_PROTOCOL_VERSION, MODERN_VERSIONS
@@ -149,11 +151,15 @@ class StreamableHTTPApp:
         modern_versions: tuple[str, ...] = MODERN_VERSIONS,
         lifespan: Callable[[], contextlib.AbstractAsyncContextManager[Any]] | None = None,
         shared: SharedSessions | None = None,
+        scopes_for: Callable[[str, Any], frozenset[str]] | None = None,
     ) -> None:
         self.serve_session = serve_session
         #: Entered on the ASGI lifespan startup, left at its shutdown (the MCP server's lifespan).
         self.lifespan = lifespan
         self._lifespan_cm: contextlib.AbstractAsyncContextManager[Any] | None = None
+        #: ``scopes_for(method, params)``: the OAuth scopes a request needs (checked against the
+        #: request's principal before it runs: 403 ``insufficient_scope``); None: no per-request scopes.
+        self.scopes_for = scopes_for
         self.modern = modern
         self.path = path
         self.security = security or HTTPSecurity()
@@ -190,6 +196,9 @@ class StreamableHTTPApp:
             return
         if kind != "http":
             return
+        auth = self.security.auth
+        if isinstance(auth, ResourceServer) and await auth.serve_metadata(scope, send):
+            return  # RFC 9728 metadata: public, it is how a client learns where to get a token
         try:
             principal = await self.security.check(scope)
             if self.path is not None and scope.get("path", "").rstrip("/") != self.path.rstrip("/"):
@@ -313,6 +322,8 @@ class StreamableHTTPApp:
         items = valid
         # A batch is fed element by element (the server answers each alone); a single message as it came.
         raw = None if batch else body
+        if self.scopes_for is not None and principal is not None:
+            self._check_scopes(principal, requests)
         is_init = any(r.get("method") == "initialize" for r in requests)
         if is_init and batch:
             raise HTTPRefusal(400, -32600, "Invalid Request: initialize must not be part of a batch")
@@ -371,6 +382,15 @@ class StreamableHTTPApp:
             session.last_active = time.monotonic()  # idle time counts from the end of the last response
             if self.stateless:
                 await session.end()
+
+    def _check_scopes(self, principal: Any, requests: list[dict[str, Any]]) -> None:
+        """403 ``insufficient_scope`` unless ``principal`` holds the scopes of every request (a
+        batch is refused whole: nothing of it runs)."""
+        assert self.scopes_for is not None
+        for r in requests:
+            needed = self.scopes_for(r["method"], r.get("params"))
+            if needed and missing_scopes(principal, needed):
+                raise insufficient_scope_refusal(self.security.auth, principal, needed)
 
     def _admit(self, n: int) -> bool:
         """Take ``n`` server-wide slots, all or none."""
@@ -555,6 +575,7 @@ class StreamableHTTPApp:
     def _start(self, session: HTTPSession) -> None:
         async def run() -> None:
             current_session.set(session)
+            principal_source.set(lambda: session.principal)
             try:
                 await self.serve_session(session.pipe)
             except asyncio.CancelledError:
@@ -577,6 +598,9 @@ class StreamableHTTPApp:
         # Another principal's session looks exactly like an unknown one: ids are not credentials.
         if session is None or session.ended or session.principal != principal:
             raise HTTPRefusal(404, -32600, "Session not found")
+        # The same principal, with this request's token (a refresh or step-up may change its
+        # scopes): what the session's server sees from now on (principal_source).
+        session.principal = principal
         return session
 
     def _expire_idle(self) -> None:
@@ -716,6 +740,9 @@ class StreamableHTTPApp:
             await self.modern(body, _drop)
             await respond(send, 202)
             return
+        principal = current_principal.get()
+        if self.scopes_for is not None and principal is not None:
+            self._check_scopes(principal, [obj])
         if not sse_ok and obj.get("method") == "subscriptions/listen":
             # the listen channel IS this response's SSE stream; a JSON-only client cannot have one
             raise HTTPRefusal(406, -32600, "Not Acceptable: subscriptions/listen needs Accept: text/event-stream")

@@ -264,10 +264,15 @@ class HTTPSecurity:
             raise HTTPRefusal(401, -32600, "Unauthorized", [(b"www-authenticate", auth.challenge(None))])
         scheme, _, token = raw.decode("latin-1").partition(" ")
         token = token.strip()
-        if scheme.lower() != "bearer" or not token:
+        if scheme.lower() != "bearer":
+            # Another scheme carries no bearer credentials at all: no error code (RFC 6750 §3.1).
+            raise HTTPRefusal(401, -32600, "Unauthorized", [(b"www-authenticate", auth.challenge(None))])
+        if not token:
             raise HTTPRefusal(401, -32600, "Unauthorized", [(b"www-authenticate", auth.challenge("invalid_request"))])
         try:
             principal = await auth.principal(token)
+        except HTTPRefusal:
+            raise  # the auth's own answer (403 insufficient_scope, 503 cannot verify now)
         except Exception:  # a verifier bug must not become a 500 that leaks a traceback
             principal = None
         if principal is None:

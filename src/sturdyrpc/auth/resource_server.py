@@ -1,0 +1,161 @@
+"""An MCP server as an OAuth 2.1 resource server: the bearer step of :class:`HTTPSecurity`.
+
+:class:`ResourceServer` plugs into ``HTTPSecurity(auth=...)`` where a plain
+:class:`~sturdyrpc.transports.asgi.BearerAuth` would go. On every request it
+
+- verifies the bearer token with its :class:`~.verifier.TokenVerifier` (JWT/JWKS,
+  introspection, or your own): no token, a malformed header or a refused token -> 401 with
+  ``WWW-Authenticate: Bearer resource_metadata="...", scope="..."`` (RFC 6750 §3, RFC 9728
+  §5.1); a verifier that cannot reach its issuer -> 503 (the token is never let through);
+- requires the server-wide ``scopes`` (403 ``error="insufficient_scope"`` naming them);
+- serves the protected-resource metadata (RFC 9728) at ``/.well-known/oauth-protected-resource``
+  and at the path-suffixed form for the resource's path (``/.well-known/oauth-protected-resource/mcp``).
+
+Bodies are fixed JSON-RPC errors; the reason a token was refused goes to the log only.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from ..transports.asgi import BearerAuth, HTTPRefusal, Receive, Scope, Send, respond
+from .challenge import bearer_challenge
+from .errors import InvalidToken, VerificationUnavailable
+from .metadata import WELL_KNOWN, ProtectedResourceMetadata, check_resource_url, well_known_path, well_known_url
+from .principal import missing_scopes, scopes_of
+from .verifier import TokenVerifier
+
+__all__ = ["ResourceServer", "insufficient_scope_refusal", "UNAVAILABLE"]
+
+log = logging.getLogger("sturdyrpc.auth")
+
+#: The JSON-RPC error code of a 503 because the token cannot be verified now (an
+#: implementation-defined server error, as for "Server busy").
+UNAVAILABLE = -32000
+
+_METADATA_HEADERS = [
+    (b"cache-control", b"public, max-age=3600"),
+    # Public by design (RFC 9728): browser-based clients on other origins must be able to read it.
+    (b"access-control-allow-origin", b"*"),
+]
+
+
+class ResourceServer(BearerAuth):
+    """Token verification, scopes and RFC 9728 metadata for one protected resource.
+
+    - ``verifier``: a :class:`~.verifier.TokenVerifier` (e.g. :class:`~.jwks.JWTVerifier`,
+      :class:`~.introspection.IntrospectionVerifier`, :class:`~.verifier.FunctionVerifier`).
+    - ``resource``: this server's URL as clients use it, e.g. ``https://mcp.example.com/mcp``;
+      the metadata's ``resource`` and the basis of its well-known URL. Tokens must be issued for
+      it: build the verifier with this as its audience.
+    - ``authorization_servers``: issuer URLs clients get tokens from (at least one).
+    - ``scopes``: required on every request (server-wide); ``scopes_supported``: advertised in
+      the metadata and asked for in 401 challenges (default: ``scopes``).
+    - ``realm``: an optional ``realm`` parameter for the challenges.
+    """
+
+    def __init__(self, verifier: TokenVerifier, *, resource: str, authorization_servers: Iterable[str],
+                 scopes: Iterable[str] = (), scopes_supported: Iterable[str] | None = None, realm: str | None = None,
+                 resource_name: str | None = None, resource_documentation: str | None = None) -> None:
+        self.verifier = verifier
+        self.resource = check_resource_url(resource)
+        self.required_scopes: tuple[str, ...] = tuple(dict.fromkeys(scopes))
+        supported = tuple(dict.fromkeys([*self.required_scopes, *(scopes_supported or ())]))
+        self.metadata = ProtectedResourceMetadata.build(resource, authorization_servers, supported,
+                                                        resource_name=resource_name, resource_documentation=resource_documentation)
+        self.metadata_url = well_known_url(resource)
+        #: The paths the metadata is served at: path-suffixed (RFC 9728 §3.1) and root.
+        self.metadata_paths = frozenset({well_known_path(resource), WELL_KNOWN})
+        self.challenge_realm = realm
+        #: The scopes a 401 challenge asks for (MCP 2025-11-25: SHOULD name them).
+        self.challenge_scopes: tuple[str, ...] = self.required_scopes or supported
+        self._metadata_body = self.metadata.to_json()
+        super().__init__(verify=verifier.verify, realm=realm or "", resource_metadata=self.metadata_url)
+
+    # -------------------------------------------------------------- the bearer step
+
+    def challenge(self, error: str | None) -> bytes:
+        """The 401 challenge: ``error`` None (no credentials), ``invalid_request`` or ``invalid_token``."""
+        return bearer_challenge(realm=self.challenge_realm, resource_metadata=self.metadata_url,
+                                scope=self.challenge_scopes, error=error).encode("ascii")
+
+    async def principal(self, token: str) -> Any:
+        """The verified principal, None to refuse (401); 403 without the server-wide scopes,
+        503 when the token cannot be verified now (both as :class:`HTTPRefusal`)."""
+        try:
+            principal = await self.verifier.verify(token)
+        except InvalidToken as exc:
+            log.info("bearer token refused: %s", exc.reason)
+            return None
+        except VerificationUnavailable as exc:
+            log.warning("bearer token not verifiable now: %s", exc.reason)
+            raise HTTPRefusal(503, UNAVAILABLE, "Service unavailable: the access token cannot be verified now",
+                              [(b"retry-after", b"5")]) from None
+        except Exception:
+            log.exception("the token verifier failed; the token is refused")
+            return None
+        if principal is None:
+            return None
+        if missing_scopes(principal, self.required_scopes):
+            raise self.insufficient_scope(principal, self.required_scopes)
+        return principal
+
+    def insufficient_scope(self, principal: Any, needed: Iterable[str]) -> HTTPRefusal:
+        """The 403 for a request that needs ``needed``: the challenge names those scopes plus
+        the ones the token already has (so that re-authorizing loses nothing, as MCP 2025-11-25
+        recommends) and the server-wide ones."""
+        held = scopes_of(principal) or frozenset()
+        scope = sorted(set(needed) | held | set(self.required_scopes))
+        value = bearer_challenge(realm=self.challenge_realm, resource_metadata=self.metadata_url, scope=scope,
+                                 error="insufficient_scope", error_description="The access token lacks a required scope")
+        return HTTPRefusal(403, -32600, "Forbidden: insufficient scope", [(b"www-authenticate", value.encode("ascii"))])
+
+    # -------------------------------------------------------------- RFC 9728 metadata
+
+    async def serve_metadata(self, scope: Scope, send: Send) -> bool:
+        """Answer ``scope`` if it asks for the metadata document (True), else do nothing (False).
+        Public: no token needed (it is how a client learns where to get one)."""
+        if scope.get("type") != "http" or scope.get("path", "") not in self.metadata_paths:
+            return False
+        method = scope.get("method")
+        if method in ("GET", "HEAD"):
+            body = self._metadata_body
+            await respond(send, 200, body if method == "GET" else b"", extra=_METADATA_HEADERS)
+        elif method == "OPTIONS":
+            await respond(send, 204, extra=[*_METADATA_HEADERS, (b"access-control-allow-methods", b"GET, HEAD, OPTIONS")])
+        else:
+            await respond(send, 405, extra=[(b"allow", b"GET, HEAD, OPTIONS")])
+        return True
+
+    @property
+    def metadata_app(self) -> MetadataApp:
+        """An ASGI app serving only the metadata (404 elsewhere): route the well-known paths to
+        it when the MCP app itself is mounted under a prefix."""
+        return MetadataApp(self)
+
+
+class MetadataApp:
+    """The ASGI app of :attr:`ResourceServer.metadata_app` (an object, not a function, so that
+    frameworks such as Starlette hand it the raw ASGI call)."""
+
+    def __init__(self, server: ResourceServer) -> None:
+        self.server = server
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not await self.server.serve_metadata(scope, send) and scope.get("type") == "http":
+            await respond(send, 404)
+
+
+def insufficient_scope_refusal(auth: BearerAuth | None, principal: Any, needed: Iterable[str]) -> HTTPRefusal:
+    """The 403 ``insufficient_scope`` refusal for ``needed``, with whatever challenge ``auth``
+    can give (a :class:`ResourceServer`'s full one, or a plain ``BearerAuth``'s realm and
+    ``resource_metadata``)."""
+    if isinstance(auth, ResourceServer):
+        return auth.insufficient_scope(principal, needed)
+    held = scopes_of(principal) or frozenset()
+    value = bearer_challenge(realm=auth.realm if auth is not None else None,
+                             resource_metadata=auth.resource_metadata if auth is not None else None,
+                             scope=sorted(set(needed) | held), error="insufficient_scope")
+    return HTTPRefusal(403, -32600, "Forbidden: insufficient scope", [(b"www-authenticate", value.encode("ascii"))])
