@@ -113,20 +113,21 @@ class _Conventions:
             attrs["jsonrpc.request.id"] = str(id_)
         return name, attrs
 
-    def finish(self, span: trace.Span, attrs: dict[str, Any], start: float, error: str | None, code: int | None,
-               description: str | None, incident: str | None) -> None:
-        """Set the outcome on ``span``, end it, and record the duration."""
+    def finish(self, span: trace.Span, attrs: dict[str, Any], late: dict[str, Any], start: float, error: str | None,
+               code: int | None, description: str | None, incident: str | None) -> None:
+        """Set the outcome on ``span``, end it, and record the duration. ``attrs``: what the span
+        started with; ``late``: what was learnt since (set now; the SDK cleans every value set)."""
         elapsed = time.perf_counter() - start
         if error is not None:
-            attrs["error.type"] = error
+            late["error.type"] = error
             if code is not None:
-                attrs["rpc.response.status_code"] = str(code)
+                late["rpc.response.status_code"] = str(code)
             if incident is not None:
-                attrs[INCIDENT] = incident
-            span.set_attributes(attrs)
+                late[INCIDENT] = incident
             span.set_status(Status(StatusCode.ERROR, description))
-        else:
-            span.set_attributes(attrs)
+        if late:
+            span.set_attributes(late)
+            attrs.update(late)
         span.end()
         self.duration.record(elapsed, {k: v for k, v in attrs.items() if k in _METRIC_KEYS})
 
@@ -228,13 +229,14 @@ class ServerTelemetry(_Conventions):
             raise
         finally:
             otel_context.detach(token)
+            late: dict[str, Any] = {}
             session = self._current_session()
             if session is not None:
                 version = self._version(session, params)
                 if version is not None:
-                    attrs["mcp.protocol.version"] = version
-                self._watch(session, attrs)
-            self.finish(span, attrs, start, error, code, description, incident)
+                    late["mcp.protocol.version"] = version
+                self._watch(session, attrs, version)
+            self.finish(span, attrs, late, start, error, code, description, incident)
 
     @staticmethod
     def _version(session: Any, params: Any) -> str | None:
@@ -243,7 +245,7 @@ class ServerTelemetry(_Conventions):
             return None  # not negotiated (yet)
         return session.rules_of(params).version  # type: ignore[no-any-return]
 
-    def _watch(self, session: Any, attrs: dict[str, Any]) -> None:
+    def _watch(self, session: Any, attrs: dict[str, Any], version: str | None) -> None:
         """Start timing ``session`` the first time one of its requests is seen (its ``initialize``)."""
         if self.session_duration is None or session in self._sessions:
             return
@@ -256,6 +258,8 @@ class ServerTelemetry(_Conventions):
             return
         self._sessions.add(session)
         keep: dict[str, Any] = {k: attrs[k] for k in ("network.transport", "network.protocol.name") if k in attrs}
+        if version is not None:
+            keep["mcp.protocol.version"] = version
         task = loop.create_task(self._session_ended(peer, session, keep, time.perf_counter()))
         self._watchers.add(task)
         task.add_done_callback(self._watchers.discard)
@@ -336,8 +340,9 @@ class ClientTelemetry(_Conventions):
             error = _type_name(exc)
             raise
         finally:
-            self._session_attrs(attrs)
-            self.finish(span, attrs, start, error, code, description, None)
+            late: dict[str, Any] = {}
+            self._session_attrs(late)
+            self.finish(span, attrs, late, start, error, code, description, None)
 
     def _session_attrs(self, attrs: dict[str, Any]) -> None:
         if not self.mcp:
