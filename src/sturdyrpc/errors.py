@@ -42,16 +42,18 @@ _INCIDENT = "_sturdyrpc_incident"
 
 def incident_of(exc: BaseException) -> str:
     """The incident id under which ``exc`` is (or will be) logged: made on first use, then the
-    same for every later caller, so the log line, the client's error and telemetry agree."""
+    same for every later caller, so the log line, the client's error and telemetry agree.
+    (Per exception object: a handler raising one prebuilt instance again reuses its id.)"""
     incident = exc.__dict__.get(_INCIDENT)
     if incident is None:
         incident = exc.__dict__[_INCIDENT] = os.urandom(4).hex()  # as secrets.token_hex(4), without importing secrets
-    return incident  # type: ignore[no-any-return]
+    return incident
 
 
 def assigned_incident(exc: BaseException) -> str | None:
     """``exc``'s incident id if :func:`incident_of` gave it one already, else None."""
     return exc.__dict__.get(_INCIDENT)
+
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600

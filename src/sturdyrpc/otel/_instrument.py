@@ -7,6 +7,7 @@ is a :data:`~sturdyrpc.peer.SendHook`. Both describe a message the same way (:cl
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import sys
 import time
@@ -42,6 +43,7 @@ _METRIC_KEYS = frozenset({
 })
 
 
+@functools.lru_cache(maxsize=4096)  # one digest per session, not per request
 def hash_session_id(session_id: str) -> str:
     """What ``mcp.session.id`` records: a SHA-256 digest (32 hex digits), never the id itself,
     which on HTTP is what a client presents to use the session. The same on both sides."""
