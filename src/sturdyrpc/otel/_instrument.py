@@ -56,6 +56,16 @@ def _type_name(exc: BaseException) -> str:
     return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
 
 
+def _extract(carrier: Mapping[str, Any]) -> otel_context.Context | None:
+    """The remote span context in ``carrier``, or None (also when its values are not strings:
+    whatever a client sends, telemetry never fails its request)."""
+    try:
+        ctx = propagate.extract(carrier)
+    except Exception:
+        return None
+    return ctx if _span_context_of(ctx) is not None else None
+
+
 def _span_context_of(ctx: otel_context.Context) -> trace.SpanContext | None:
     sc = trace.get_current_span(ctx).get_span_context()
     return sc if sc.is_valid else None
@@ -177,12 +187,8 @@ class ServerTelemetry(_Conventions):
         HTTP request's W3C headers; the HTTP-level (or ambient) span, when another, is linked."""
         key = self.params_key
         carrier = params.get(key) if key is not None and type(params) is dict else None
-        from_params = propagate.extract(carrier) if type(carrier) is dict and carrier else None
-        if from_params is not None and _span_context_of(from_params) is None:
-            from_params = None
-        from_headers = propagate.extract(headers) if headers else None
-        if from_headers is not None and _span_context_of(from_headers) is None:
-            from_headers = None
+        from_params = _extract(carrier) if type(carrier) is dict and carrier else None
+        from_headers = _extract(headers) if headers else None
         if from_params is None:
             return from_headers, None
         links: list[Link] = []
