@@ -275,6 +275,24 @@ def test_outermost_sees_what_other_middleware_does() -> None:
     assert s.context.span_id in seen
 
 
+def test_malformed_trace_context_never_fails_the_request() -> None:
+    t = Telemetry()
+    server = make_server()
+    instrument_server(server, **t.providers)
+
+    async def go() -> list[Any]:
+        async with server.test_client() as client:  # not instrumented: _meta as the test writes it
+            out = []
+            for meta in ({"traceparent": 5, "tracestate": ["x"]}, {"traceparent": "00-zz-yy-01"}, {"traceparent": {"a": 1}}):
+                out.append(await client.request("tools/call", {"name": "echo", "arguments": {"text": "ok"}, "_meta": meta}))
+            return out
+
+    for result in asyncio.run(go()):
+        assert result["content"][0]["text"] == "ok" and not result["isError"]
+    spans = [s for s in t.spans() if s.name == "tools/call echo"]
+    assert len(spans) == 3 and all(s.parent is None and "error.type" not in s.attributes for s in spans)
+
+
 # ---------------------------------------------------------------------------------- no provider
 
 
@@ -386,6 +404,7 @@ def test_http_meta_and_w3c_headers() -> None:
     instrument_server(server, **t.providers)
     app = mcp_http_app(server)
     foreign_trace, foreign_span = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    meta_trace, meta_span = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
 
     async def go() -> str:
         async with connect_http(url, protocol="2025-11-25") as client:
@@ -395,6 +414,13 @@ def test_http_meta_and_w3c_headers() -> None:
             # a request whose trace context is in the W3C header only: the server takes it from there
             async with httpx.AsyncClient() as h:
                 r = await h.post(url, json={"jsonrpc": "2.0", "id": 99, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "x"}}},
+                                 headers={"mcp-session-id": sid, "mcp-protocol-version": "2025-11-25",
+                                          "accept": "application/json, text/event-stream",
+                                          "traceparent": f"00-{foreign_trace}-{foreign_span}-01"})
+                assert r.status_code == 200
+                # both: _meta is the parent (the MCP convention), the header's span a link
+                r = await h.post(url, json={"jsonrpc": "2.0", "id": 100, "method": "tools/call", "params": {
+                    "name": "echo", "arguments": {"text": "x"}, "_meta": {"traceparent": f"00-{meta_trace}-{meta_span}-01"}}},
                                  headers={"mcp-session-id": sid, "mcp-protocol-version": "2025-11-25",
                                           "accept": "application/json, text/event-stream",
                                           "traceparent": f"00-{foreign_trace}-{foreign_span}-01"})
@@ -418,6 +444,9 @@ def test_http_meta_and_w3c_headers() -> None:
 
     h = t.span("tools/call echo", SpanKind.SERVER, **{"jsonrpc.request.id": "99"})
     assert h.parent is not None and f"{h.parent.span_id:016x}" == foreign_span and f"{h.context.trace_id:032x}" == foreign_trace
+    both = t.span("tools/call echo", SpanKind.SERVER, **{"jsonrpc.request.id": "100"})
+    assert both.parent is not None and f"{both.parent.span_id:016x}" == meta_span
+    assert [f"{ln.context.span_id:016x}" for ln in both.links] == [foreign_span]
     no_secret_in(t.spans())
 
 
