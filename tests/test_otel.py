@@ -36,7 +36,7 @@ from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
 
 from sturdyrpc import Context, Dispatcher  # noqa: E402
 from sturdyrpc.errors import RPCError  # noqa: E402
-from sturdyrpc.mcp import MCPServer, ToolError  # noqa: E402
+from sturdyrpc.mcp import MCPContext, MCPServer, ToolError  # noqa: E402
 from sturdyrpc.mcp.client import connect  # noqa: E402
 from sturdyrpc.otel import TraceParamsProfile, instrument_client, instrument_server  # noqa: E402
 from sturdyrpc.otel._instrument import MCP_BUCKETS  # noqa: E402
@@ -291,6 +291,47 @@ def test_malformed_trace_context_never_fails_the_request() -> None:
         assert result["content"][0]["text"] == "ok" and not result["isError"]
     spans = [s for s in t.spans() if s.name == "tools/call echo"]
     assert len(spans) == 3 and all(s.parent is None and "error.type" not in s.attributes for s in spans)
+
+
+def test_server_to_client_requests_continue_the_trace() -> None:
+    """tools/call (client -> server) whose tool asks the client's LLM (server -> client) and logs:
+    one trace, each hop the child of the one before."""
+
+    t = Telemetry()
+    server = make_server()
+
+    @server.tool()
+    async def ask(question: str, ctx: MCPContext) -> str:
+        """Ask the client's model."""
+        await ctx.info("asking")
+        result = await ctx.sample([{"role": "user", "content": {"type": "text", "text": question}}], 10)
+        return str(result["content"]["text"])
+
+    instrument_server(server, **t.providers)
+
+    def sampling(params: dict[str, Any]) -> dict[str, Any]:
+        return {"role": "assistant", "content": {"type": "text", "text": "42"}, "model": "m"}
+
+    async def go() -> Any:
+        async with server.test_client(protocol="2025-11-25", sampling=sampling, log_level="info") as client:
+            instrument_client(client, **t.providers)
+            return await client.call_tool("ask", {"question": "?"})
+
+    result = asyncio.run(go())
+    assert result.get("structuredContent") == {"result": "42"}, result
+    c1 = t.span("tools/call ask", SpanKind.CLIENT)
+    s1 = t.span("tools/call ask", SpanKind.SERVER)
+    c2 = t.span("sampling/createMessage", SpanKind.CLIENT)  # sent by the server
+    s2 = t.span("sampling/createMessage", SpanKind.SERVER)  # handled by the client
+    chain = [c1, s1, c2, s2]
+    assert len({x.context.trace_id for x in chain}) == 1
+    for parent, child in zip(chain, chain[1:], strict=False):
+        assert child.parent is not None and child.parent.span_id == parent.context.span_id, (parent.name, child.name)
+    assert c2.attributes["mcp.session.id"] == s1.attributes["mcp.session.id"]
+    log_out = t.span("notifications/message", SpanKind.CLIENT)
+    log_in = t.span("notifications/message", SpanKind.SERVER)
+    assert log_out.parent.span_id == s1.context.span_id and log_in.parent.span_id == log_out.context.span_id
+    assert "jsonrpc.request.id" not in log_in.attributes
 
 
 # ---------------------------------------------------------------------------------- no provider

@@ -17,7 +17,10 @@ JSON-RPC, the JSON-RPC ones (docs/OTEL.md has the details and an example trace):
   ``mcp.server.session.duration`` histograms;
 - the client side hangs on :attr:`sturdyrpc.peer.Peer.send_hook`: a CLIENT span per request and
   notification sent, its context put into ``params._meta`` (the HTTP client also sends it as
-  W3C headers); ``mcp.client.operation.duration`` and ``mcp.client.session.duration``.
+  W3C headers); ``mcp.client.operation.duration`` and ``mcp.client.session.duration``;
+- the other direction too: what a server sends on a session (sampling, elicitation, roots,
+  notifications) gets CLIENT spans, children of the request being handled, and an instrumented
+  MCP client gives what it receives SERVER spans.
 
 Nothing secret is recorded: a failure gives ``error.type`` (the JSON-RPC code, ``tool_error``,
 or the exception's class name) and ``sturdyrpc.incident.id`` (the id the traceback is logged
@@ -152,6 +155,12 @@ def instrument_client(
     telemetry = ClientTelemetry(peer, mcp=mcp, params_key=key, tracer_provider=tracer_provider, meter_provider=meter_provider,
                                 record_params=record_params, network_transport=network_transport)
     peer.send_hook = telemetry
+    if mcp:
+        # what the server sends us (sampling, elicitation, roots, its notifications): SERVER spans
+        from ._instrument import ServerTelemetry
+
+        peer.dispatcher.middleware(ServerTelemetry(mcp=True, params_key=key, tracer_provider=tracer_provider,
+                                                   meter_provider=meter_provider, record_params=record_params), outermost=True)
     return telemetry
 
 

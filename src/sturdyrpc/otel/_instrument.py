@@ -171,6 +171,7 @@ class ServerTelemetry(_Conventions):
     def __init__(self, *, mcp: bool, params_key: str | None, tracer_provider: Any, meter_provider: Any, record_params: bool) -> None:
         super().__init__(mcp=mcp, server=True, params_key=params_key, tracer_provider=tracer_provider,
                          meter_provider=meter_provider, record_params=record_params)
+        self._providers = (tracer_provider, meter_provider)
         # Sessions seen (for the session duration), and the tasks waiting for them to close.
         self._sessions: weakref.WeakSet[Any] = weakref.WeakSet()
         self._watchers: set[asyncio.Task[None]] = set()
@@ -265,6 +266,13 @@ class ServerTelemetry(_Conventions):
         except RuntimeError:
             return
         self._sessions.add(session)
+        if peer.send_hook is None:
+            # what the server sends on this session (sampling, elicitation, roots, notifications):
+            # CLIENT spans, children of the request's span when a handler sends them
+            peer.send_hook = ClientTelemetry(peer, mcp=True, params_key=self.params_key, tracer_provider=self._providers[0],
+                                             meter_provider=self._providers[1], record_params=self.record_params,
+                                             network_transport=attrs.get("network.transport"), session_duration=False,
+                                             session_id=session.session_id)
         keep: dict[str, Any] = {k: attrs[k] for k in ("network.transport", "network.protocol.name") if k in attrs}
         if version is not None:
             keep["mcp.protocol.version"] = version
@@ -286,17 +294,20 @@ class ClientTelemetry(_Conventions):
     and notification sent, its context injected into ``params[params_key]``."""
 
     def __init__(self, peer: Peer, *, mcp: bool, params_key: str | None, tracer_provider: Any, meter_provider: Any,
-                 record_params: bool, network_transport: str | None) -> None:
+                 record_params: bool, network_transport: str | None, session_duration: bool = True,
+                 session_id: str | None = None) -> None:
         super().__init__(mcp=mcp, server=False, params_key=params_key, tracer_provider=tracer_provider,
                          meter_provider=meter_provider, record_params=record_params)
         self.peer = peer
+        #: The session id when the peer's transport does not know it (a server's own peer).
+        self.session_id = session_id
         self._network: dict[str, Any] = {}
         _transport_attrs(peer.transport, self._network)
         if network_transport is not None:
             self._network["network.transport"] = network_transport
         self._started = time.perf_counter()
         self._watcher: asyncio.Task[None] | None = None
-        if self.session_duration is not None:
+        if self.session_duration is not None and session_duration:
             try:
                 self._watcher = asyncio.get_running_loop().create_task(self._session_ended())
             except RuntimeError:
@@ -358,7 +369,7 @@ class ClientTelemetry(_Conventions):
         version = getattr(self.peer.profile, "version", None)
         if type(version) is str:
             attrs["mcp.protocol.version"] = version
-        sid = getattr(self.peer.transport, "session_id", None)
+        sid = self.session_id if self.session_id is not None else getattr(self.peer.transport, "session_id", None)
         if type(sid) is str:
             attrs["mcp.session.id"] = hash_session_id(sid)
 
