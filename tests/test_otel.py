@@ -483,6 +483,8 @@ def test_http_meta_and_w3c_headers() -> None:
     assert headers_seen[rid] is not None and headers_seen[rid] == headers_seen[("meta", rid)]
     assert not s.links  # header and _meta name the same span: nothing to link
 
+    note = t.span("notifications/initialized", SpanKind.SERVER)  # no POST in flight carries it: still HTTP
+    assert note.attributes["network.transport"] == "tcp" and note.attributes["mcp.session.id"] == sha(sid)
     h = t.span("tools/call echo", SpanKind.SERVER, **{"jsonrpc.request.id": "99"})
     assert h.parent is not None and f"{h.parent.span_id:016x}" == foreign_span and f"{h.context.trace_id:032x}" == foreign_trace
     both = t.span("tools/call echo", SpanKind.SERVER, **{"jsonrpc.request.id": "100"})

@@ -159,8 +159,10 @@ def _transport_attrs(transport: Any, attrs: dict[str, Any]) -> None:
 
             attrs["network.transport"] = "unix" if getattr(socket, "AF_UNIX", None) == sock.family else "tcp"
     else:
-        http = sys.modules.get("sturdyrpc.mcp_http.client")
-        if http is not None and isinstance(transport, http.StreamableHTTPClientTransport):
+        # HTTP classes only exist where the http extra is in use: look, do not import
+        client, session = sys.modules.get("sturdyrpc.mcp_http.client"), sys.modules.get("sturdyrpc.mcp_http.session")
+        if (client is not None and isinstance(transport, client.StreamableHTTPClientTransport)) or \
+                (session is not None and isinstance(transport, session.SessionPipe)):
             attrs["network.transport"] = "tcp"
             attrs["network.protocol.name"] = "http"
 
