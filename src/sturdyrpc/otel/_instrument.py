@@ -283,12 +283,14 @@ class ServerTelemetry(_Conventions):
         task.add_done_callback(self._watchers.discard)
 
     async def _session_ended(self, peer: Peer, session: Any, attrs: dict[str, Any], start: float) -> None:
-        await peer.wait_closed()
-        version = session.profile.version
-        if version is not None:
-            attrs["mcp.protocol.version"] = version
-        assert self.session_duration is not None
-        self.session_duration.record(time.perf_counter() - start, attrs)
+        try:
+            await peer.wait_closed()
+        finally:  # cancelled: the event loop is ending, and the session with it
+            version = session.profile.version
+            if version is not None:
+                attrs["mcp.protocol.version"] = version
+            assert self.session_duration is not None
+            self.session_duration.record(time.perf_counter() - start, attrs)
 
 
 class ClientTelemetry(_Conventions):
@@ -376,9 +378,11 @@ class ClientTelemetry(_Conventions):
             attrs["mcp.session.id"] = hash_session_id(sid)
 
     async def _session_ended(self) -> None:
-        await self.peer.wait_closed()
-        attrs = dict(self._network)
-        self._session_attrs(attrs)
-        attrs.pop("mcp.session.id", None)
-        assert self.session_duration is not None
-        self.session_duration.record(time.perf_counter() - self._started, attrs)
+        try:
+            await self.peer.wait_closed()
+        finally:  # cancelled: the event loop is ending, and the session with it
+            attrs = dict(self._network)
+            self._session_attrs(attrs)
+            attrs.pop("mcp.session.id", None)
+            assert self.session_duration is not None
+            self.session_duration.record(time.perf_counter() - self._started, attrs)
