@@ -403,6 +403,22 @@ def test_stdio_parent_child_across_a_real_process(tmp_path: Path) -> None:
     no_secret_in(server_spans + t.spans())
 
 
+def test_official_python_sdk_client_is_the_parent(tmp_path: Path) -> None:
+    """Interop: the official MCP Python SDK's client puts its span in ``_meta`` the same way; its
+    CLIENT span (in its own process) is the parent of our SERVER span (in the server's)."""
+    pytest.importorskip("mcp.client.client")
+    spans_file = tmp_path / "spans.jsonl"
+    out = subprocess.run([sys.executable, str(HERE / "otel_sdk_client.py"), "legacy"], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, OTEL_TEST_SPANS=str(spans_file)), check=True).stdout
+    theirs = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    ours = {s["name"]: s for s in map(json.loads, spans_file.read_text().splitlines())}
+    call = next(s for s in theirs if s["attributes"].get("mcp.method.name") == "tools/call")
+    assert call["kind"] == "SpanKind.CLIENT"
+    server = ours["tools/call echo"]
+    assert server["parent_id"] == call["context"]["span_id"] and server["context"]["trace_id"] == call["context"]["trace_id"]
+    assert server["attributes"]["jsonrpc.request.id"] == call["attributes"]["jsonrpc.request.id"]
+
+
 # ---------------------------------------------------------------------------------- HTTP
 
 
