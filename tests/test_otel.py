@@ -419,6 +419,25 @@ def test_official_python_sdk_client_is_the_parent(tmp_path: Path) -> None:
     assert server["attributes"]["jsonrpc.request.id"] == call["attributes"]["jsonrpc.request.id"]
 
 
+def test_our_client_is_the_parent_of_the_official_sdk_server(tmp_path: Path) -> None:
+    """Interop the other way: our CLIENT span is the parent of the official SDK server's SERVER span."""
+    pytest.importorskip("mcp.server.mcpserver")
+    spans_file = tmp_path / "spans.jsonl"
+    t = Telemetry()
+
+    async def go() -> None:
+        env = dict(os.environ, OTEL_TEST_SPANS=str(spans_file))
+        async with connect([sys.executable, str(HERE / "otel_sdk_server.py")], protocol="2025-11-25", env=env) as client:
+            instrument_client(client, **t.providers)
+            await client.call_tool("echo", {"text": "hi"})
+
+    asyncio.run(go())
+    theirs = [json.loads(line) for line in spans_file.read_text().splitlines()]
+    server = next(s for s in theirs if s["kind"] == "SpanKind.SERVER" and s["name"] == "tools/call echo")
+    c = t.span("tools/call echo", SpanKind.CLIENT)
+    assert server["parent_id"] == f"0x{c.context.span_id:016x}" and server["context"]["trace_id"] == f"0x{c.context.trace_id:032x}"
+
+
 # ---------------------------------------------------------------------------------- HTTP
 
 
