@@ -99,7 +99,8 @@ def instrument_server(
     see :class:`TraceParamsProfile`). ``record_params=True`` records ``gen_ai.tool.call.arguments``
     and ``mcp.resource.uri``, which may hold what should not leave the server (off by default).
 
-    Call it after configuring the SDK: whether a provider exists is decided here, once.
+    Call it after configuring the SDK: whether a provider exists is decided here, once. A
+    second call returns the middleware installed by the first.
     """
     if not _wanted(tracer_provider, meter_provider):
         return None
@@ -110,10 +111,13 @@ def instrument_server(
     from ..mcp.server import MCPServer
 
     mcp = isinstance(server, MCPServer)
+    dispatcher = server.dispatcher if isinstance(server, MCPServer) else server
+    for mw in dispatcher.middleware_chain:
+        if isinstance(mw, ServerTelemetry):
+            return mw  # instrumented already: one span per request, not two
     key = params_key if params_key is not None else ("_meta" if mcp else None)
     telemetry = ServerTelemetry(mcp=mcp, params_key=key, tracer_provider=tracer_provider, meter_provider=meter_provider,
                                 record_params=record_params)
-    dispatcher = server.dispatcher if isinstance(server, MCPServer) else server
     dispatcher.middleware(telemetry, outermost=True)
     return telemetry
 
@@ -150,6 +154,8 @@ def instrument_client(
     peer = client.peer if isinstance(client, MCPClient) else client
     if peer is None:
         raise ValueError("the client is not connected (no peer)")
+    if isinstance(peer.send_hook, ClientTelemetry):
+        return peer.send_hook  # instrumented already
     mcp = isinstance(client, MCPClient) or isinstance(peer.profile, MCPProfile)
     key = params_key if params_key is not None else ("_meta" if mcp else None)
     telemetry = ClientTelemetry(peer, mcp=mcp, params_key=key, tracer_provider=tracer_provider, meter_provider=meter_provider,
