@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Literal, TypeVar, overload
 
@@ -28,6 +27,7 @@ from .errors import (
     MethodNotFound,
     ParseError,
     RPCError,
+    incident_of,
 )
 from .limits import DEFAULT_LIMITS, Limits
 from .messages import ErrorResponse, Id, InvalidMessage, Message, Response, classify, is_valid_id
@@ -94,7 +94,7 @@ class Context:
     ``principal`` without an HTTP security step, ``headers`` off HTTP).
     """
 
-    __slots__ = ("id", "method", "params", "is_notification", "session_id", "principal", "lifespan", "headers", "state")
+    __slots__ = ("id", "method", "params", "is_notification", "session_id", "principal", "lifespan", "headers", "state", "incident")
 
     def __init__(self, id: Id, method: str, params: Any, is_notification: bool) -> None:
         self.id = id
@@ -111,6 +111,9 @@ class Context:
         self.headers: Mapping[str, str] | None = None
         #: A dict that lives as long as the session (None where there is no session).
         self.state: dict[str, Any] | None = None
+        #: The incident id of an unexpected failure answered inside the chain (an MCP tool's
+        #: ``isError`` result), so an outer middleware can report it; None otherwise.
+        self.incident: str | None = None
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -317,8 +320,10 @@ class Dispatcher:
 
     # --------------------------------------------------------------- middleware
 
-    def middleware(self, fn: Middleware) -> Middleware:
+    def middleware(self, fn: Middleware, *, outermost: bool = False) -> Middleware:
         """Add ``fn`` to the end of the middleware chain (innermost so far); usable as a decorator.
+        ``outermost=True`` puts it first instead (around everything added before and after:
+        instrumentation that must see every outcome).
 
         ``async def fn(ctx, call_next)`` runs around every request and notification on every
         transport: ``return await call_next(ctx)`` to go on, return a value to answer without
@@ -328,7 +333,7 @@ class Dispatcher:
         if not (inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)):
             # a sync function would fail on every call, far from here: say so at registration
             raise TypeError(f"middleware must be an async function (ctx, call_next), not {fn!r}")
-        self.middleware_chain = (*self.middleware_chain, fn)
+        self.middleware_chain = (fn, *self.middleware_chain) if outermost else (*self.middleware_chain, fn)
         self._composed = _compose(self.middleware_chain)
         return fn
 
@@ -659,7 +664,7 @@ class Dispatcher:
         return self._error_bytes(err, call.id)
 
     def _internal(self, call: Call, exc: BaseException, what: str) -> InternalError:
-        incident = os.urandom(4).hex()  # as secrets.token_hex(4), without importing secrets
+        incident = incident_of(exc)
         self.stats["internal_errors"] += 1
         self.log.error("incident %s: method %r: %s", incident, call.method, what, exc_info=exc)
         return InternalError("Internal error", {"incident": incident})

@@ -8,6 +8,7 @@ it to the peer unchanged; any other exception is replaced by a bare
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 __all__ = [
@@ -26,6 +27,8 @@ __all__ = [
     "INVALID_PARAMS",
     "INTERNAL_ERROR",
     "HANDLER_ERRORS",
+    "incident_of",
+    "assigned_incident",
 ]
 
 #: What a handler may raise that is answered as a failure (-32603 with an incident id, or an MCP
@@ -33,6 +36,24 @@ __all__ = [
 #: handler code and a stray ``GeneratorExit`` must not stop the server. ``asyncio.CancelledError``
 #: is deliberately absent: a cancelled request is never answered.
 HANDLER_ERRORS: tuple[type[BaseException], ...] = (Exception, SystemExit, KeyboardInterrupt, GeneratorExit)
+
+_INCIDENT = "_sturdyrpc_incident"
+
+
+def incident_of(exc: BaseException) -> str:
+    """The incident id under which ``exc`` is (or will be) logged: made on first use, then the
+    same for every later caller, so the log line, the client's error and telemetry agree.
+    (Per exception object: a handler raising one prebuilt instance again reuses its id.)"""
+    incident = exc.__dict__.get(_INCIDENT)
+    if incident is None:
+        incident = exc.__dict__[_INCIDENT] = os.urandom(4).hex()  # as secrets.token_hex(4), without importing secrets
+    return incident
+
+
+def assigned_incident(exc: BaseException) -> str | None:
+    """``exc``'s incident id if :func:`incident_of` gave it one already, else None."""
+    return exc.__dict__.get(_INCIDENT)
+
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600

@@ -46,11 +46,16 @@ __all__ = [
     "ConnectionClosed",
     "InvalidReply",
     "ProgressCallback",
+    "SendHook",
 ]
 
 log = logging.getLogger("sturdyrpc.peer")
 
 ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None] | None]
+#: ``await hook(method, params, id, send)`` around each outgoing request (``id``: its id) and
+#: notification (``id``: None): must return ``await send(params)``, with params as they are or
+#: changed (a copy: e.g. trace context added to ``_meta``). See :attr:`Peer.send_hook`.
+SendHook = Callable[[str, Any, "str | int | None", Callable[[Any], Awaitable[Any]]], Awaitable[Any]]
 
 
 class RequestTimeout(Exception):
@@ -268,6 +273,9 @@ class Peer:
         #: a request, or its id). It settles no call by itself; a caller with one call in flight
         #: (``sturdyrpc call``) may take it as that call's answer rather than wait forever.
         self.on_error_without_id: Callable[[RPCError], None] | None = None
+        #: Wraps each :meth:`request` and :meth:`notify` (see :data:`SendHook`): the one seam for
+        #: instrumentation on the sending side (:mod:`sturdyrpc.otel`). None: nothing extra runs.
+        self.send_hook: SendHook | None = None
         #: Kept for compatibility: the end of the input (EOF) has no deadline any more. Every
         #: request that was running or held back is answered, as the plain stdio server does;
         #: the deadline of :meth:`close` (SIGTERM) is the one that cuts work short.
@@ -549,6 +557,14 @@ class Peer:
         elif timeout is None:
             timeout = max_timeout
         key = self._take_id(id)
+        hook = self.send_hook
+        if hook is not None:
+            return await hook(method, params, key[1], lambda p: self._send_request(
+                method, p, key, timeout, max_timeout, on_progress, reset_timeout_on_progress, send_cancel))
+        return await self._send_request(method, params, key, timeout, max_timeout, on_progress, reset_timeout_on_progress, send_cancel)
+
+    async def _send_request(self, method: str, params: Any, key: tuple[type, Any], timeout: float | None, max_timeout: float | None,
+                            on_progress: ProgressCallback | None, reset_timeout_on_progress: bool, send_cancel: bool) -> Any:
         id_: str | int = key[1]
         if on_progress is not None:
             params = self.profile.put_progress_token(params, id_)  # the token is the request id
@@ -698,6 +714,13 @@ class Peer:
     async def notify(self, method: str, params: Any = None) -> None:
         """Send a notification (waits while the outgoing queue is above its high water)."""
         self._check_open()
+        hook = self.send_hook
+        if hook is not None:
+            await hook(method, params, None, lambda p: self._send_notification(method, p))
+            return
+        await self._send_notification(method, params)
+
+    async def _send_notification(self, method: str, params: Any) -> None:
         msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             msg["params"] = params

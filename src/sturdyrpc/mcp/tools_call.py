@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -31,7 +30,7 @@ import msgspec
 
 from .. import codec
 from ..dispatch import BatchJob, Call, Context, Dispatcher, MethodEntry, Received
-from ..errors import HANDLER_ERRORS, InvalidParams, RPCError
+from ..errors import HANDLER_ERRORS, InvalidParams, RPCError, assigned_incident, incident_of
 from ..execute import call_now, shared_pool
 from ..limits import Limits
 from ..messages import InvalidMessage, Message
@@ -191,7 +190,10 @@ class ToolsCall:
                     ok, value = False, ToolError(f"The tool {tool.name!r} timed out: it did not finish within its {tool.timeout:g} s limit.")
         finally:
             mctx.done = True
-        return self.outcome(rules, tool, ok, value, params)
+        result = self.outcome(rules, tool, ok, value, params)
+        if not ok:
+            ctx.incident = assigned_incident(value)  # set by failed() when the failure was unexpected
+        return result
 
     # ------------------------------------------------------------------ render
 
@@ -224,7 +226,7 @@ class ToolsCall:
         as is, anything else a generic text naming an incident id (the traceback is logged)."""
         if isinstance(exc, ToolError):
             return self.server.finish(rules, {"content": [text_content(exc.message)], "isError": True})
-        incident = os.urandom(4).hex()
+        incident = incident_of(exc)
         if isinstance(exc, OutputMismatch):  # the author's bug, said in full; no traceback to read
             log.error("incident %s: %s", incident, exc)
         else:

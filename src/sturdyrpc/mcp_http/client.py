@@ -179,6 +179,8 @@ class StreamableHTTPClientTransport:
     def _headers(self, obj: Any, modern: str | None, *, sse_only: bool = False) -> dict[str, str]:
         h = dict(self.extra_headers)
         h["accept"] = "text/event-stream" if sse_only else "application/json, text/event-stream"
+        if type(obj) is dict:
+            _trace_headers(obj, h)
         if modern is not None:
             h["mcp-protocol-version"] = modern
             if type(obj) is dict and "id" in obj and type(obj.get("method")) is str:
@@ -355,6 +357,18 @@ class StreamableHTTPClientTransport:
             failures += 1
             delay = parser.retry if parser.retry is not None else self.default_retry_ms
             await asyncio.sleep(delay / 1000.0)
+
+
+def _trace_headers(obj: dict[str, Any], h: dict[str, str]) -> None:
+    """W3C trace context headers copied from ``params._meta`` (where :mod:`sturdyrpc.otel` puts
+    it), so HTTP-level tracing on the way sees the same parent as the MCP server."""
+    params = obj.get("params")
+    meta = params.get("_meta") if type(params) is dict else None
+    if type(meta) is dict:
+        for name in ("traceparent", "tracestate"):
+            v = meta.get(name)
+            if type(v) is str and v.isascii() and v.isprintable():
+                h[name] = v
 
 
 def _key(id_: Any) -> tuple[type, Any]:
