@@ -33,6 +33,7 @@ def mcp_http_app(server: MCPServer, **options: Any) -> StreamableHTTPApp:
     async def serve_session(pipe: SessionPipe) -> None:
         peer = server.create_peer(pipe, name="mcp-http")
         tag_outgoing(peer, pipe)
+        pipe.early_answer = server.fast_path(peer)  # the one tools/call path, entered from the POST
         async with peer:
             await peer.wait_closed()
 

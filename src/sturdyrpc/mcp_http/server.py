@@ -327,10 +327,15 @@ class StreamableHTTPApp:
                 return
             stream = session.open_stream([r["id"] for r in requests], [r.get("params") for r in requests], holds_slots=True)
             slots = 0  # the session gives them back as the requests finish
+            # A single request the server answers at once (a tools/call of an inline tool on a
+            # negotiated session) skips the round trip through the session's queues and tasks:
+            # the same reply, delivered to the same stream as the server's own would be.
+            early = None if batch or is_init else session.pipe.answer_now(body)
             if use_sse:
-                await self._answer_sse(session, stream, items, raw, invalid, receive, send, extra, prime=not is_init)
+                await self._answer_sse(session, stream, items, raw, invalid, receive, send, extra, prime=not is_init,
+                                       early=early)
             else:
-                await self._answer_json(session, stream, items, raw, invalid, receive, send, extra)
+                await self._answer_json(session, stream, items, raw, invalid, receive, send, extra, early=early)
         finally:
             self._give_back(slots)
             session.last_active = time.monotonic()  # idle time counts from the end of the last response
@@ -364,7 +369,7 @@ class StreamableHTTPApp:
 
     async def _answer_sse(self, session: HTTPSession, stream: Stream, items: list[Any], body: bytes | None,
                           invalid: list[bytes], receive: Receive, send: Send, extra: list[tuple[bytes, bytes]], *,
-                          prime: bool) -> None:
+                          prime: bool, early: bytes | None = None) -> None:
         conn = SSEResponse()
         stream.attach(conn)
         head = b""
@@ -373,16 +378,25 @@ class StreamableHTTPApp:
             head = sse_priming(eid, self.retry_ms)
         for e in invalid:  # a batch's invalid elements: their -32600 errors, each its own event like the replies
             await stream.emit(e)
-        await self._feed(session, items, body)
+        if early is not None:
+            await session.deliver(key_of(items[0]["id"]), early)
+        else:
+            await self._feed(session, items, body)
         await self._pump(conn, receive, send, SSE_HEADERS + extra, head)
         stream.detach(conn)
+
     async def _answer_json(self, session: HTTPSession, stream: Stream, items: list[Any], body: bytes | None,
-                           invalid: list[bytes], receive: Receive, send: Send, extra: list[tuple[bytes, bytes]]) -> None:
+                           invalid: list[bytes], receive: Receive, send: Send, extra: list[tuple[bytes, bytes]], *,
+                           early: bytes | None = None) -> None:
         waiter: asyncio.Future[list[bytes]] = asyncio.get_running_loop().create_future()
         stream.json_waiter = waiter
         stream.json_replies.extend(invalid)  # a batch's invalid elements: -32600 each, in the reply array
-        await self._feed(session, items, body)
-        await _until_done_or_gone(waiter, receive)
+        if early is not None:
+            await session.deliver(key_of(items[0]["id"]), early)
+        else:
+            await self._feed(session, items, body)
+        if not waiter.done():
+            await _until_done_or_gone(waiter, receive)
         if not waiter.done():
             waiter.cancel()  # the client left; the requests keep running (2025: a disconnect is no cancel)
             return

@@ -146,6 +146,18 @@ class SessionPipe:
         self._closed = False
         #: Messages queued by a handler, tagged with the request they belong to (see note_outgoing).
         self.tags: dict[int, Key] = {}
+        #: ``answer(message) -> reply | None``, set by whoever runs the server on this pipe
+        #: (:meth:`sturdyrpc.mcp.MCPServer.fast_path`): a request the server would answer at once
+        #: the same way is answered on the POST's own turn, without the round trip through the
+        #: server's queues; None means "feed it".
+        self.early_answer: Callable[[bytes], bytes | None] | None = None
+
+    def answer_now(self, data: bytes) -> bytes | None:
+        """The server's reply to request ``data`` if it can be had right now, else None (then feed it)."""
+        early = self.early_answer
+        if early is None or self._closed:
+            return None
+        return early(data)
 
     async def feed(self, data: bytes) -> None:
         if not self._closed:
@@ -294,18 +306,22 @@ class HTTPSession:
 
     async def _route_response(self, obj: dict[str, Any], data: bytes) -> None:
         id_ = obj.get("id")
-        k = key_of(id_)
-        st = self.by_request.pop(k, None)
-        self._release(k)
         if self.version is None and type(obj.get("result")) is dict:
             v = obj["result"].get("protocolVersion")
             if type(v) is str:
                 self.version = v
+        await self.deliver(key_of(id_), data)
+
+    async def deliver(self, k: Key, data: bytes) -> None:
+        """Put the response ``data`` to the request keyed ``k`` on its stream (ending the stream
+        once all of its requests are answered) and give back the request's slot."""
+        st = self.by_request.pop(k, None)
+        self._release(k)
         if self.progress:
             for tok in [t for t, r in self.progress.items() if r == k]:
                 del self.progress[tok]
         if st is None:
-            log.debug("response for %r has no open stream; dropped", id_)
+            log.debug("response for %r has no open stream; dropped", k[1])
             return
         st.pending.discard(k)
         if st.json_waiter is not None:
