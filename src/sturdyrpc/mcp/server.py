@@ -45,7 +45,7 @@ from typing import Any, TypeVar
 
 from ..dispatch import Call, Context, Dispatcher
 from ..errors import InvalidRequest
-from ..execute import execute, shared_pool
+from ..execute import call_now, execute, shared_pool
 from ..limits import DEFAULT_LIMITS, Limits
 from ..peer import MessageTransport, Peer, PeerContext
 from .content import (
@@ -302,6 +302,17 @@ class MCPServer:
         included) is a -32603 reply with an incident id, or a tool's ``isError`` result.
         Cancel by cancelling the task that awaits this coroutine (nothing is returned then).
         """
+        started = self.start_stateless(body, send_related)
+        if started is None or isinstance(started, bytes):
+            return started
+        return await started
+
+    def start_stateless(
+        self, body: bytes, send_related: Callable[[bytes], Awaitable[None]]
+    ) -> bytes | None | Awaitable[bytes | None]:
+        """:meth:`handle_stateless` started now: the reply itself when it is ready at once (an
+        error, a notification, an inline handler such as a sync ``blocking=False`` tool), else
+        an awaitable of it. Lets a transport answer without a task where nothing waits."""
         d = self.dispatcher
         profile = MCPProfile(stateless=True, supported=self.supported_versions)
         todo = d.receive(body, None, profile)
@@ -317,6 +328,19 @@ class MCPServer:
         if entry.binder.context_name is not None:
             kwargs = dict(kwargs)
             kwargs[entry.binder.context_name] = ctx
+        if not entry.is_async and not entry.blocking:
+            token = use_session(session)
+            try:
+                ok, value = call_now(entry.fn, call.args, kwargs)
+            finally:
+                ctx.done = True
+                reset_session(token)
+            return d.result(call, value) if ok else d.failure(call, value)
+        return self._finish_stateless(call, kwargs, session, ctx)
+
+    async def _finish_stateless(self, call: Call, kwargs: dict[str, Any], session: SessionState, ctx: StatelessContext) -> bytes | None:
+        d = self.dispatcher
+        entry = call.entry
         token = use_session(session)
         try:
             pool = shared_pool(d.limits.max_threads)

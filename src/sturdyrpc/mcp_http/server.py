@@ -69,10 +69,12 @@ log = logging.getLogger("sturdyrpc.http")
 
 #: Runs the MCP server over one session's transport until the transport closes.
 ServeSession = Callable[[Any], Awaitable[None]]
-#: Serves one 2026-07-28 message: ``(body, emit)`` -> reply bytes (None for a notification).
-#: ``emit(bytes)`` sends a notification related to the request before the reply
-#: (:meth:`sturdyrpc.mcp.MCPServer.handle_stateless` has this shape).
-ModernHandler = Callable[[bytes, Callable[[bytes], Awaitable[None]]], Awaitable[bytes | None]]
+#: Serves one 2026-07-28 message: ``(body, emit)`` -> reply bytes (None for a notification),
+#: or an awaitable of them. ``emit(bytes)`` sends a notification related to the request before
+#: the reply (:meth:`sturdyrpc.mcp.MCPServer.handle_stateless` has this shape;
+#: :meth:`~sturdyrpc.mcp.MCPServer.start_stateless` returns a reply that is ready at once as it is,
+#: which spares the request a task).
+ModernHandler = Callable[[bytes, Callable[[bytes], Awaitable[None]]], Awaitable[bytes | None] | bytes | None]
 
 _STATELESS_INIT_ID = "sturdyrpc-stateless-init"
 
@@ -656,7 +658,9 @@ class StreamableHTTPApp:
             await _send_problem(send, p, id_)
             return
         if kind == "notification":
-            await self.modern(body, _drop)
+            started = self.modern(body, _drop)
+            if started is not None and not isinstance(started, bytes):
+                await started
             await respond(send, 202)
             return
         if not sse_ok and obj.get("method") == "subscriptions/listen":
@@ -683,7 +687,15 @@ class StreamableHTTPApp:
                 await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
             await send({"type": "http.response.body", "body": sse_event(data), "more_body": True})
 
-        task = asyncio.ensure_future(self.modern(body, emit))
+        started_reply = self.modern(body, emit)
+        if started_reply is None or isinstance(started_reply, bytes):
+            # answered at once (an inline tool, an error): no task, no timer, no watcher
+            if started_reply is None:
+                await respond(send, 202)
+            else:
+                await respond(send, _status_for(started_reply), started_reply)
+            return
+        task = asyncio.ensure_future(started_reply)
         done, _ = await asyncio.wait((task,), timeout=HEADER_DELAY)
         if not done:
             # A slow request: watch for the client leaving, and keep a quiet stream alive.
