@@ -55,6 +55,7 @@ from ..transports.asgi import (
     current_principal,
     error_body,
     header,
+    header_index,
     read_body,
     refuse_busy,
     respond,
@@ -79,6 +80,22 @@ ModernHandler = Callable[[bytes, Callable[[bytes], Awaitable[None]]], Awaitable[
 _STATELESS_INIT_ID = "sturdyrpc-stateless-init"
 
 #: The reply to a batch element that is no JSON-RPC message (its id cannot be read: null, as 2025-03-26 wants).
+
+
+_CTYPE_CACHE: dict[bytes, bool] = {}
+
+
+def _is_json(ctype: bytes | None) -> bool:
+    """Whether a ``Content-Type`` value is ``application/json`` (parameters aside); cached, as
+    clients send the same few values."""
+    if ctype is None:
+        return False
+    hit = _CTYPE_CACHE.get(ctype)
+    if hit is None:
+        hit = ctype.split(b";", 1)[0].strip().lower() == b"application/json"
+        if len(_CTYPE_CACHE) < 256:
+            _CTYPE_CACHE[ctype] = hit
+    return hit
 
 
 def _media_types(accept: bytes | None) -> set[bytes]:
@@ -209,8 +226,7 @@ class StreamableHTTPApp:
     # ------------------------------------------------------------------ POST
 
     async def _post(self, scope: Scope, receive: Receive, send: Send, principal: Any) -> None:
-        ctype = header(scope, b"content-type")
-        if ctype is None or ctype.split(b";", 1)[0].strip().lower() != b"application/json":
+        if not _is_json(header(scope, b"content-type")):
             raise HTTPRefusal(415, -32600, "Unsupported Media Type: Content-Type must be application/json")
         sse_ok, json_ok = _acceptable(header(scope, b"accept"))
         if not (sse_ok or json_ok):
@@ -251,6 +267,8 @@ class StreamableHTTPApp:
             raise HTTPRefusal(400, -32600, "Invalid Request: empty batch")
         batch = type(obj) is list
         requests: list[dict[str, Any]] = []
+        request_keys: list[Key] = []
+        is_init = False
         # JSON-RPC §6: in a batch, each element that is no valid message gets its own -32600 in the
         # reply array (a request reusing an id of the same batch too); the others are served.
         invalid: list[bytes] = []
@@ -275,6 +293,9 @@ class StreamableHTTPApp:
                     continue
                 seen.add(k)
                 requests.append(m)
+                request_keys.append(k)
+                if m["method"] == "initialize":
+                    is_init = True
             elif kind == "notification" and m["method"] == "notifications/cancelled":
                 params = m.get("params")
                 if type(params) is dict and type(params.get("requestId")) in (str, int):
@@ -283,7 +304,6 @@ class StreamableHTTPApp:
         items = valid
         # A batch is fed element by element (the server answers each alone); a single message as it came.
         raw = None if batch else body
-        is_init = any(r.get("method") == "initialize" for r in requests)
         if is_init and batch:
             raise HTTPRefusal(400, -32600, "Invalid Request: initialize must not be part of a batch")
         # Every request that will run holds a server-wide slot from here until it is answered.
@@ -307,15 +327,16 @@ class StreamableHTTPApp:
             if batch and session.version not in (None, "2025-03-26"):
                 raise HTTPRefusal(400, -32600, "Invalid Request: batches are not supported in this protocol version")
             session.last_active = time.monotonic()
-            extra = [] if session.id is None else [(b"mcp-session-id", session.id.encode("ascii"))]
+            extra = session.response_headers
             for id_ in cancels:
                 session.cancelled(id_)
             if not requests and not invalid:
                 await self._feed(session, items, raw)
                 await respond(send, 202, b"", extra=extra)
                 return
-            if any(session.in_flight(r["id"]) for r in requests):
-                raise HTTPRefusal(409, -32600, "Conflict: a request with this id is already in flight")
+            for k in request_keys:
+                if session.key_in_flight(k):
+                    raise HTTPRefusal(409, -32600, "Conflict: a request with this id is already in flight")
             if len(session.streams) >= self.max_streams_per_session:
                 raise HTTPRefusal(503, -32600, "Too many open streams", [(b"retry-after", b"1")])
             use_sse = sse_ok and (not self.json_response or not json_ok)
@@ -323,19 +344,19 @@ class StreamableHTTPApp:
                 # Only invalid elements need an answer (the rest are notifications or responses): reply now.
                 await self._feed(session, items, raw)
                 if use_sse:
-                    await respond(send, 200, b"".join(sse_event(e) for e in invalid), None, SSE_HEADERS + extra)
+                    await respond(send, 200, b"".join(sse_event(e) for e in invalid), None, session.sse_headers)
                 else:
                     await respond(send, 200, b"[" + b",".join(invalid) + b"]", extra=extra)
                 return
-            stream = session.open_stream([r["id"] for r in requests], [r.get("params") for r in requests], holds_slots=True)
+            stream = session.open_stream([r["id"] for r in requests], [r.get("params") for r in requests], holds_slots=True,
+                                         keys=request_keys)
             slots = 0  # the session gives them back as the requests finish
             # A single request the server answers at once (a tools/call of an inline tool on a
             # negotiated session) skips the round trip through the session's queues and tasks:
             # the same reply, delivered to the same stream as the server's own would be.
             early = None if batch or is_init else session.pipe.answer_now(body)
             if use_sse:
-                await self._answer_sse(session, stream, items, raw, invalid, receive, send, extra, prime=not is_init,
-                                       early=early)
+                await self._answer_sse(session, stream, items, raw, invalid, receive, send, prime=not is_init, early=early)
             else:
                 await self._answer_json(session, stream, items, raw, invalid, receive, send, extra, early=early)
         finally:
@@ -346,6 +367,8 @@ class StreamableHTTPApp:
 
     def _admit(self, n: int) -> bool:
         """Take ``n`` server-wide slots, all or none."""
+        if n == 1:
+            return self.admission.try_acquire()
         for taken in range(n):
             if not self.admission.try_acquire():
                 self._give_back(taken)
@@ -370,8 +393,8 @@ class StreamableHTTPApp:
                 await session.pipe.feed(codec.encode(m))
 
     async def _answer_sse(self, session: HTTPSession, stream: Stream, items: list[Any], body: bytes | None,
-                          invalid: list[bytes], receive: Receive, send: Send, extra: list[tuple[bytes, bytes]], *,
-                          prime: bool, early: bytes | None = None) -> None:
+                          invalid: list[bytes], receive: Receive, send: Send, *, prime: bool,
+                          early: bytes | None = None) -> None:
         conn = SSEResponse()
         stream.attach(conn)
         head = b""
@@ -384,7 +407,7 @@ class StreamableHTTPApp:
             await session.deliver(key_of(items[0]["id"]), early)
         else:
             await self._feed(session, items, body)
-        await self._pump(conn, receive, send, SSE_HEADERS + extra, head)
+        await self._pump(conn, receive, send, session.sse_headers, head)
         stream.detach(conn)
 
     async def _answer_json(self, session: HTTPSession, stream: Stream, items: list[Any], body: bytes | None,
@@ -442,6 +465,12 @@ class StreamableHTTPApp:
                 pending = b""
                 if not started:
                     started = True
+                    if conn.ended and not conn.chunks:
+                        # Complete at its first write (a quick reply): one body with its length,
+                        # no chunk framing, no terminating chunk.
+                        conn.closed = True
+                        await respond(send, 200, chunk, None, headers)
+                        return True
                     await send({"type": "http.response.start", "status": 200, "headers": headers})
                 if conn.ended and not conn.chunks:
                     conn.closed = True
@@ -651,9 +680,8 @@ class StreamableHTTPApp:
         if kind is None or kind == "response":
             raise HTTPRefusal(400, -32600, "Invalid Request: the body must be a request or a notification")
         id_ = obj.get("id")
-        hdrs = {k.lower(): bytes(v) for k, v in scope["headers"]}
         try:
-            check_modern_headers(obj, version, list(self.modern_versions), hdrs)
+            check_modern_headers(obj, version, list(self.modern_versions), header_index(scope))
         except HeaderProblem as p:
             await _send_problem(send, p, id_)
             return

@@ -32,7 +32,7 @@ from .. import codec
 from ..admission import Admission
 from ..dispatch import Call
 from ..runner import current_call
-from .events import EventStore, sse_event
+from .events import SSE_HEADERS, EventStore, sse_event
 
 __all__ = ["HTTPSession", "SessionPipe", "Stream", "SSEResponse", "current_session", "close_current_stream", "note_outgoing"]
 
@@ -226,18 +226,25 @@ class HTTPSession:
         self.on_end: Callable[[HTTPSession], Awaitable[None]] | None = None
         self.admission = admission
         self._slots: set[Key] = set()  # requests holding a slot of ``admission``
+        #: Headers every response of this session carries, and those plus the SSE headers:
+        #: built once, not per response.
+        self.response_headers: list[tuple[bytes, bytes]] = [] if session_id is None else [
+            (b"mcp-session-id", session_id.encode("ascii"))]
+        self.sse_headers: list[tuple[bytes, bytes]] = SSE_HEADERS + self.response_headers
 
     # -------------------------------------------------------------- requests in
 
-    def open_stream(self, request_ids: list[Any], params_of: list[Any], *, holds_slots: bool = False) -> Stream:
+    def open_stream(self, request_ids: list[Any], params_of: list[Any], *, holds_slots: bool = False,
+                    keys: list[Key] | None = None) -> Stream:
         """A stream for a POST carrying these requests (their ids must not be in flight).
 
         ``holds_slots``: the caller took one slot of :attr:`admission` per request; the session
-        gives each back when that request is done.
+        gives each back when that request is done. ``keys``: ``key_of`` of each id, when the
+        caller has them already.
         """
         st = Stream(self)
-        for id_, params in zip(request_ids, params_of, strict=True):
-            k = key_of(id_)
+        for i, (id_, params) in enumerate(zip(request_ids, params_of, strict=True)):
+            k = key_of(id_) if keys is None else keys[i]
             st.pending.add(k)
             self.by_request[k] = st
             if holds_slots:
@@ -250,6 +257,10 @@ class HTTPSession:
 
     def in_flight(self, id_: Any) -> bool:
         return key_of(id_) in self.by_request
+
+    def key_in_flight(self, k: Key) -> bool:
+        """:meth:`in_flight` for a request's ``key_of(id)``."""
+        return k in self.by_request
 
     def cancelled(self, id_: Any) -> None:
         """The client cancelled request ``id_``: the server will not answer it, so its slot is free."""
