@@ -176,6 +176,8 @@ class StreamableHTTPApp:
         self.modern_versions = modern_versions if modern is not None else ()
         self.sessions: dict[str, HTTPSession] = {}
         self._bg: set[asyncio.Task[Any]] = set()
+        #: ``MCP-Protocol-Version`` values seen, as sent -> the supported version they name.
+        self._versions_seen: dict[bytes, str] = {}
 
     # ------------------------------------------------------------------ entry
 
@@ -215,8 +217,13 @@ class StreamableHTTPApp:
         raw = header(scope, b"mcp-protocol-version")
         if raw is None:
             return None
+        known = self._versions_seen.get(raw)
+        if known is not None:
+            return known
         v = raw.decode("latin-1").strip()
         if v in self.handshake_versions or v in self.modern_versions:
+            if len(self._versions_seen) < 64:
+                self._versions_seen[raw] = v
             return v
         if self.modern is not None and v > self.handshake_versions[-1]:
             supported = list(self.handshake_versions) + list(self.modern_versions)
