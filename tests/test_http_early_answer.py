@@ -262,3 +262,28 @@ def test_header_values_with_control_characters_are_malformed(raw: bytes) -> None
 def test_header_values_with_tabs_and_base64_decode() -> None:
     assert decode_header_value(b"a\tb") == "a\tb"
     assert decode_header_value(b"=?base64?aMOp?=") == "h\u00e9"
+
+
+@pytest.mark.parametrize("sync", [True, False], ids=["raises-at-once", "raises-in-task"])
+def test_a_modern_handler_that_fails_gets_internal_error_either_way(sync: bool) -> None:
+    async def serve_session(pipe: Any) -> None:
+        return None
+
+    def broken_now(body: bytes, emit: Any) -> bytes | None:
+        raise RuntimeError("bug")
+
+    async def broken_later(body: bytes, emit: Any) -> bytes | None:
+        raise RuntimeError("bug")
+
+    app = StreamableHTTPApp(serve_session, modern=broken_now if sync else broken_later)
+
+    async def go() -> None:
+        async with client(app) as c:
+            r = await c.post("/mcp", json={"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": META}},
+                             headers={"accept": ACCEPT, "mcp-protocol-version": MODERN, "mcp-method": "tools/list"})
+            assert r.status_code == 200
+            assert r.json() == {"jsonrpc": "2.0", "id": 3, "error": {"code": -32603, "message": "Internal error"}}
+            assert app.admission.in_use == 0
+            await app.aclose()
+
+    asyncio.run(go())

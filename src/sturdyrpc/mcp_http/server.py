@@ -722,7 +722,11 @@ class StreamableHTTPApp:
                 await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
             await send({"type": "http.response.body", "body": sse_event(data), "more_body": True})
 
-        started_reply = self.modern(body, emit)
+        try:
+            started_reply = self.modern(body, emit)
+        except Exception:
+            log.exception("2026-07-28 request failed in the server")
+            started_reply = codec.encode({"jsonrpc": "2.0", "id": id_, "error": {"code": -32603, "message": "Internal error"}})
         if started_reply is None or isinstance(started_reply, bytes):
             # answered at once (an inline tool, an error): no task, no timer, no watcher
             if started_reply is None:
