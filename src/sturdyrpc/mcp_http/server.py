@@ -448,13 +448,15 @@ class StreamableHTTPApp:
         passes, so a quick reply leaves in one write together with the headers' flush; a
         disconnect watcher is only started for responses that stay open longer than that.
         """
-        loop = asyncio.get_running_loop()
+        loop: asyncio.AbstractEventLoop | None = None  # looked up only when there is something to wait for
         started = False
         watcher: asyncio.Task[None] | None = None
         pending = head
         try:
             while True:
                 if not conn.chunks and not conn.ended and not conn.closed:
+                    if loop is None:
+                        loop = asyncio.get_running_loop()
                     fut: asyncio.Future[None] = loop.create_future()
                     conn.waiter = fut
                     if not started:
@@ -486,6 +488,8 @@ class StreamableHTTPApp:
                 if chunk:
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 if watcher is None:
+                    if loop is None:
+                        loop = asyncio.get_running_loop()
                     watcher = loop.create_task(_watch_disconnect(receive, conn))
         except OSError:
             conn.closed = True

@@ -243,8 +243,9 @@ class HTTPSession:
         caller has them already.
         """
         st = Stream(self)
-        for i, (id_, params) in enumerate(zip(request_ids, params_of, strict=True)):
-            k = key_of(id_) if keys is None else keys[i]
+        if keys is None:
+            keys = [key_of(id_) for id_ in request_ids]
+        for k, params in zip(keys, params_of, strict=True):
             st.pending.add(k)
             self.by_request[k] = st
             if holds_slots:
