@@ -194,9 +194,14 @@ class Server:
         self.proc = subprocess.Popen(server_command(name, self.port) or [], stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL, env=env, start_new_session=True,
                                      preexec_fn=pin(SERVER_CPU))
-        wait_port(self.port, self.proc)
-        self.sessions = open_sessions(self.port, CLIENTS) if name in ("mcp-sse", "mcp-json", "python-sdk") else []
-        self.script = self._write_script()
+        self.script = ""
+        try:
+            wait_port(self.port, self.proc)
+            self.sessions = open_sessions(self.port, CLIENTS) if name in ("mcp-sse", "mcp-json", "python-sdk") else []
+            self.script = self._write_script()
+        except BaseException:
+            self.stop()  # never leave a server behind
+            raise
 
     def _write_script(self) -> str:
         lua = lua_script(self.name, self.sessions)
@@ -214,7 +219,8 @@ class Server:
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(10)
-        os.unlink(self.script)
+        if self.script:
+            os.unlink(self.script)
 
 
 # ------------------------------------------------------------------------------ the wrk script
