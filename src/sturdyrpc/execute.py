@@ -33,7 +33,7 @@ from .errors import HANDLER_ERRORS
 if TYPE_CHECKING:
     from .dispatch import Call, Context, Dispatcher
 
-__all__ = ["HANDLER_ERRORS", "DaemonThreadPool", "Outcome", "call_now", "execute", "run_call", "shared_pool"]
+__all__ = ["HANDLER_ERRORS", "DaemonThreadPool", "Outcome", "call_now", "execute", "run_call", "run_call_now", "shared_pool"]
 
 
 #: ``(True, value)`` when the handler returned, ``(False, exception)`` when it raised.
@@ -171,6 +171,16 @@ def call_now(fn: Callable[..., Any], args: tuple[Any, ...] | list[Any], kwargs: 
     except HANDLER_ERRORS as exc:
         return False, exc
 
+
+def run_call_now(dispatcher: Dispatcher, call: Call, context: Context | None) -> Outcome | None:
+    """:func:`run_call` finished now, when nothing in it can wait: no middleware and a sync
+    ``blocking=False`` handler. None otherwise (then await :func:`run_call`). The fast path is
+    this same call, without a coroutine; the middleware always get the general path."""
+    entry = call.entry
+    if dispatcher.middleware_chain or entry.is_async or entry.blocking:
+        return None
+    args, kwargs = call.arguments(context)
+    return call_now(entry.fn, args, kwargs)
 
 
 async def run_call(dispatcher: Dispatcher, call: Call, context: Context | None, pool: concurrent.futures.Executor | None) -> Outcome:

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..dispatch import Call, Context, Dispatcher, Middleware
 from ..errors import InvalidRequest
-from ..execute import run_call, shared_pool
+from ..execute import run_call, run_call_now, shared_pool
 from ..limits import DEFAULT_LIMITS, Limits
 from ..peer import MessageTransport, Peer, PeerContext
 from ..transports.asgi import current_headers, current_principal
@@ -399,6 +399,17 @@ class MCPServer:
         included) is a -32603 reply with an incident id, or a tool's ``isError`` result.
         Cancel by cancelling the task that awaits this coroutine (nothing is returned then).
         """
+        started = self.start_stateless(body, send_related)
+        if started is None or isinstance(started, bytes):
+            return started
+        return await started
+
+    def start_stateless(
+        self, body: bytes, send_related: Callable[[bytes], Awaitable[None]]
+    ) -> bytes | None | Awaitable[bytes | None]:
+        """:meth:`handle_stateless` started now: the reply itself when it is ready at once (an
+        error, a notification, an inline handler such as a sync ``blocking=False`` tool), else
+        an awaitable of it. Lets a transport answer without a task where nothing waits."""
         d = self.dispatcher
         profile = MCPProfile(stateless=True, supported=self.supported_versions)
         todo = d.receive(body, None, profile)
@@ -409,6 +420,21 @@ class MCPServer:
         call = todo
         session = SessionState(self, profile, principal=current_principal.get(), headers=current_headers.get())
         ctx = StatelessContext(call, session, send_related)
+        outcome = None
+        token = use_session(session)
+        try:
+            outcome = run_call_now(d, call, ctx)
+            if outcome is not None:  # an inline handler: the reply now, no task
+                ok, value = outcome
+                return d.result(call, value) if ok else d.failure(call, value)
+        finally:
+            if outcome is not None:
+                ctx.done = True
+            reset_session(token)
+        return self._finish_stateless(call, session, ctx)
+
+    async def _finish_stateless(self, call: Call, session: SessionState, ctx: StatelessContext) -> bytes | None:
+        d = self.dispatcher
         token = use_session(session)
         try:
             ok, value = await run_call(d, call, ctx, shared_pool(d.limits.max_threads))

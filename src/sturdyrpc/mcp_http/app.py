@@ -2,7 +2,8 @@
 
 ``mcp_http_app(server)`` returns the ASGI app; every handshake-era session runs the same
 server object as stdio does (:meth:`MCPServer.create_peer` on the session's pipe), and
-2026-07-28 requests go to :meth:`MCPServer.handle_stateless`.
+2026-07-28 requests go to :meth:`MCPServer.start_stateless` (:meth:`MCPServer.handle_stateless`
+started without a task).
 """
 
 from __future__ import annotations
@@ -53,10 +54,11 @@ def mcp_http_app(server: MCPServer, *, store: Store | str | None = None, **optio
             peer = server.create_peer(pipe, name="mcp-http")
         pipe.session.mcp_state = server.session_of(peer)
         tag_outgoing(peer, pipe)
+        pipe.early_answer = server.fast_path(peer)  # the one tools/call path, entered from the POST
         async with peer:
             await peer.wait_closed()
 
-    options.setdefault("modern", server.handle_stateless)
+    options.setdefault("modern", server.start_stateless)  # handle_stateless, minus the task when the reply is ready
     options.setdefault("limits", server.dispatcher.limits)  # the same limits as the server has on stdio
     options.setdefault("lifespan", server.lifespan.running)
     options.setdefault("scopes_for", server.required_scopes)  # per-tool/resource/prompt scopes= (over auth only)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from typing import Any
 
 from ..mcp.versions import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION
@@ -21,6 +22,8 @@ __all__ = ["HeaderProblem", "check_modern_headers", "decode_header_value", "enco
 NAME_SOURCE: dict[str, str] = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
 _PREFIX = "=?base64?"
+#: Control characters a header value must not hold (a tab is allowed); one C-level search per value.
+_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f]")
 _SUFFIX = "?="
 
 
@@ -63,7 +66,7 @@ def decode_header_value(raw: bytes) -> str:
         text = raw.decode("ascii")
     except UnicodeDecodeError:
         raise ValueError("non-ASCII header value") from None
-    if any(ord(c) < 0x20 and c != "\t" or ord(c) == 0x7F for c in text):
+    if _CONTROL.search(text) is not None:
         raise ValueError("control character in header value")
     if text.startswith(_PREFIX) and text.endswith(_SUFFIX) and len(text) >= len(_PREFIX) + len(_SUFFIX):
         try:

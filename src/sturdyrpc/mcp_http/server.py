@@ -60,6 +60,7 @@ from ..transports.asgi import (
     current_principal,
     error_body,
     header,
+    header_index,
     read_body,
     refuse_busy,
     request_headers,
@@ -78,10 +79,12 @@ log = logging.getLogger("sturdyrpc.http")
 
 #: Runs the MCP server over one session's transport until the transport closes.
 ServeSession = Callable[[Any], Awaitable[None]]
-#: Serves one 2026-07-28 message: ``(body, emit)`` -> reply bytes (None for a notification).
-#: ``emit(bytes)`` sends a notification related to the request before the reply
-#: (:meth:`sturdyrpc.mcp.MCPServer.handle_stateless` has this shape).
-ModernHandler = Callable[[bytes, Callable[[bytes], Awaitable[None]]], Awaitable[bytes | None]]
+#: Serves one 2026-07-28 message: ``(body, emit)`` -> reply bytes (None for a notification),
+#: or an awaitable of them. ``emit(bytes)`` sends a notification related to the request before
+#: the reply (:meth:`sturdyrpc.mcp.MCPServer.handle_stateless` has this shape;
+#: :meth:`~sturdyrpc.mcp.MCPServer.start_stateless` returns a reply that is ready at once as it is,
+#: which spares the request a task).
+ModernHandler = Callable[[bytes, Callable[[bytes], Awaitable[None]]], Awaitable[bytes | None] | bytes | None]
 
 _STATELESS_INIT_ID = "sturdyrpc-stateless-init"
 
@@ -90,6 +93,22 @@ _STATELESS_INIT_ID = "sturdyrpc-stateless-init"
 STORE_UNAVAILABLE = -32001
 
 #: The reply to a batch element that is no JSON-RPC message (its id cannot be read: null, as 2025-03-26 wants).
+
+
+_CTYPE_CACHE: dict[bytes, bool] = {}
+
+
+def _is_json(ctype: bytes | None) -> bool:
+    """Whether a ``Content-Type`` value is ``application/json`` (parameters aside); cached, as
+    clients send the same few values."""
+    if ctype is None:
+        return False
+    hit = _CTYPE_CACHE.get(ctype)
+    if hit is None:
+        hit = ctype.split(b";", 1)[0].strip().lower() == b"application/json"
+        if len(_CTYPE_CACHE) < 256:
+            _CTYPE_CACHE[ctype] = hit
+    return hit
 
 
 def _media_types(accept: bytes | None) -> set[bytes]:
@@ -186,6 +205,8 @@ class StreamableHTTPApp:
         if shared is not None:
             shared.bind(self)
             self.store = shared.events
+        #: ``MCP-Protocol-Version`` values seen, as sent -> the supported version they name.
+        self._versions_seen: dict[bytes, str] = {}
 
     # ------------------------------------------------------------------ entry
 
@@ -237,8 +258,13 @@ class StreamableHTTPApp:
         raw = header(scope, b"mcp-protocol-version")
         if raw is None:
             return None
+        known = self._versions_seen.get(raw)
+        if known is not None:
+            return known
         v = raw.decode("latin-1").strip()
         if v in self.handshake_versions or v in self.modern_versions:
+            if len(self._versions_seen) < 64:
+                self._versions_seen[raw] = v
             return v
         if self.modern is not None and v > self.handshake_versions[-1]:
             supported = list(self.handshake_versions) + list(self.modern_versions)
@@ -248,8 +274,7 @@ class StreamableHTTPApp:
     # ------------------------------------------------------------------ POST
 
     async def _post(self, scope: Scope, receive: Receive, send: Send, principal: Any) -> None:
-        ctype = header(scope, b"content-type")
-        if ctype is None or ctype.split(b";", 1)[0].strip().lower() != b"application/json":
+        if not _is_json(header(scope, b"content-type")):
             raise HTTPRefusal(415, -32600, "Unsupported Media Type: Content-Type must be application/json")
         sse_ok, json_ok = _acceptable(header(scope, b"accept"))
         if not (sse_ok or json_ok):
@@ -290,6 +315,8 @@ class StreamableHTTPApp:
             raise HTTPRefusal(400, -32600, "Invalid Request: empty batch")
         batch = type(obj) is list
         requests: list[dict[str, Any]] = []
+        request_keys: list[Key] = []
+        is_init = False
         # JSON-RPC §6: in a batch, each element that is no valid message gets its own -32600 in the
         # reply array (a request reusing an id of the same batch too); the others are served.
         invalid: list[bytes] = []
@@ -314,6 +341,9 @@ class StreamableHTTPApp:
                     continue
                 seen.add(k)
                 requests.append(m)
+                request_keys.append(k)
+                if m["method"] == "initialize":
+                    is_init = True
             elif kind == "notification" and m["method"] == "notifications/cancelled":
                 params = m.get("params")
                 if type(params) is dict and type(params.get("requestId")) in (str, int):
@@ -324,7 +354,6 @@ class StreamableHTTPApp:
         raw = None if batch else body
         if self.scopes_for is not None and principal is not None:
             self._check_scopes(principal, requests)
-        is_init = any(r.get("method") == "initialize" for r in requests)
         if is_init and batch:
             raise HTTPRefusal(400, -32600, "Invalid Request: initialize must not be part of a batch")
         # Every request that will run holds a server-wide slot from here until it is answered.
@@ -350,15 +379,16 @@ class StreamableHTTPApp:
             if batch and session.version not in (None, "2025-03-26"):
                 raise HTTPRefusal(400, -32600, "Invalid Request: batches are not supported in this protocol version")
             session.last_active = time.monotonic()
-            extra = [] if session.id is None else [(b"mcp-session-id", session.id.encode("ascii"))]
+            extra = session.response_headers
             for id_ in cancels:
                 session.cancelled(id_)
             if not requests and not invalid:
                 await self._feed(session, items, raw)
                 await respond(send, 202, b"", extra=extra)
                 return
-            if any(session.in_flight(r["id"]) for r in requests):
-                raise HTTPRefusal(409, -32600, "Conflict: a request with this id is already in flight")
+            for k in request_keys:
+                if session.key_in_flight(k):
+                    raise HTTPRefusal(409, -32600, "Conflict: a request with this id is already in flight")
             if len(session.streams) >= self.max_streams_per_session:
                 raise HTTPRefusal(503, -32600, "Too many open streams", [(b"retry-after", b"1")])
             use_sse = sse_ok and (not self.json_response or not json_ok)
@@ -366,17 +396,23 @@ class StreamableHTTPApp:
                 # Only invalid elements need an answer (the rest are notifications or responses): reply now.
                 await self._feed(session, items, raw)
                 if use_sse:
-                    await respond(send, 200, b"".join(sse_event(e) for e in invalid), None, SSE_HEADERS + extra)
+                    await respond(send, 200, b"".join(sse_event(e) for e in invalid), None, session.sse_headers)
                 else:
                     await respond(send, 200, b"[" + b",".join(invalid) + b"]", extra=extra)
                 return
-            stream = session.open_stream([r["id"] for r in requests], [r.get("params") for r in requests], holds_slots=True)
+            stream = session.open_stream([r["id"] for r in requests], [r.get("params") for r in requests], holds_slots=True,
+                                         keys=request_keys)
             stream.headers = current_headers.get()
             slots = 0  # the session gives them back as the requests finish
+            # A single request the server answers at once (a tools/call of an inline tool on a
+            # negotiated session) skips the round trip through the session's queues and tasks:
+            # the same reply, delivered to the same stream as the server's own would be.
+            # Not for a shared session: its requests pass through the store first (.shared).
+            early = None if batch or is_init or session.shared is not None else session.pipe.answer_now(body)
             if use_sse:
-                await self._answer_sse(session, stream, items, raw, invalid, receive, send, extra, prime=not is_init)
+                await self._answer_sse(session, stream, items, raw, invalid, receive, send, prime=not is_init, early=early)
             else:
-                await self._answer_json(session, stream, items, raw, invalid, receive, send, extra)
+                await self._answer_json(session, stream, items, raw, invalid, receive, send, extra, early=early)
         finally:
             self._give_back(slots)
             session.last_active = time.monotonic()  # idle time counts from the end of the last response
@@ -394,6 +430,8 @@ class StreamableHTTPApp:
 
     def _admit(self, n: int) -> bool:
         """Take ``n`` server-wide slots, all or none."""
+        if n == 1:
+            return self.admission.try_acquire()
         for taken in range(n):
             if not self.admission.try_acquire():
                 self._give_back(taken)
@@ -420,8 +458,8 @@ class StreamableHTTPApp:
                 await session.pipe.feed(codec.encode(m))
 
     async def _answer_sse(self, session: HTTPSession, stream: Stream, items: list[Any], body: bytes | None,
-                          invalid: list[bytes], receive: Receive, send: Send, extra: list[tuple[bytes, bytes]], *,
-                          prime: bool) -> None:
+                          invalid: list[bytes], receive: Receive, send: Send, *, prime: bool,
+                          early: bytes | None = None) -> None:
         conn = SSEResponse()
         stream.attach(conn)
         head = b""
@@ -432,16 +470,25 @@ class StreamableHTTPApp:
                 log.warning("no priming event: %s", exc)
         for e in invalid:  # a batch's invalid elements: their -32600 errors, each its own event like the replies
             await stream.emit(e)
-        await self._feed(session, items, body)
-        await self._pump(conn, receive, send, SSE_HEADERS + extra, head)
+        if early is not None:
+            await session.deliver(key_of(items[0]["id"]), early)
+        else:
+            await self._feed(session, items, body)
+        await self._pump(conn, receive, send, session.sse_headers, head)
         stream.detach(conn)
+
     async def _answer_json(self, session: HTTPSession, stream: Stream, items: list[Any], body: bytes | None,
-                           invalid: list[bytes], receive: Receive, send: Send, extra: list[tuple[bytes, bytes]]) -> None:
+                           invalid: list[bytes], receive: Receive, send: Send, extra: list[tuple[bytes, bytes]], *,
+                           early: bytes | None = None) -> None:
         waiter: asyncio.Future[list[bytes]] = asyncio.get_running_loop().create_future()
         stream.json_waiter = waiter
         stream.json_replies.extend(invalid)  # a batch's invalid elements: -32600 each, in the reply array
-        await self._feed(session, items, body)
-        await _until_done_or_gone(waiter, receive)
+        if early is not None:
+            await session.deliver(key_of(items[0]["id"]), early)
+        else:
+            await self._feed(session, items, body)
+        if not waiter.done():
+            await _until_done_or_gone(waiter, receive)
         if not waiter.done():
             waiter.cancel()  # the client left; the requests keep running (2025: a disconnect is no cancel)
             return
@@ -461,13 +508,15 @@ class StreamableHTTPApp:
         passes, so a quick reply leaves in one write together with the headers' flush; a
         disconnect watcher is only started for responses that stay open longer than that.
         """
-        loop = asyncio.get_running_loop()
+        loop: asyncio.AbstractEventLoop | None = None  # looked up only when there is something to wait for
         started = False
         watcher: asyncio.Task[None] | None = None
         pending = head
         try:
             while True:
                 if not conn.chunks and not conn.ended and not conn.closed:
+                    if loop is None:
+                        loop = asyncio.get_running_loop()
                     fut: asyncio.Future[None] = loop.create_future()
                     conn.waiter = fut
                     if not started:
@@ -485,6 +534,12 @@ class StreamableHTTPApp:
                 pending = b""
                 if not started:
                     started = True
+                    if conn.ended and not conn.chunks:
+                        # Complete at its first write (a quick reply): one body with its length,
+                        # no chunk framing, no terminating chunk.
+                        conn.closed = True
+                        await respond(send, 200, chunk, None, headers)
+                        return True
                     await send({"type": "http.response.start", "status": 200, "headers": headers})
                 if conn.ended and not conn.chunks:
                     conn.closed = True
@@ -493,6 +548,8 @@ class StreamableHTTPApp:
                 if chunk:
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 if watcher is None:
+                    if loop is None:
+                        loop = asyncio.get_running_loop()
                     watcher = loop.create_task(_watch_disconnect(receive, conn))
         except OSError:
             conn.closed = True
@@ -730,14 +787,15 @@ class StreamableHTTPApp:
         if kind is None or kind == "response":
             raise HTTPRefusal(400, -32600, "Invalid Request: the body must be a request or a notification")
         id_ = obj.get("id")
-        hdrs = {k.lower(): bytes(v) for k, v in scope["headers"]}
         try:
-            check_modern_headers(obj, version, list(self.modern_versions), hdrs)
+            check_modern_headers(obj, version, list(self.modern_versions), header_index(scope))
         except HeaderProblem as p:
             await _send_problem(send, p, id_)
             return
         if kind == "notification":
-            await self.modern(body, _drop)
+            started = self.modern(body, _drop)
+            if started is not None and not isinstance(started, bytes):
+                await started
             await respond(send, 202)
             return
         principal = current_principal.get()
@@ -767,7 +825,19 @@ class StreamableHTTPApp:
                 await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
             await send({"type": "http.response.body", "body": sse_event(data), "more_body": True})
 
-        task = asyncio.ensure_future(self.modern(body, emit))
+        try:
+            started_reply = self.modern(body, emit)
+        except Exception:
+            log.exception("2026-07-28 request failed in the server")
+            started_reply = codec.encode({"jsonrpc": "2.0", "id": id_, "error": {"code": -32603, "message": "Internal error"}})
+        if started_reply is None or isinstance(started_reply, bytes):
+            # answered at once (an inline tool, an error): no task, no timer, no watcher
+            if started_reply is None:
+                await respond(send, 202)
+            else:
+                await respond(send, _status_for(started_reply), started_reply)
+            return
+        task = asyncio.ensure_future(started_reply)
         done, _ = await asyncio.wait((task,), timeout=HEADER_DELAY)
         if not done:
             # A slow request: watch for the client leaving, and keep a quiet stream alive.

@@ -37,7 +37,7 @@ from .. import codec
 from ..admission import Admission
 from ..dispatch import Call
 from ..runner import current_call
-from .events import EventStore, sse_event
+from .events import SSE_HEADERS, EventStore, sse_event
 
 __all__ = ["HTTPSession", "SessionPipe", "Stream", "SSEResponse", "current_session", "close_current_stream", "note_outgoing"]
 
@@ -158,6 +158,18 @@ class SessionPipe:
         self._closed = False
         #: Messages queued by a handler, tagged with the request they belong to (see note_outgoing).
         self.tags: dict[int, Key] = {}
+        #: ``answer(message) -> reply | None``, set by whoever runs the server on this pipe
+        #: (:meth:`sturdyrpc.mcp.MCPServer.fast_path`): a request the server would answer at once
+        #: the same way is answered on the POST's own turn, without the round trip through the
+        #: server's queues; None means "feed it".
+        self.early_answer: Callable[[bytes], bytes | None] | None = None
+
+    def answer_now(self, data: bytes) -> bytes | None:
+        """The server's reply to request ``data`` if it can be had right now, else None (then feed it)."""
+        early = self.early_answer
+        if early is None or self._closed:
+            return None
+        return early(data)
 
     async def feed(self, data: bytes) -> None:
         if not self._closed:
@@ -231,18 +243,26 @@ class HTTPSession:
         #: The MCP server's :class:`~sturdyrpc.mcp.session_state.SessionState` of this session, when known.
         self.mcp_state: Any = None
         self.stream_prefix = "s"
+        #: Headers every response of this session carries, and those plus the SSE headers:
+        #: built once, not per response.
+        self.response_headers: list[tuple[bytes, bytes]] = [] if session_id is None else [
+            (b"mcp-session-id", session_id.encode("ascii"))]
+        self.sse_headers: list[tuple[bytes, bytes]] = SSE_HEADERS + self.response_headers
 
     # -------------------------------------------------------------- requests in
 
-    def open_stream(self, request_ids: list[Any], params_of: list[Any], *, holds_slots: bool = False) -> Stream:
+    def open_stream(self, request_ids: list[Any], params_of: list[Any], *, holds_slots: bool = False,
+                    keys: list[Key] | None = None) -> Stream:
         """A stream for a POST carrying these requests (their ids must not be in flight).
 
         ``holds_slots``: the caller took one slot of :attr:`admission` per request; the session
-        gives each back when that request is done.
+        gives each back when that request is done. ``keys``: ``key_of`` of each id, when the
+        caller has them already.
         """
         st = Stream(self)
-        for id_, params in zip(request_ids, params_of, strict=True):
-            k = key_of(id_)
+        if keys is None:
+            keys = [key_of(id_) for id_ in request_ids]
+        for k, params in zip(keys, params_of, strict=True):
             st.pending.add(k)
             self.by_request[k] = st
             if holds_slots:
@@ -260,6 +280,10 @@ class HTTPSession:
         """The headers of the POST that carried request ``id_`` while it is in flight (else None)."""
         st = self.by_request.get(key_of(id_))
         return st.headers if st is not None else None
+
+    def key_in_flight(self, k: Key) -> bool:
+        """:meth:`in_flight` for a request's ``key_of(id)``."""
+        return k in self.by_request
 
     def cancelled(self, id_: Any) -> None:
         """The client cancelled request ``id_``: the server will not answer it, so its slot is free."""
@@ -318,18 +342,22 @@ class HTTPSession:
 
     async def _route_response(self, obj: dict[str, Any], data: bytes) -> None:
         id_ = obj.get("id")
-        k = key_of(id_)
-        st = self.by_request.pop(k, None)
-        self._release(k)
         if self.version is None and type(obj.get("result")) is dict:
             v = obj["result"].get("protocolVersion")
             if type(v) is str:
                 self.version = v
+        await self.deliver(key_of(id_), data)
+
+    async def deliver(self, k: Key, data: bytes) -> None:
+        """Put the response ``data`` to the request keyed ``k`` on its stream (ending the stream
+        once all of its requests are answered) and give back the request's slot."""
+        st = self.by_request.pop(k, None)
+        self._release(k)
         if self.progress:
             for tok in [t for t, r in self.progress.items() if r == k]:
                 del self.progress[tok]
         if st is None:
-            log.debug("response for %r has no open stream; dropped", id_)
+            log.debug("response for %r has no open stream; dropped", k[1])
             return
         if self.shared is not None:
             await self.shared.before_response(self)  # other workers see what this request changed first

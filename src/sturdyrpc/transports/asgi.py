@@ -41,6 +41,7 @@ __all__ = [
     "current_headers",
     "request_headers",
     "header",
+    "header_index",
     "read_body",
     "respond",
     "error_body",
@@ -85,9 +86,17 @@ def header(scope: Scope, name: bytes) -> bytes | None:
     """
     index = scope.get("sturdyrpc.headers")
     if index is None:
+        index = header_index(scope)
+    return index.get(name)
+
+
+def header_index(scope: Scope) -> dict[bytes, bytes]:
+    """The request's headers as ``{lower-case name: first value}``, built once per request."""
+    index: dict[bytes, bytes] | None = scope.get("sturdyrpc.headers")
+    if index is None:
         # ASGI header names are lower-case bytes already. Reversed: the first occurrence wins.
         index = scope["sturdyrpc.headers"] = dict(reversed(scope["headers"]))
-    return index.get(name)
+    return index
 
 
 def error_body(code: int, message: str, *, with_null_id: bool = True) -> bytes:

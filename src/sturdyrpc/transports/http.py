@@ -62,18 +62,40 @@ _JSON = b"application/json"
 def _accepts_json(accept: bytes | None) -> bool:
     if accept is None:
         return True
+    hit = _ACCEPTS_CACHE.get(accept)
+    if hit is not None:
+        return hit
+    ok = False
     for part in accept.split(b","):
         media = part.split(b";", 1)[0].strip().lower()
         if media in (b"application/json", b"application/*", b"*/*"):
-            return True
-    return False
+            ok = True
+            break
+    _remember(_ACCEPTS_CACHE, accept, ok)
+    return ok
 
 
 def _is_json(content_type: bytes | None) -> bool:
     if content_type is None:
         return False
+    hit = _JSON_CACHE.get(content_type)
+    if hit is not None:
+        return hit
     media = content_type.split(b";", 1)[0].strip().lower()
-    return media == b"application/json" or (media.startswith(b"application/") and media.endswith(b"+json"))
+    ok = media == b"application/json" or (media.startswith(b"application/") and media.endswith(b"+json"))
+    _remember(_JSON_CACHE, content_type, ok)
+    return ok
+
+
+# Clients send the same few Accept and Content-Type values over and over: their verdicts are
+# kept (bounded, so that a client sending endless variations cannot grow them).
+_ACCEPTS_CACHE: dict[bytes, bool] = {}
+_JSON_CACHE: dict[bytes, bool] = {}
+
+
+def _remember(cache: dict[bytes, bool], key: bytes, value: bool) -> None:
+    if len(cache) < 256:
+        cache[key] = value
 
 
 _BUSY: Any = object()  # _serve's answer when no slot was free: the caller sends 503

@@ -1,0 +1,289 @@
+"""Streamable HTTP answers that need no task: a session's ``tools/call`` of an inline tool answered
+on the POST's own turn (``MCPServer.fast_path``), 2026-07-28 requests answered without a task
+(``MCPServer.start_stateless``), and what must not change on those paths: the same reply bytes as
+the server's own path, the priming event and resumability, 409 for an id in flight, the
+server-wide slots given back, error results, HTTP statuses.
+
+The apps run in-process under httpx's ASGI transport (real app, server and sessions, no sockets).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from sturdyrpc.mcp import MCPServer, ToolError
+from sturdyrpc.mcp_http import StreamableHTTPApp, mcp_http_app
+from sturdyrpc.mcp_http.events import MemoryEventStore
+from sturdyrpc.mcp_http.modern import decode_header_value
+from sturdyrpc.mcp_http.session import current_session
+from sturdyrpc.mcp_http.sse import SSEParser
+
+pytestmark = pytest.mark.timeout(60)
+
+ACCEPT = "application/json, text/event-stream"
+BASE = "http://127.0.0.1:8000"
+MODERN = "2026-07-28"
+META = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+def make_server() -> MCPServer:
+    server = MCPServer("early-test", "1.0")
+
+    @server.tool(blocking=False)
+    def echo(text: str) -> str:
+        """Inline: answered on the POST's turn."""
+        return text
+
+    @server.tool(blocking=False)
+    def boom() -> str:
+        """Inline, and fails."""
+        raise ToolError("it broke")
+
+    @server.tool(blocking=False)
+    def where() -> str:
+        """Inline: says whether it runs in the session's own task (the peer) or on the POST's turn."""
+        return "peer" if current_session.get() is not None else "post"
+
+    @server.tool()
+    async def slow(seconds: float) -> str:
+        """Not inline: the session's peer runs it."""
+        await asyncio.sleep(seconds)
+        return "slept"
+
+    return server
+
+
+def client(app: StreamableHTTPApp) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE, timeout=20)
+
+
+async def open_session(c: httpx.AsyncClient, version: str = "2025-11-25") -> dict[str, str]:
+    r = await c.post("/mcp", json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+        headers={"accept": ACCEPT})
+    assert r.status_code == 200, r.text
+    h = {"accept": ACCEPT, "mcp-session-id": r.headers["mcp-session-id"], "mcp-protocol-version": version}
+    r = await c.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=h)
+    assert r.status_code == 202
+    return h
+
+
+def call(id_: Any, name: str, **args: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": id_, "method": "tools/call", "params": {"name": name, "arguments": args}}
+
+
+def events(r: httpx.Response) -> list[tuple[str | None, str]]:
+    """(id, data) of every event, the priming event (empty data) included."""
+    out = []
+    for block in r.content.decode().split("\n\n"):
+        if not block.strip():
+            continue
+        fields = dict(line.split(": ", 1) if ": " in line else (line.rstrip(":"), "") for line in block.split("\n"))
+        out.append((fields.get("id"), fields.get("data", "")))
+    return out
+
+
+def test_sse_early_answer_keeps_priming_event_ids_and_resumption() -> None:
+    app = mcp_http_app(make_server())
+
+    async def go() -> None:
+        async with client(app) as c:
+            h = await open_session(c)
+            r = await c.post("/mcp", json=call(7, "echo", text="hi"), headers=h)
+            assert r.status_code == 200 and r.headers["content-type"] == "text/event-stream"
+            assert r.headers["mcp-session-id"] == h["mcp-session-id"]
+            # complete at once: sent with its length, not chunked
+            assert int(r.headers["content-length"]) == len(r.content)
+            evs = events(r)
+            assert len(evs) == 2
+            prime_id, prime_data = evs[0]
+            assert prime_id and prime_data == ""  # SEP-1699 priming event first
+            reply_id, reply = evs[1]
+            assert reply_id and reply_id != prime_id
+            msg = json.loads(reply)
+            assert msg["id"] == 7 and msg["result"]["content"][0]["text"] == "hi"
+            # the early-answered stream was recorded: resuming after the priming event replays the reply
+            g = await c.get("/mcp", headers={**h, "last-event-id": prime_id})
+            assert g.status_code == 200
+            replay = [json.loads(e.data) for e in SSEParser().feed(g.content)]
+            assert [m["id"] for m in replay] == [7]
+            assert app.admission.in_use == 0  # the request's server-wide slot came back
+            await app.aclose()
+
+    asyncio.run(go())
+
+
+@pytest.mark.parametrize("json_response", [False, True], ids=["sse", "json"])
+def test_early_answer_is_byte_identical_to_the_servers_own_path(json_response: bool) -> None:
+    app = mcp_http_app(make_server(), json_response=json_response)
+
+    async def go() -> None:
+        async with client(app) as c:
+            h = await open_session(c)
+            session = app.sessions[h["mcp-session-id"]]
+            assert session.pipe.early_answer is not None
+            bodies = [call(1, "echo", text='a"\u2028b'), call(2, "boom"), call(3, "echo"), call(4, "nope", x=1),
+                      {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "echo", "arguments": [1]}}]
+            early = [await c.post("/mcp", json=b, headers=h) for b in bodies]
+            assert "post" in (await c.post("/mcp", json=call(9, "where"), headers=h)).text
+            session.pipe.early_answer = None  # from here every request goes through the session's peer
+            fed = [await c.post("/mcp", json=b, headers=h) for b in bodies]
+            assert "peer" in (await c.post("/mcp", json=call(9, "where"), headers=h)).text
+            for a, b in zip(early, fed, strict=True):
+                assert a.status_code == b.status_code == 200
+                if json_response:
+                    assert a.content == b.content
+                else:
+                    assert [d for _, d in events(a)] == [d for _, d in events(b)]
+            boom = json.loads(events(early[1])[-1][1] if not json_response else early[1].content)
+            assert boom["result"]["isError"] is True and boom["result"]["content"][0]["text"] == "it broke"
+            assert app.admission.in_use == 0
+            await app.aclose()
+
+    asyncio.run(go())
+
+
+def test_early_answer_refuses_an_id_in_flight_and_serves_it_once_free() -> None:
+    app = mcp_http_app(make_server(), json_response=True)
+
+    async def go() -> None:
+        async with client(app) as c:
+            h = await open_session(c)
+            slow = asyncio.ensure_future(c.post("/mcp", json=call(5, "slow", seconds=0.3), headers=h))
+            await asyncio.sleep(0.1)
+            r = await c.post("/mcp", json=call(5, "echo", text="x"), headers=h)
+            assert r.status_code == 409
+            assert (await slow).json()["result"]["content"][0]["text"] == "slept"
+            r = await c.post("/mcp", json=call(5, "echo", text="x"), headers=h)
+            assert r.status_code == 200 and r.json()["id"] == 5
+            await app.aclose()
+
+    asyncio.run(go())
+
+
+def test_early_answer_on_2025_03_26_has_no_priming_event() -> None:
+    app = mcp_http_app(make_server())
+
+    async def go() -> None:
+        async with client(app) as c:
+            h = await open_session(c, "2025-03-26")
+            r = await c.post("/mcp", json=call(1, "echo", text="x"), headers=h)
+            evs = events(r)
+            assert len(evs) == 1 and evs[0][0] is not None and json.loads(evs[0][1])["id"] == 1
+            await app.aclose()
+
+    asyncio.run(go())
+
+
+def test_start_stateless_answers_inline_at_once_and_returns_an_awaitable_otherwise() -> None:
+    server = make_server()
+
+    async def related(data: bytes) -> None:
+        return None
+
+    def body(id_: Any, name: str, **args: Any) -> bytes:
+        return json.dumps({"jsonrpc": "2.0", "id": id_, "method": "tools/call",
+                           "params": {"name": name, "arguments": args, "_meta": META}}).encode()
+
+    async def go() -> None:
+        now = server.start_stateless(body(1, "echo", text="hi"), related)
+        assert type(now) is bytes
+        assert now == await server.handle_stateless(body(1, "echo", text="hi"), related)
+        later = server.start_stateless(body(2, "slow", seconds=0.01), related)
+        assert not isinstance(later, bytes) and later is not None
+        assert json.loads(await later)["result"]["content"][0]["text"] == "slept"  # type: ignore[misc]
+        note = json.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                           "params": {"requestId": 9, "_meta": META}}).encode()
+        assert server.start_stateless(note, related) is None
+
+    asyncio.run(go())
+
+
+def test_modern_http_answers_ready_replies_with_the_right_status() -> None:
+    app = mcp_http_app(make_server())
+    h = {"accept": ACCEPT, "mcp-protocol-version": MODERN}
+
+    def req(id_: Any, method: str, **params: Any) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": id_, "method": method, "params": {**params, "_meta": META}}
+
+    async def go() -> None:
+        async with client(app) as c:
+            r = await c.post("/mcp", json=req(1, "tools/call", name="echo", arguments={"text": "hi"}),
+                             headers={**h, "mcp-method": "tools/call", "mcp-name": "echo"})
+            assert r.status_code == 200 and r.json()["result"]["content"][0]["text"] == "hi"
+            assert int(r.headers["content-length"]) == len(r.content)
+            r = await c.post("/mcp", json=req(2, "no/such"), headers={**h, "mcp-method": "no/such"})
+            assert r.status_code == 404 and r.json()["error"]["code"] == -32601
+            r = await c.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                           "params": {"requestId": 3, "_meta": META}}, headers=h)
+            assert r.status_code == 202 and r.content == b""
+            r = await c.post("/mcp", json=req(4, "tools/call", name="slow", arguments={"seconds": 0.05}),
+                             headers={**h, "mcp-method": "tools/call", "mcp-name": "slow"})
+            assert r.status_code == 200 and "slept" in r.text
+            # a header that disagrees with the body is still refused on the quick path
+            r = await c.post("/mcp", json=req(5, "tools/call", name="echo", arguments={"text": "hi"}),
+                             headers={**h, "mcp-method": "tools/call", "mcp-name": "other"})
+            assert r.status_code == 400 and r.json()["error"]["code"] == -32020
+            assert app.admission.in_use == 0
+            await app.aclose()
+
+    asyncio.run(go())
+
+
+def test_memory_event_store_bounds_per_stream_and_overall() -> None:
+    async def go() -> None:
+        store = MemoryEventStore(max_events_per_stream=3, max_streams=2)
+        first = await store.store("S", "s1", None)
+        ids = [await store.store("S", "s1", b"%d" % i) for i in range(5)]
+        found = await store.replay_after("S", first)
+        assert found is not None and found[0] == "s1"
+        assert found[1] == [(i, b"%d" % n) for i, n in zip(ids[2:], range(2, 5), strict=True)]  # only the last 3 kept
+        other = await store.store("S", "s2", b"x")
+        assert (await store.replay_after("S", other)) == ("s2", [])
+        await store.store("S", "s3", b"y")  # a third stream: the oldest (s1) is forgotten
+        assert await store.replay_after("S", first) is None
+        await store.drop_session("S")
+        assert await store.replay_after("S", other) is None
+
+    asyncio.run(go())
+
+
+@pytest.mark.parametrize("raw", [b"a\x01b", b"a\x7fb", b"a\nb", b"a\rb", b"\x00"])
+def test_header_values_with_control_characters_are_malformed(raw: bytes) -> None:
+    with pytest.raises(ValueError):
+        decode_header_value(raw)
+
+
+def test_header_values_with_tabs_and_base64_decode() -> None:
+    assert decode_header_value(b"a\tb") == "a\tb"
+    assert decode_header_value(b"=?base64?aMOp?=") == "h\u00e9"
+
+
+@pytest.mark.parametrize("sync", [True, False], ids=["raises-at-once", "raises-in-task"])
+def test_a_modern_handler_that_fails_gets_internal_error_either_way(sync: bool) -> None:
+    async def serve_session(pipe: Any) -> None:
+        return None
+
+    def broken_now(body: bytes, emit: Any) -> bytes | None:
+        raise RuntimeError("bug")
+
+    async def broken_later(body: bytes, emit: Any) -> bytes | None:
+        raise RuntimeError("bug")
+
+    app = StreamableHTTPApp(serve_session, modern=broken_now if sync else broken_later)
+
+    async def go() -> None:
+        async with client(app) as c:
+            r = await c.post("/mcp", json={"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": META}},
+                             headers={"accept": ACCEPT, "mcp-protocol-version": MODERN, "mcp-method": "tools/list"})
+            assert r.status_code == 200
+            assert r.json() == {"jsonrpc": "2.0", "id": 3, "error": {"code": -32603, "message": "Internal error"}}
+            assert app.admission.in_use == 0
+            await app.aclose()
+
+    asyncio.run(go())
