@@ -16,7 +16,7 @@ all: test
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[cli,http,test,dev,bench,pydantic,dev-server,redis,auth]'
+	$(PY) -m pip install -q -e '.[cli,http,test,dev,bench,pydantic,dev-server,redis,auth,otel]'
 	touch $(STAMP)
 
 demo: $(STAMP)
