@@ -25,7 +25,7 @@ from sturdyrpc.auth import (
     ResourceServer,
 )
 from sturdyrpc.auth.principal import request_principal
-from sturdyrpc.mcp import MCPServer
+from sturdyrpc.mcp import MCPContext, MCPServer
 from sturdyrpc.mcp_http import mcp_http_app
 from sturdyrpc.transports.asgi import HTTPSecurity
 
@@ -280,6 +280,29 @@ def test_valid_token_principal_reaches_the_handler_and_keys_rotate_mid_test(idp:
         r = c.post(base + "/mcp", json=init_body(), headers={"accept": ACCEPT, "authorization": f"Bearer {idp.token(aud, kid='k3')}"})
         assert r.status_code == 401 and r.content == UNAUTHORIZED
     assert calls.seen == ["whoami", "whoami"]
+
+
+@pytest.mark.parametrize("json_response", [True, False])
+def test_ctx_principal_follows_the_token_of_each_request(idp: IdP, json_response: bool) -> None:
+    # A session opened with one token and used with a stepped-up one (same subject, more scopes):
+    # ctx.principal is the latest request's, not a snapshot of the first.
+    port = free_port()
+    aud = f"http://127.0.0.1:{port}/mcp"
+    server = make_server(Calls())
+
+    @server.tool()
+    async def my_scopes(ctx: MCPContext) -> str:
+        """ctx.principal: the principal of the request at hand."""
+        return " ".join(sorted(ctx.principal.scopes))
+
+    rs = ResourceServer(JWTVerifier(idp.issuer, idp.jwks_url, aud), resource=aud, authorization_servers=[idp.issuer])
+    app = mcp_http_app(server, security=HTTPSecurity(auth=rs), json_response=json_response)
+    with serve_app(app, port) as base, httpx.Client(timeout=10) as c:
+        s = Client(c, base + "/mcp", idp.token(aud, scope="files:read"))
+        assert s.initialize().status_code == 200
+        assert s.result("tools/call", {"name": "my_scopes", "arguments": {}})["content"][0]["text"] == "files:read"
+        s.token = idp.token(aud, scope="files:read files:write")
+        assert s.result("tools/call", {"name": "my_scopes", "arguments": {}})["content"][0]["text"] == "files:read files:write"
 
 
 def test_unknown_kids_do_not_turn_into_a_flood_of_fetches(idp: IdP) -> None:

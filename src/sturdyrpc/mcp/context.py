@@ -59,7 +59,7 @@ class MCPContext:
     @property
     def principal(self) -> Any:
         """Whatever the transport's security step produced for the client (None on stdio)."""
-        return self.session.principal
+        return self.session.request_principal()
 
     @property
     def lifespan(self) -> Any:

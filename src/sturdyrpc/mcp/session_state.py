@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .. import codec
+from ..auth.principal import request_principal
 from ..dispatch import Call, Context
 from ..peer import Peer
 from .profile import MCPProfile
@@ -65,10 +66,17 @@ class SessionState:
             return self._headers_of(request_id)
         return self._headers
 
+    def request_principal(self) -> Any:
+        """The principal of the request at hand: its token's (a refreshed or stepped-up token
+        has other scopes than the one the session was opened with); the session's own where
+        the transport tracks none."""
+        latest = request_principal()
+        return latest if latest is not None else self.principal
+
     def fill(self, ctx: Context) -> None:
         """Set what this session knows on a request's context (before the middleware sees it)."""
         ctx.session_id = self.session_id
-        ctx.principal = self.principal
+        ctx.principal = self.request_principal()
         ctx.lifespan = self.server.lifespan_state
         ctx.state = self.state
         ctx.headers = self.headers_for(ctx.id)
