@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 
 import pytest
 
@@ -75,3 +76,12 @@ class RedisServer:
 def unique_prefix() -> str:
     """Keys of one test apart from every other's (tests share one server)."""
     return f"t{uuid.uuid4().hex[:12]}:"
+
+
+@pytest.fixture(scope="module")
+def redis_server() -> Iterator[RedisServer]:
+    """A real redis-server for the tests of one module (a fresh, empty one per module)."""
+    srv = RedisServer()
+    srv.start()
+    yield srv
+    srv.stop()

@@ -17,6 +17,9 @@ import pytest
 from sturdyrpc.demos.jsonrpc import make_demo
 from sturdyrpc.dispatch import Dispatcher
 
+#: Fixtures of the helpers shared by several modules (a real redis-server per module).
+pytest_plugins = ["_redis_support"]
+
 DEMO_CMD = [sys.executable, "-m", "sturdyrpc", "demo"]
 
 

@@ -4,10 +4,9 @@ principal, the target and the arguments. Shared through a real redis-server too.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import pytest
-from _redis_support import RedisServer, unique_prefix
+from _redis_support import unique_prefix
 
 from sturdyrpc.errors import InvalidParams
 from sturdyrpc.mcp.request_state import KEYS_ENV, RequestStateSigner, keys_from_env, new_keys_env
@@ -83,13 +82,6 @@ def test_keys_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ValueError):
         keys_from_env("nokey")
 
-
-@pytest.fixture(scope="module")
-def redis_server() -> Iterator[RedisServer]:
-    srv = RedisServer()
-    srv.start()
-    yield srv
-    srv.stop()
 
 
 @pytest.mark.parametrize("kind", ["memory", "redis"])

@@ -3,21 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from _redis_support import RedisServer, unique_prefix
 
 from sturdyrpc.store import MemoryStore, Store, StoreUnavailable, open_store
-
-
-@pytest.fixture(scope="module")
-def redis_server() -> Iterator[RedisServer]:
-    srv = RedisServer()
-    srv.start()
-    yield srv
-    srv.stop()
 
 
 @pytest.fixture(params=["memory", "redis"])

@@ -5,22 +5,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 
 import httpx
-import pytest
 import redis
 from _http_support import free_port, server_process
 from _redis_support import RedisServer
 from _workers_support import Client, Worker, demo_worker_cmd, sse_events
-
-
-@pytest.fixture(scope="module")
-def redis_server() -> Iterator[RedisServer]:
-    srv = RedisServer()
-    srv.start()
-    yield srv
-    srv.stop()
 
 
 def test_several_workers_with_the_memory_store_are_refused() -> None:

@@ -11,21 +11,12 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 from _redis_support import RedisServer
 from _workers_support import Client, cluster, sse_events
-
-
-@pytest.fixture(scope="module")
-def redis_server() -> Iterator[RedisServer]:
-    srv = RedisServer()
-    srv.start()
-    yield srv
-    srv.stop()
 
 
 def text_of(reply: dict[str, Any]) -> str:
