@@ -4,6 +4,7 @@ real JWTs signed with PyJWT, and the Streamable HTTP app under uvicorn."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -450,6 +451,33 @@ def test_2026_07_28_requests_are_checked_the_same_way(idp: IdP) -> None:
         assert r.status_code == 200 and r.json()["result"]["content"][0]["text"] == "wrote x"
         assert post(c, "junk", "tools/list", None).status_code == 401
     assert calls.seen == ["write"]
+
+
+def test_listen_agrees_only_to_updates_of_resources_the_token_may_read(idp: IdP) -> None:
+    # 2026-07-28 subscriptions/listen: the acknowledgement leaves out a resource whose scopes the
+    # token lacks, so its updates never reach the caller.
+    port = free_port()
+    aud = f"http://127.0.0.1:{port}/mcp"
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    body = {"jsonrpc": "2.0", "id": 7, "method": "subscriptions/listen",
+            "params": {"notifications": {"resourceSubscriptions": ["file:///secret.txt", "file:///public.txt"]}, "_meta": meta}}
+
+    def acknowledged(c: httpx.Client, token: str) -> Any:
+        h = {"accept": ACCEPT, "mcp-protocol-version": "2026-07-28", "mcp-method": "subscriptions/listen",
+             "authorization": f"Bearer {token}"}
+        with c.stream("POST", base + "/mcp", json=body, headers=h) as r:
+            assert r.status_code == 200
+            for line in r.iter_lines():
+                if line.startswith("data:") and line[5:].strip():
+                    msg = json.loads(line[5:])
+                    assert msg["method"] == "notifications/subscriptions/acknowledged"
+                    return msg["params"]["notifications"]
+        raise AssertionError("no acknowledgement")
+
+    with serve_app(jwt_app(idp, port, Calls(), json_response=False), port) as base, httpx.Client(timeout=10) as c:
+        assert acknowledged(c, idp.token(aud, scope="files:write")) == {"resourceSubscriptions": ["file:///public.txt"]}
+        assert acknowledged(c, idp.token(aud, scope="files:read")) == {
+            "resourceSubscriptions": ["file:///secret.txt", "file:///public.txt"]}
 
 
 # ---------------------------------------------------------------------------- introspection, custom verifiers

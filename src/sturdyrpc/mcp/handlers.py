@@ -283,7 +283,9 @@ class ProtocolHandlers:
         wanted = params.get("notifications")
         if type(wanted) is not dict:
             raise InvalidParams("Invalid params: 'notifications' must be an object", {"param": "notifications"})
-        agreed = agree(wanted, has_prompts=bool(server.prompts), has_resources=bool(server.resources or server.templates))
+        # Updates of a resource the caller's token may not read are not agreed to (its scopes=).
+        agreed = agree(wanted, has_prompts=bool(server.prompts), has_resources=bool(server.resources or server.templates),
+                       may_read=lambda uri: may_use(server.required_scopes("resources/read", {"uri": uri})))
         return server.finish(rules, await server.listeners.serve(ctx, agreed, session.peer))
 
     # ------------------------------------------------------------------ the client's notifications

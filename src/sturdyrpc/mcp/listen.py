@@ -59,8 +59,10 @@ class Listener:
         return (kind == "tools" and self.tools) or (kind == "prompts" and self.prompts) or (kind == "resources" and self.resources)
 
 
-def agree(wanted: dict[str, Any], *, has_prompts: bool, has_resources: bool) -> dict[str, Any]:
-    """The part of a listen filter this server honours (unsupported types are left out)."""
+def agree(wanted: dict[str, Any], *, has_prompts: bool, has_resources: bool,
+          may_read: Callable[[str], bool] | None = None) -> dict[str, Any]:
+    """The part of a listen filter this server honours (unsupported types are left out, and
+    resources the caller may not read: ``may_read(uri)`` False)."""
     for key in ("toolsListChanged", "promptsListChanged", "resourcesListChanged"):
         if key in wanted and type(wanted[key]) is not bool:
             raise InvalidParams(f"Invalid params: 'notifications.{key}' must be a boolean", {"param": f"notifications.{key}"})
@@ -77,7 +79,9 @@ def agree(wanted: dict[str, Any], *, has_prompts: bool, has_resources: bool) -> 
     if wanted.get("resourcesListChanged") is True and has_resources:
         agreed["resourcesListChanged"] = True
     if uris and has_resources:
-        agreed["resourceSubscriptions"] = list(dict.fromkeys(uris))
+        allowed = [u for u in dict.fromkeys(uris) if may_read is None or may_read(u)]
+        if allowed:
+            agreed["resourceSubscriptions"] = allowed
     return agreed
 
 
