@@ -252,6 +252,12 @@ class Dispatcher:
     b'{"jsonrpc":"2.0","result":3,"id":1}'
     """
 
+    #: Whether a chain around a sync ``blocking=False`` handler is started on the reader's turn
+    #: (:func:`sturdyrpc.execute.run_call_now`): one that does not suspend answers with no task.
+    #: Its first step then runs outside any task (no ``asyncio.current_task()``, no
+    #: ``asyncio.timeout()`` before the first suspension); False runs every chain in a task.
+    eager_chain: bool = True
+
     def __init__(self, limits: Limits = DEFAULT_LIMITS, *, logger: logging.Logger | None = None) -> None:
         self._small = 0  # messages up to this size need no size or depth check (set with limits)
         # A subclass that overrides receive() keeps the last word: receive_and_run() defers to it.

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..dispatch import Call, Context, Dispatcher, Middleware
 from ..errors import InvalidRequest
-from ..execute import run_call, run_call_now, shared_pool
+from ..execute import Pending, run_call, run_call_now, shared_pool
 from ..limits import DEFAULT_LIMITS, Limits
 from ..peer import MessageTransport, Peer, PeerContext
 from ..transports.asgi import current_headers, current_principal
@@ -424,14 +424,25 @@ class MCPServer:
         token = use_session(session)
         try:
             outcome = run_call_now(d, call, ctx)
-            if outcome is not None:  # an inline handler: the reply now, no task
+            if type(outcome) is tuple:  # an inline handler (and a chain that did not wait): the reply now, no task
                 ok, value = outcome
                 return d.result(call, value) if ok else d.failure(call, value)
         finally:
-            if outcome is not None:
+            if type(outcome) is tuple:
                 ctx.done = True
             reset_session(token)
+        if outcome is not None:  # the chain suspended: it goes on in a task, in its own context
+            assert isinstance(outcome, Pending)
+            return asyncio.get_running_loop().create_task(self._finish_pending(call, ctx, outcome), context=outcome.context)
         return self._finish_stateless(call, session, ctx)
+
+    async def _finish_pending(self, call: Call, ctx: StatelessContext, pending: Pending) -> bytes | None:
+        d = self.dispatcher
+        try:
+            ok, value = await pending  # in the request's context: its session is current there
+            return d.result(call, value) if ok else d.failure(call, value)
+        finally:
+            ctx.done = True
 
     async def _finish_stateless(self, call: Call, session: SessionState, ctx: StatelessContext) -> bytes | None:
         d = self.dispatcher

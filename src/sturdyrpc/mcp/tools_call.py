@@ -153,24 +153,32 @@ class ToolsCall:
     # ------------------------------------------------------------------ execute
 
     def run_inline(
-        self, session: SessionState, params: dict[str, Any], id_: Any = _RESULT_ONLY, tool: Tool | None = None, rules: VersionRules | None = None
+        self, session: SessionState, params: dict[str, Any], id_: Any = _RESULT_ONLY, tool: Tool | None = None, rules: VersionRules | None = None,
+        ctx: Context | None = None,
     ) -> Any:
         """``tools/call`` of an inline tool (sync, non-blocking, no context), right here.
 
         Returns the rendered result as bytes when a template applies (the whole reply when
         ``id_`` is given), else the result object. Raises an ``RPCError`` raised on purpose.
-        ``tool`` and ``rules`` as for :meth:`prepare`.
+        ``tool`` and ``rules`` as for :meth:`prepare`. ``ctx``: the request's context, under
+        middleware (the result is then never rendered, and an unexpected failure's incident id
+        goes on it, as :meth:`run` does).
         """
         p = self.prepare(session, params, tool, rules)
         if type(p) is not tuple:
             return p
         rules, tool, args, kwargs = p
         ok, value = call_now(tool.fn, args, kwargs)
-        if ok and tool.template_kind is not None:
-            raw = self.render(rules, tool, value, id_)
-            if raw is not None:
-                return raw
-        return self.outcome(rules, tool, ok, value, params)
+        if ctx is None:
+            if ok and tool.template_kind is not None:
+                raw = self.render(rules, tool, value, id_)
+                if raw is not None:
+                    return raw
+            return self.outcome(rules, tool, ok, value, params)
+        result = self.outcome(rules, tool, ok, value, params)
+        if not ok:
+            ctx.incident = assigned_incident(value)
+        return result
 
     async def run(self, session: SessionState, ctx: Context, params: dict[str, Any]) -> Any:
         """``tools/call`` of any tool, awaited (blocking tools on the bounded daemon pool)."""
@@ -376,6 +384,7 @@ class MCPDispatcher(Dispatcher):
         super().__init__(limits, logger=logger)
         self._tools = tools
         self._async_call: MethodEntry | None = None
+        self._chained_call: MethodEntry | None = None
         self._tool_failure: Callable[[Call, BaseException], dict[str, Any] | None] | None = None
 
     def _set_limits(self, value: Limits) -> None:
@@ -388,6 +397,11 @@ class MCPDispatcher(Dispatcher):
     def set_async_tools_call(self, entry: MethodEntry) -> None:
         """The entry for ``tools/call`` of tools that do not run inline."""
         self._async_call = entry
+
+    def set_chained_tools_call(self, entry: MethodEntry) -> None:
+        """The entry for ``tools/call`` of inline tools when there is middleware (sync, with the
+        request's context: the chain around it can finish on the reader's turn)."""
+        self._chained_call = entry
 
     def set_tool_failure(self, fn: Callable[[Call, BaseException], dict[str, Any] | None]) -> None:
         """``fn(call, exc)``: the ``isError`` result of a ``tools/call`` that failed outside its
@@ -427,6 +441,10 @@ class MCPDispatcher(Dispatcher):
         p = call.params
         name = p.get("name") if type(p) is dict else None
         tool = self._tools.get(name) if type(name) is str else None
-        if tool is not None and (not tool.inline or self.middleware_chain):
+        if tool is None:
+            return
+        if not tool.inline:
             call.entry = self._async_call
+        elif self.middleware_chain:
+            call.entry = self._chained_call or self._async_call
 
