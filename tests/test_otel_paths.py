@@ -221,3 +221,6 @@ def test_shared_store_sessions_any_worker_has_spans() -> None:
     # one initialize span: the client's; the replica's replay of it behind the scenes is no request
     inits = [s for s in t.spans() if s.name == "initialize"]
     assert [s.attributes["jsonrpc.request.id"] for s in inits] == ["0"], [dict(s.attributes) for s in inits]
+    assert len([s for s in t.spans() if s.name == "notifications/initialized"]) == 1
+    # ... nor counted as one: one initialize in the duration histogram
+    assert sum(p.count for p in t.points("mcp.server.operation.duration") if p.attributes.get("mcp.method.name") == "initialize") == 1

@@ -178,11 +178,13 @@ class ServerTelemetry(_Conventions):
         self._sessions: weakref.WeakSet[Any] = weakref.WeakSet()
         self._watchers: set[asyncio.Task[None]] = set()
         if mcp:
-            from ..mcp.session_state import current_session
+            from ..mcp.session_state import current_session, is_replayed
 
             self._current_session: Callable[[], Any] = current_session
+            self._replayed: Callable[[Any], bool] = is_replayed
         else:
             self._current_session = lambda: None
+            self._replayed = lambda params: False
 
     def parent(self, params: Any, headers: Mapping[str, str] | None) -> tuple[otel_context.Context | None, list[Link] | None]:
         """The context to parent the span on, and links: the caller's span from ``params`` first
@@ -203,6 +205,9 @@ class ServerTelemetry(_Conventions):
 
     async def __call__(self, ctx: Context, call_next: CallNext) -> Any:
         params = ctx.params
+        method = ctx.method
+        if (method == "initialize" or method == "notifications/initialized") and self._replayed(params):
+            return await call_next(ctx)  # a shared session's replica replaying the handshake: no request
         name, attrs = self.describe(ctx.method, params, None if ctx.is_notification else ctx.id)
         if ctx.session_id is not None:
             attrs["mcp.session.id"] = hash_session_id(ctx.session_id)
