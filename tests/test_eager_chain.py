@@ -313,3 +313,24 @@ def test_mcp_stateless_start_returns_a_task_in_the_requests_context_when_the_cha
 
     run(go())
     assert ("tool", "req 7") in log  # the tool ran in the context the chain's first step set up
+
+
+def test_stdio_early_answer_starts_the_chain_and_hands_a_suspended_one_to_the_peer() -> None:
+    import sys
+    from pathlib import Path
+
+    from sturdyrpc.mcp.client import connect
+
+    here = Path(__file__).resolve().parent
+
+    async def go() -> list[Any]:
+        async with connect([sys.executable, str(here / "eager_stdio_server.py")], protocol="2025-11-25") as client:
+            calls = [client.call_tool("wait" if i % 3 == 0 else "echo", {"text": f"t{i}"}) for i in range(30)]
+            out = list(await asyncio.gather(*calls))
+            out.append(await client.call_tool("boom", {}))
+            return out
+
+    out = run(go())
+    for i, r in enumerate(out[:30]):
+        assert r["content"][0]["text"] == f"t{i} eager=True"  # every chain started on the reader's turn
+    assert out[30]["isError"] is True and "incident" in out[30]["content"][0]["text"] and "secret" not in str(out[30])

@@ -6,7 +6,6 @@ ASGI transport; the SDK's in-memory exporter and reader."""
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 import httpx

@@ -1180,6 +1180,13 @@ class Peer:
         """Whether an incoming request with exactly this id (type and value) is being handled."""
         return self._runner.is_running(id_)
 
+    def run_now(self, call: Call, cv: contextvars.Context) -> bytes | None:
+        """Run ``call`` (a sync ``blocking=False`` handler under middleware) on this turn, in
+        ``cv``, as this peer would (:meth:`sturdyrpc.runner.Runner.run_now`): its reply, or
+        ``runner.STARTED`` when the chain suspended (the peer sends the reply when it is ready).
+        For a transport's early answer; check :meth:`accepts_id` first."""
+        return self._runner.run_now(call, cv)
+
     def accepts_id(self, id_: Id) -> bool:
         """Whether a new incoming request with id ``id_`` would not be refused now: the peer is
         not closing and no incoming request with exactly this id (type and value) is being

@@ -51,6 +51,10 @@ def _key(id_: Id) -> tuple[type, Any]:
     return (type(id_), id_)
 
 
+#: What :meth:`Runner.run_now` returns for a call whose chain suspended (its reply comes later).
+STARTED = b""
+
+
 class Runner:
     """Executes incoming messages for one connection.
 
@@ -166,7 +170,9 @@ class Runner:
                             self.send(reply)
                         return
                 elif self.dispatcher.eager_chain:
-                    self._run_now(call)
+                    reply = self.run_now(call)
+                    if reply:
+                        self.send(reply)
                     return
             # A slot now if one is free (the transport learns at once that it must stop
             # reading); otherwise the task waits for one, behind those already waiting.
@@ -206,11 +212,15 @@ class Runner:
             return
         self._start(self._run_batch(job), None)
 
-    def _run_now(self, call: Call) -> None:
+    def run_now(self, call: Call, cv: contextvars.Context | None = None) -> bytes | None:
         """``call`` (a sync ``blocking=False`` handler) through the middleware chain, started on
-        this turn (:func:`run_call_now`): answered now unless the chain suspends, then finished
-        in a task like any other (it holds a slot from now on)."""
-        cv = contextvars.copy_context()
+        this turn (:func:`run_call_now`) in ``cv`` (default: a copy of the current context).
+
+        Returns the reply (None: a notification's, nothing), or :data:`STARTED` when the chain
+        suspended: a task finishes it like any other request (holding a slot from now on) and
+        sends its reply."""
+        if cv is None:
+            cv = contextvars.copy_context()
         ok, value = cv.run(self._context, call)
         if ok:
             outcome = run_call_now(self.dispatcher, call, value, cv)
@@ -223,11 +233,9 @@ class Runner:
                     key = _key(call.id)
                     self._by_id[key] = task
                     task.add_done_callback(functools.partial(self._forget, key))
-                return
+                return STARTED
             ok, value = outcome
-        reply = self.dispatcher.result(call, value) if ok else self.dispatcher.failure(call, value)
-        if reply is not None:
-            self.send(reply)
+        return self.dispatcher.result(call, value) if ok else self.dispatcher.failure(call, value)
 
     async def _finish(self, call: Call, pending: Pending) -> None:
         try:

@@ -364,7 +364,7 @@ class MCPServer:
         """The session served on ``peer`` (made by :meth:`create_peer`), or None."""
         return self._sessions.get(peer)
 
-    def fast_path(self, peer: Peer) -> Callable[[bytes], bytes | None]:
+    def fast_path(self, peer: Peer, *, chain: bool = False) -> Callable[[bytes], bytes | None]:
         """``answer(frame) -> reply | None`` for ``peer`` (made by :meth:`create_peer`).
 
         For transports that can answer on the reader's turn (stdio): the one ``tools/call``
@@ -372,11 +372,13 @@ class MCPServer:
         on the negotiated session is answered at once with the reply the peer would send;
         anything else (another method, an unusual shape, a duplicate of a running id, the
         connection closing) returns None and takes the peer's path, which answers it.
+        ``chain=True`` (stdio): with middleware too, the chain started here; ``b""`` then means
+        taken, the reply to come from the peer (see :meth:`.ToolsCall.early_answer`).
         """
         session = self._sessions.get(peer)
         if session is None:
             return lambda frame: None
-        return self.tools_call.early_answer(peer, session)
+        return self.tools_call.early_answer(peer, session, chain)
 
     def fast_reply(self, frame: bytes, peer: Peer) -> bytes | None:
         """:meth:`fast_path` for one frame (tests, tools)."""
