@@ -17,8 +17,8 @@ from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
 from test_otel import SECRET, Telemetry, no_secret_in, sha  # noqa: E402
 
 from sturdyrpc import Dispatcher  # noqa: E402
-from sturdyrpc.mcp import MCPServer  # noqa: E402
-from sturdyrpc.otel import TraceParamsProfile, instrument_server  # noqa: E402
+from sturdyrpc.mcp import MCPContext, MCPServer  # noqa: E402
+from sturdyrpc.otel import TraceParamsProfile, instrument_client, instrument_server  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -223,3 +223,49 @@ def test_shared_store_sessions_any_worker_has_spans() -> None:
     assert len([s for s in t.spans() if s.name == "notifications/initialized"]) == 1
     # ... nor counted as one: one initialize in the duration histogram
     assert sum(p.count for p in t.points("mcp.server.operation.duration") if p.attributes.get("mcp.method.name") == "initialize") == 1
+
+
+@pytest.mark.parametrize("protocol", ["2025-11-25", "2026-07-28"])
+def test_cancellation_and_progress_notifications_get_spans(protocol: str) -> None:
+    # The peer handles notifications/cancelled and notifications/progress itself (the dispatcher
+    # never sees them) and sends the cancellation of a call it gave up on on the spot: spans too.
+    t = Telemetry()
+    server = MCPServer("notices", "1.0")
+    started = asyncio.Event()
+
+    @server.tool()
+    async def slow(ctx: MCPContext) -> str:
+        """Report progress, then wait to be cancelled."""
+        await ctx.report_progress(1, 2, "half")
+        started.set()
+        await asyncio.sleep(10)
+        return "never"
+
+    instrument_server(server, **t.providers)
+    progress: list[Any] = []
+
+    async def go() -> None:
+        async with server.test_client(protocol) as client:
+            instrument_client(client, **t.providers)
+            task = asyncio.ensure_future(client.call_tool("slow", {}, on_progress=lambda *a: progress.append(a)))
+            await asyncio.wait_for(started.wait(), 5)
+            await asyncio.sleep(0.05)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            await asyncio.sleep(0.1)
+
+    asyncio.run(go())
+    assert progress
+    sent = t.span("notifications/cancelled", SpanKind.CLIENT)
+    got = t.span("notifications/cancelled", SpanKind.SERVER)
+    assert got.parent is not None and got.parent.span_id == sent.context.span_id  # across the wire, in _meta
+    assert got.attributes["mcp.method.name"] == "notifications/cancelled" and "jsonrpc.request.id" not in got.attributes
+    t.span("notifications/progress", SpanKind.CLIENT)  # sent by the server through notify()
+    received = t.span("notifications/progress", SpanKind.SERVER)  # handled by the client's peer itself
+    assert received.attributes["mcp.method.name"] == "notifications/progress"
+    if protocol == "2025-11-25":
+        assert got.attributes["mcp.session.id"] and got.attributes["mcp.protocol.version"] == protocol
+    counts = {p.attributes["mcp.method.name"]: p.count for p in t.points("mcp.server.operation.duration")}
+    assert counts.get("notifications/cancelled") == 1 and counts.get("notifications/progress") == 1
+    no_secret_in(t.spans())

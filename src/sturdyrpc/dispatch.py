@@ -266,7 +266,7 @@ class Dispatcher:
         self.log = logger or log
         self._methods: dict[str, MethodEntry] = {}
         #: The middleware, outermost first; every path runs a call through it (when not empty,
-        #: inline shortcuts give way to the path that awaits the chain).
+        #: inline handlers have it started on the reader's turn: ``execute.run_call_now``).
         self.middleware_chain: tuple[Middleware, ...] = ()
         self._composed = _compose(())
         self.stats: dict[str, int] = {

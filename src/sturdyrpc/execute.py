@@ -3,7 +3,8 @@
 Every path that runs a handler (the stdio/TCP runner, the peer, plain JSON-RPC over HTTP,
 stateless MCP, MCP tools, resources and prompts) goes through :func:`execute`, so they share
 one policy; the runner, plain HTTP and stateless MCP enter it through :func:`run_call`, which
-awaits the dispatcher's middleware chain around it when there is one:
+awaits the dispatcher's middleware chain around it when there is one, or :func:`run_call_now`,
+its first step taken on the caller's turn (a chain that does not suspend needs no task):
 
 - async handlers are awaited on the running loop;
 - blocking sync handlers run on the one bounded pool of daemon threads for their
