@@ -10,7 +10,7 @@ interleaved round by round in the same run, each compared with the baseline of i
   histograms into a reader that is never read (reported, no target);
 - ``sdk-sampled-off``: the same with the ``always_off`` sampler (reported, no target);
 - ``middleware``: no telemetry, one pass-through middleware: the cost of the middleware seam
-  itself (with any middleware the chain is awaited and the inline early answer gives way), which
+  itself (the chain around the inline tool, started by the early answer on the reader's turn), which
   the ``sdk`` modes pay too.
 
 Throughput ratios are medians of per-round ratios; in each round ``off`` and ``api`` run twice,

@@ -10,7 +10,7 @@
 - ``sdk-sampled-off``: as ``sdk`` with the ``always_off`` sampler (spans are not recorded,
   the middleware and the histograms still run);
 - ``middleware``: no telemetry, one pass-through middleware (what any middleware costs: the
-  chain is awaited, so the inline early answer gives way).
+  chain around the inline tool, started by the early answer).
 """
 
 from __future__ import annotations

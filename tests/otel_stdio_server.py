@@ -39,13 +39,15 @@ trace.set_tracer_provider(provider)
 server = MCPServer("otel-stdio", "1.0")
 
 
-@server.tool()
+# echo and boom are inline (sync, blocking=False): the stdio early answer's tools, whose chain
+# (the telemetry middleware) is started on the reader's turn.
+@server.tool(blocking=False)
 def echo(text: str) -> str:
     """Echo the text."""
     return text
 
 
-@server.tool()
+@server.tool(blocking=False)
 def boom(token: str) -> str:
     """Fail with the token in the exception's text (which must not reach telemetry)."""
     raise RuntimeError(f"database password is {token}")

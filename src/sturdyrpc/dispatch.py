@@ -252,6 +252,12 @@ class Dispatcher:
     b'{"jsonrpc":"2.0","result":3,"id":1}'
     """
 
+    #: Whether a chain around a sync ``blocking=False`` handler is started on the reader's turn
+    #: (:func:`sturdyrpc.execute.run_call_now`): one that does not suspend answers with no task.
+    #: Its first step then runs outside any task (no ``asyncio.current_task()``, no
+    #: ``asyncio.timeout()`` before the first suspension); False runs every chain in a task.
+    eager_chain: bool = True
+
     def __init__(self, limits: Limits = DEFAULT_LIMITS, *, logger: logging.Logger | None = None) -> None:
         self._small = 0  # messages up to this size need no size or depth check (set with limits)
         # A subclass that overrides receive() keeps the last word: receive_and_run() defers to it.
@@ -260,7 +266,7 @@ class Dispatcher:
         self.log = logger or log
         self._methods: dict[str, MethodEntry] = {}
         #: The middleware, outermost first; every path runs a call through it (when not empty,
-        #: inline shortcuts give way to the path that awaits the chain).
+        #: inline handlers have it started on the reader's turn: ``execute.run_call_now``).
         self.middleware_chain: tuple[Middleware, ...] = ()
         self._composed = _compose(())
         self.stats: dict[str, int] = {

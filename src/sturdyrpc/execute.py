@@ -3,7 +3,8 @@
 Every path that runs a handler (the stdio/TCP runner, the peer, plain JSON-RPC over HTTP,
 stateless MCP, MCP tools, resources and prompts) goes through :func:`execute`, so they share
 one policy; the runner, plain HTTP and stateless MCP enter it through :func:`run_call`, which
-awaits the dispatcher's middleware chain around it when there is one:
+awaits the dispatcher's middleware chain around it when there is one, or :func:`run_call_now`,
+its first step taken on the caller's turn (a chain that does not suspend needs no task):
 
 - async handlers are awaited on the running loop;
 - blocking sync handlers run on the one bounded pool of daemon threads for their
@@ -25,7 +26,8 @@ import concurrent.futures
 import contextvars
 import queue
 import threading
-from collections.abc import Callable
+from asyncio.tasks import _enter_task, _leave_task
+from collections.abc import Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any
 
 from .errors import HANDLER_ERRORS
@@ -33,7 +35,7 @@ from .errors import HANDLER_ERRORS
 if TYPE_CHECKING:
     from .dispatch import Call, Context, Dispatcher
 
-__all__ = ["HANDLER_ERRORS", "DaemonThreadPool", "Outcome", "call_now", "execute", "run_call", "run_call_now", "shared_pool"]
+__all__ = ["HANDLER_ERRORS", "DaemonThreadPool", "Outcome", "Pending", "call_now", "execute", "run_call", "run_call_now", "shared_pool"]
 
 
 #: ``(True, value)`` when the handler returned, ``(False, exception)`` when it raised.
@@ -172,31 +174,113 @@ def call_now(fn: Callable[..., Any], args: tuple[Any, ...] | list[Any], kwargs: 
         return False, exc
 
 
-def run_call_now(dispatcher: Dispatcher, call: Call, context: Context | None) -> Outcome | None:
-    """:func:`run_call` finished now, when nothing in it can wait: no middleware and a sync
-    ``blocking=False`` handler. None otherwise (then await :func:`run_call`). The fast path is
-    this same call, without a coroutine; the middleware always get the general path."""
+class Pending:
+    """A call whose middleware chain suspended in its first step (see :func:`run_call_now`).
+
+    Await it in a task started with ``context=pending.context`` (the request's context
+    variables, where the first step ran): it resumes the partly run chain, passing the results
+    and exceptions of what it awaits through, and returns the call's :data:`Outcome`. Raises
+    only ``asyncio.CancelledError``. Await it once.
+    """
+
+    __slots__ = ("_coro", "_yielded", "context")
+
+    def __init__(self, coro: Coroutine[Any, Any, Outcome] | None, yielded: Any, context: contextvars.Context) -> None:
+        self._coro = coro  # None: the first step raised asyncio.CancelledError
+        self._yielded = yielded
+        #: The context the first step ran in: the continuation must run in it too.
+        self.context = context
+
+    def __await__(self) -> Generator[Any, Any, Outcome]:
+        coro = self._coro
+        if coro is None:
+            raise asyncio.CancelledError
+        self._coro = None
+        yielded = self._yielded
+        self._yielded = None
+        # What `yield from coro` would do, picked up after its first step.
+        while True:
+            try:
+                sent = yield yielded
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:  # thrown in by the task (cancellation): into the chain
+                try:
+                    yielded = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value  # type: ignore[no-any-return]
+                continue
+            try:
+                yielded = coro.send(sent)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+
+
+def run_call_now(dispatcher: Dispatcher, call: Call, context: Context | None, cv: contextvars.Context | None = None) -> Outcome | Pending | None:
+    """:func:`run_call` started now, for a sync ``blocking=False`` handler; None for the others
+    (then await :func:`run_call` in a task).
+
+    Without middleware the handler is called right here, without a coroutine. With middleware
+    the chain is driven eagerly on the caller's turn: a chain that does not suspend (the usual
+    case: middleware that only wrap ``call_next``) finishes here and its outcome is returned,
+    with no task; one that suspends comes back as a :class:`Pending` for the caller to finish
+    in a task. The chain runs in ``cv`` (the request's context variables: a copy of the
+    caller's when not given), so whatever it sets stays the request's.
+
+    Until the chain first suspends it runs outside any task: ``asyncio.current_task()`` is
+    None there (the reader's task, when there is one, is left for that step) and so
+    ``asyncio.timeout()`` cannot be entered before a middleware's first real suspension. A
+    dispatcher whose middleware need a task from their first line sets
+    ``Dispatcher.eager_chain = False``: its chains then always run in a task (None here).
+    """
     entry = call.entry
-    if dispatcher.middleware_chain or entry.is_async or entry.blocking:
+    if entry.is_async or entry.blocking:
         return None
-    args, kwargs = call.arguments(context)
-    return call_now(entry.fn, args, kwargs)
+    if not dispatcher.middleware_chain:
+        args, kwargs = call.arguments(context)
+        return call_now(entry.fn, args, kwargs)
+    if not dispatcher.eager_chain:
+        return None
+    if cv is None:
+        cv = contextvars.copy_context()
+    coro = _chain(dispatcher, call, context, None)
+    loop = asyncio.get_running_loop()
+    reader = asyncio.current_task(loop)
+    if reader is not None:
+        _leave_task(loop, reader)
+    try:
+        yielded = cv.run(coro.send, None)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+    except asyncio.CancelledError:
+        return Pending(None, None, cv)  # raises it when awaited: the request is not answered
+    finally:
+        if reader is not None:
+            _enter_task(loop, reader)
+    return Pending(coro, yielded, cv)
 
 
 async def run_call(dispatcher: Dispatcher, call: Call, context: Context | None, pool: concurrent.futures.Executor | None) -> Outcome:
     """Run ``call``'s handler through ``dispatcher``'s middleware chain and return its outcome.
 
-    The one call path of the runner, plain HTTP and stateless MCP. ``context`` is the request's
-    context when the caller made one (a peer's); with middleware one is always made, so the
-    chain and the handler see the same object. An exception escaping a middleware becomes a
-    failed outcome exactly like a handler's; only ``asyncio.CancelledError`` passes through.
+    The one call path of the runner, plain HTTP and stateless MCP (:func:`run_call_now` is its
+    first step, taken on the caller's turn). ``context`` is the request's context when the
+    caller made one (a peer's); with middleware one is always made, so the chain and the
+    handler see the same object. An exception escaping a middleware becomes a failed outcome
+    exactly like a handler's; only ``asyncio.CancelledError`` passes through.
     """
     entry = call.entry
     if not dispatcher.middleware_chain:
         args, kwargs = call.arguments(context)
         return await execute(entry.fn, args, kwargs, is_async=entry.is_async, blocking=entry.blocking, pool=pool)
+    return await _chain(dispatcher, call, context, pool)
+
+
+async def _chain(dispatcher: Dispatcher, call: Call, context: Context | None, pool: concurrent.futures.Executor | None) -> Outcome:
+    """``call`` through the middleware chain, as an :data:`Outcome` (raises only ``CancelledError``)."""
+    entry = call.entry
     ctx = context if context is not None else call.make_context()
-    dispatcher.prepare_context(ctx)
 
     async def endpoint(c: Context) -> Any:
         args, kwargs = call.arguments(c)
@@ -206,6 +290,7 @@ async def run_call(dispatcher: Dispatcher, call: Call, context: Context | None, 
         raise value
 
     try:
+        dispatcher.prepare_context(ctx)
         return True, await dispatcher.run_chain(ctx, endpoint)
     except asyncio.CancelledError:
         raise

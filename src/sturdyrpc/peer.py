@@ -56,6 +56,11 @@ ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None] |
 #: notification (``id``: None): must return ``await send(params)``, with params as they are or
 #: changed (a copy: e.g. trace context added to ``_meta``). See :attr:`Peer.send_hook`.
 SendHook = Callable[[str, Any, "str | int | None", Callable[[Any], Awaitable[Any]]], Awaitable[Any]]
+#: ``hook(method, params, sent) -> params``: around a notification the peer itself handles or
+#: sends on the spot (cancellation and progress: never seen by the dispatcher or
+#: :meth:`Peer.notify`); ``sent`` says which way. Returns the params to send (or as received).
+#: See :attr:`Peer.notice_hook`.
+NoticeHook = Callable[[str, Any, bool], Any]
 
 
 class RequestTimeout(Exception):
@@ -276,6 +281,10 @@ class Peer:
         #: Wraps each :meth:`request` and :meth:`notify` (see :data:`SendHook`): the one seam for
         #: instrumentation on the sending side (:mod:`sturdyrpc.otel`). None: nothing extra runs.
         self.send_hook: SendHook | None = None
+        #: Called for the notifications the peer handles itself (cancellation and progress
+        #: received: the dispatcher never sees them) and sends on the spot (the cancellation of
+        #: a request it gave up on): the same seam for them (see :data:`NoticeHook`).
+        self.notice_hook: NoticeHook | None = None
         #: Kept for compatibility: the end of the input (EOF) has no deadline any more. Every
         #: request that was running or held back is answered, as the plain stdio server does;
         #: the deadline of :meth:`close` (SIGTERM) is the one that cuts work short.
@@ -662,6 +671,12 @@ class Peer:
         if note is None or self._closing:
             return
         method, params = note
+        hook = self.notice_hook
+        if hook is not None:
+            try:
+                params = hook(method, params, True)
+            except Exception:  # instrumentation never stops a cancellation
+                log.exception("%s: notice hook failed", self.name)
         msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             msg["params"] = params
@@ -993,13 +1008,19 @@ class Peer:
         params = obj.get("params")
         if "params" in obj and type(params) is not dict and type(params) is not list:
             return False  # not a valid message at all: the dispatcher answers -32600, as for any method
-        if method is not None and method == profile.cancel_method:
+        if method is None or (method != profile.cancel_method and method != profile.progress_method):
+            return False
+        hook = self.notice_hook
+        if hook is not None:
+            try:
+                hook(method, params, False)
+            except Exception:  # instrumentation never stops a cancellation
+                log.exception("%s: notice hook failed", self.name)
+        if method == profile.cancel_method:
             self._on_cancel(profile.read_cancel(params))
-            return True
-        if method is not None and method == profile.progress_method:
+        else:
             self._on_progress(profile, params)
-            return True
-        return False
+        return True
 
     def _handle_slow(self, frame: bytes) -> None:
         """Under pressure or while closing: replies are still taken; requests wait or are refused."""
@@ -1179,6 +1200,13 @@ class Peer:
     def is_running(self, id_: Id) -> bool:
         """Whether an incoming request with exactly this id (type and value) is being handled."""
         return self._runner.is_running(id_)
+
+    def run_now(self, call: Call, cv: contextvars.Context) -> bytes | None:
+        """Run ``call`` (a sync ``blocking=False`` handler under middleware) on this turn, in
+        ``cv``, as this peer would (:meth:`sturdyrpc.runner.Runner.run_now`): its reply, or
+        ``runner.STARTED`` when the chain suspended (the peer sends the reply when it is ready).
+        For a transport's early answer; check :meth:`accepts_id` first."""
+        return self._runner.run_now(call, cv)
 
     def accepts_id(self, id_: Id) -> bool:
         """Whether a new incoming request with id ``id_`` would not be refused now: the peer is

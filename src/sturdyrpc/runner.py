@@ -31,7 +31,7 @@ from typing import Any
 from .admission import Admission
 from .dispatch import HANDLER_ERRORS, BatchJob, Call, Context, Dispatcher
 from .errors import InvalidRequest, ParseError
-from .execute import Outcome, execute, run_call, shared_pool
+from .execute import Outcome, Pending, execute, run_call, run_call_now, shared_pool
 from .framing import BadHeader, FrameTooLarge
 from .messages import Id, InvalidMessage, Message
 from .profile import Profile
@@ -49,6 +49,10 @@ current_call: contextvars.ContextVar[Call | None] = contextvars.ContextVar("stur
 def _key(id_: Id) -> tuple[type, Any]:
     # 1, 1.0 and True are equal as dict keys; ids must stay apart by type.
     return (type(id_), id_)
+
+
+#: What :meth:`Runner.run_now` returns for a call whose chain suspended (its reply comes later).
+STARTED = b""
 
 
 class Runner:
@@ -157,14 +161,19 @@ class Runner:
                 self.send(self.dispatcher.error_reply(InvalidRequest("Invalid Request", {"reason": "duplicate id of a request in flight"}), call.id))
                 return
             entry = call.entry
-            # Inline unless the handler needs a context from the factory (only made when asked for)
-            # or a middleware chain is to be awaited around it.
-            if not entry.is_async and not entry.blocking and (self.context_factory is None or entry.binder.context_name is None) \
-                    and not self.dispatcher.middleware_chain:
-                reply = self.dispatcher.run_inline(call)
-                if reply is not None:
-                    self.send(reply)
-                return
+            if not entry.is_async and not entry.blocking:
+                if not self.dispatcher.middleware_chain:
+                    # Inline unless the handler needs a context from the factory (only made when asked for).
+                    if self.context_factory is None or entry.binder.context_name is None:
+                        reply = self.dispatcher.run_inline(call)
+                        if reply is not None:
+                            self.send(reply)
+                        return
+                elif self.dispatcher.eager_chain:
+                    reply = self.run_now(call)
+                    if reply:
+                        self.send(reply)
+                    return
             # A slot now if one is free (the transport learns at once that it must stop
             # reading); otherwise the task waits for one, behind those already waiting.
             admitted = self.admission.try_acquire()
@@ -203,12 +212,46 @@ class Runner:
             return
         self._start(self._run_batch(job), None)
 
+    def run_now(self, call: Call, cv: contextvars.Context | None = None) -> bytes | None:
+        """``call`` (a sync ``blocking=False`` handler) through the middleware chain, started on
+        this turn (:func:`run_call_now`) in ``cv`` (default: a copy of the current context).
+
+        Returns the reply (None: a notification's, nothing), or :data:`STARTED` when the chain
+        suspended: a task finishes it like any other request (holding a slot from now on) and
+        sends its reply."""
+        if cv is None:
+            cv = contextvars.copy_context()
+        ok, value = cv.run(self._context, call)
+        if ok:
+            outcome = run_call_now(self.dispatcher, call, value, cv)
+            if type(outcome) is not tuple:
+                assert isinstance(outcome, Pending)
+                self.admission.force_acquire()  # already running: over the limit for a moment at most
+                self._holding[call] = 0
+                task = self._start(self._finish(call, outcome), call, outcome.context)
+                if not call.is_notification:
+                    key = _key(call.id)
+                    self._by_id[key] = task
+                    task.add_done_callback(functools.partial(self._forget, key))
+                return STARTED
+            ok, value = outcome
+        return self.dispatcher.result(call, value) if ok else self.dispatcher.failure(call, value)
+
+    async def _finish(self, call: Call, pending: Pending) -> None:
+        try:
+            ok, value = await pending
+        except asyncio.CancelledError:
+            return  # cancelled requests are not answered
+        reply = self.dispatcher.result(call, value) if ok else self.dispatcher.failure(call, value)
+        if reply is not None and asyncio.current_task() not in self._suppressed:
+            self.send(reply)
+
     def _forget(self, key: tuple[type, Any], task: asyncio.Task[None]) -> None:
         if self._by_id.get(key) is task:
             del self._by_id[key]
 
-    def _start(self, coro: Any, call: Call | None) -> asyncio.Task[None]:
-        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)
+    def _start(self, coro: Any, call: Call | None, context: contextvars.Context | None = None) -> asyncio.Task[None]:
+        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro, context=context)
         self._tasks.add(task)
         if call is not None:
             self._call_of[task] = call

@@ -24,6 +24,7 @@ from .listen import agree
 from .registry import HandlerFunction, Prompt, find_resource
 from .scopes import may_use
 from .session_state import SessionState, current_session
+from .tools_call import MCPDispatcher
 from .versions import VersionRules
 
 if TYPE_CHECKING:
@@ -68,6 +69,8 @@ class ProtocolHandlers:
         add(self.on_initialized, "notifications/initialized")
         add(self.on_cancelled, "notifications/cancelled")
         add(self.on_roots_changed, "notifications/roots/list_changed")
+        if isinstance(d, MCPDispatcher):
+            d.set_chained_tools_call(MethodEntry("tools/call", self.tools_call_chained, False))
         return MethodEntry("tools/call", self.tools_call, None)
 
     # ------------------------------------------------------------------ helpers
@@ -138,6 +141,11 @@ class ProtocolHandlers:
         """``tools/call`` of a tool that runs inline (sync, non-blocking, no context)."""
         result = self.server.tools_call.run_inline(self.current(), params)
         return Raw(result) if type(result) is bytes else result  # rendered: embedded as it is
+
+    def tools_call_chained(self, ctx: Context, **params: Any) -> Any:
+        """``tools/call`` of a tool that runs inline, under middleware: still sync, so the chain
+        around it finishes on the reader's turn when it does not suspend (the result as data)."""
+        return self.server.tools_call.run_inline(self.current(), params, ctx=ctx)
 
     async def tools_call(self, ctx: Context, **params: Any) -> Any:
         """``tools/call`` of any tool, in a task of its own."""

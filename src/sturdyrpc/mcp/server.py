@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..dispatch import Call, Context, Dispatcher, Middleware
 from ..errors import InvalidRequest
-from ..execute import run_call, run_call_now, shared_pool
+from ..execute import Pending, run_call, run_call_now, shared_pool
 from ..limits import DEFAULT_LIMITS, Limits
 from ..peer import MessageTransport, Peer, PeerContext
 from ..transports.asgi import current_headers, current_principal
@@ -364,7 +364,7 @@ class MCPServer:
         """The session served on ``peer`` (made by :meth:`create_peer`), or None."""
         return self._sessions.get(peer)
 
-    def fast_path(self, peer: Peer) -> Callable[[bytes], bytes | None]:
+    def fast_path(self, peer: Peer, *, chain: bool = False) -> Callable[[bytes], bytes | None]:
         """``answer(frame) -> reply | None`` for ``peer`` (made by :meth:`create_peer`).
 
         For transports that can answer on the reader's turn (stdio): the one ``tools/call``
@@ -372,11 +372,13 @@ class MCPServer:
         on the negotiated session is answered at once with the reply the peer would send;
         anything else (another method, an unusual shape, a duplicate of a running id, the
         connection closing) returns None and takes the peer's path, which answers it.
+        ``chain=True`` (stdio): with middleware too, the chain started here; ``b""`` then means
+        taken, the reply to come from the peer (see :meth:`.ToolsCall.early_answer`).
         """
         session = self._sessions.get(peer)
         if session is None:
             return lambda frame: None
-        return self.tools_call.early_answer(peer, session)
+        return self.tools_call.early_answer(peer, session, chain)
 
     def fast_reply(self, frame: bytes, peer: Peer) -> bytes | None:
         """:meth:`fast_path` for one frame (tests, tools)."""
@@ -424,14 +426,25 @@ class MCPServer:
         token = use_session(session)
         try:
             outcome = run_call_now(d, call, ctx)
-            if outcome is not None:  # an inline handler: the reply now, no task
+            if type(outcome) is tuple:  # an inline handler (and a chain that did not wait): the reply now, no task
                 ok, value = outcome
                 return d.result(call, value) if ok else d.failure(call, value)
         finally:
-            if outcome is not None:
+            if type(outcome) is tuple:
                 ctx.done = True
             reset_session(token)
+        if outcome is not None:  # the chain suspended: it goes on in a task, in its own context
+            assert isinstance(outcome, Pending)
+            return asyncio.get_running_loop().create_task(self._finish_pending(call, ctx, outcome), context=outcome.context)
         return self._finish_stateless(call, session, ctx)
+
+    async def _finish_pending(self, call: Call, ctx: StatelessContext, pending: Pending) -> bytes | None:
+        d = self.dispatcher
+        try:
+            ok, value = await pending  # in the request's context: its session is current there
+            return d.result(call, value) if ok else d.failure(call, value)
+        finally:
+            ctx.done = True
 
     async def _finish_stateless(self, call: Call, session: SessionState, ctx: StatelessContext) -> bytes | None:
         d = self.dispatcher

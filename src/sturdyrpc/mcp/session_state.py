@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import secrets
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -122,6 +123,30 @@ class SessionState:
 
 #: The session whose messages are being handled (set for a peer's reader task and everything
 #: it starts, and around each stateless request).
+#: The ``params._meta`` member marking a message a server replays to itself (a shared session's
+#: replica repeating the client's ``initialize``, see :mod:`sturdyrpc.mcp_http.shared`): no
+#: request of the client's, so telemetry leaves it out. Its value is :data:`REPLAY_TOKEN`, made
+#: per process: a client cannot mark its own requests to hide them.
+REPLAY_MARK = "sturdyrpc/replay"
+REPLAY_TOKEN = secrets.token_hex(16)
+
+
+def mark_replayed(params: Any) -> dict[str, Any]:
+    """``params`` (a copy) marked as replayed by this server (:data:`REPLAY_MARK`)."""
+    out = dict(params) if type(params) is dict else {}
+    meta = out.get("_meta")
+    out["_meta"] = {**(meta if type(meta) is dict else {}), REPLAY_MARK: REPLAY_TOKEN}
+    return out
+
+
+def is_replayed(params: Any) -> bool:
+    """Whether ``params`` were marked by :func:`mark_replayed` in this process."""
+    if type(params) is not dict:
+        return False
+    meta = params.get("_meta")
+    return type(meta) is dict and meta.get(REPLAY_MARK) == REPLAY_TOKEN
+
+
 _SESSION: contextvars.ContextVar[SessionState | None] = contextvars.ContextVar("sturdyrpc_mcp_session", default=None)
 
 

@@ -22,6 +22,7 @@ a running id, the connection open), and returns None for everything else.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
@@ -39,7 +40,7 @@ from ..profile import Profile
 from .content import ToolError, text_content
 from .context import InputRequired, MCPContext
 from .registry import TEMPLATE_TEXT, TEMPLATE_WRAPPED, OutputMismatch, Tool
-from .session_state import SessionState, current_session
+from .session_state import SessionState, current_session, use_session
 from .versions import VersionRules
 
 if TYPE_CHECKING:
@@ -153,24 +154,32 @@ class ToolsCall:
     # ------------------------------------------------------------------ execute
 
     def run_inline(
-        self, session: SessionState, params: dict[str, Any], id_: Any = _RESULT_ONLY, tool: Tool | None = None, rules: VersionRules | None = None
+        self, session: SessionState, params: dict[str, Any], id_: Any = _RESULT_ONLY, tool: Tool | None = None, rules: VersionRules | None = None,
+        ctx: Context | None = None,
     ) -> Any:
         """``tools/call`` of an inline tool (sync, non-blocking, no context), right here.
 
         Returns the rendered result as bytes when a template applies (the whole reply when
         ``id_`` is given), else the result object. Raises an ``RPCError`` raised on purpose.
-        ``tool`` and ``rules`` as for :meth:`prepare`.
+        ``tool`` and ``rules`` as for :meth:`prepare`. ``ctx``: the request's context, under
+        middleware (the result is then never rendered, and an unexpected failure's incident id
+        goes on it, as :meth:`run` does).
         """
         p = self.prepare(session, params, tool, rules)
         if type(p) is not tuple:
             return p
         rules, tool, args, kwargs = p
         ok, value = call_now(tool.fn, args, kwargs)
-        if ok and tool.template_kind is not None:
-            raw = self.render(rules, tool, value, id_)
-            if raw is not None:
-                return raw
-        return self.outcome(rules, tool, ok, value, params)
+        if ctx is None:
+            if ok and tool.template_kind is not None:
+                raw = self.render(rules, tool, value, id_)
+                if raw is not None:
+                    return raw
+            return self.outcome(rules, tool, ok, value, params)
+        result = self.outcome(rules, tool, ok, value, params)
+        if not ok:
+            ctx.incident = assigned_incident(value)
+        return result
 
     async def run(self, session: SessionState, ctx: Context, params: dict[str, Any]) -> Any:
         """``tools/call`` of any tool, awaited (blocking tools on the bounded daemon pool)."""
@@ -300,13 +309,19 @@ class ToolsCall:
 
     # ------------------------------------------------------------------ early answer (stdio)
 
-    def early_answer(self, peer: Peer, session: SessionState) -> Callable[[bytes], bytes | None]:
+    def early_answer(self, peer: Peer, session: SessionState, chain: bool = False) -> Callable[[bytes], bytes | None]:
         """``answer(frame) -> reply | None`` for ``peer``: this path entered before the peer's
-        queues, for transports that can answer on the reader's turn (stdio)."""
+        queues, for transports that can answer on the reader's turn (stdio).
+
+        With middleware, None (the peer's path runs the chain) unless ``chain``: then the chain is
+        started here as the peer would (:meth:`Peer.run_now`), and a chain that suspends answers
+        ``b""`` (taken: the peer sends the reply when it is ready). Only for transports that
+        skip an empty reply (stdio)."""
         profile = session.profile
         d = self.server.dispatcher
         if not isinstance(d, MCPDispatcher):
             return lambda frame: None
+        run_now = peer.run_now
         tools = self.server.tools
         check = profile.check_request
         accepts_id = peer.accepts_id
@@ -320,7 +335,8 @@ class ToolsCall:
 
         def answer(frame: bytes) -> bytes | None:
             nonlocal seen, fixed
-            if d.middleware_chain:
+            chained = d.middleware_chain
+            if chained and not (chain and d.eager_chain and d.chained_call is not None):
                 return None  # the chain is awaited: the peer's path runs it
             n = len(frame)
             if n > d.small_frame:  # valid JSON of n bytes nests at most n // 2 deep: short frames need no count
@@ -345,6 +361,11 @@ class ToolsCall:
                 return None  # the lifecycle, or a refused envelope: the peer answers as it must
             if not accepts_id(id_):
                 return None  # the connection closing, or a duplicate id: the peer refuses it
+            if chained:
+                # the chain started here, in the context the peer's reader would give it
+                cv = contextvars.copy_context()
+                cv.run(use_session, session)
+                return run_now(Call(id_, "tools/call", d.chained_call, (), params, params), cv)  # type: ignore[arg-type]
             try:
                 result = run_inline(session, params, id_, tool, rules)
             except RPCError as exc:
@@ -376,6 +397,7 @@ class MCPDispatcher(Dispatcher):
         super().__init__(limits, logger=logger)
         self._tools = tools
         self._async_call: MethodEntry | None = None
+        self._chained_call: MethodEntry | None = None
         self._tool_failure: Callable[[Call, BaseException], dict[str, Any] | None] | None = None
 
     def _set_limits(self, value: Limits) -> None:
@@ -388,6 +410,16 @@ class MCPDispatcher(Dispatcher):
     def set_async_tools_call(self, entry: MethodEntry) -> None:
         """The entry for ``tools/call`` of tools that do not run inline."""
         self._async_call = entry
+
+    def set_chained_tools_call(self, entry: MethodEntry) -> None:
+        """The entry for ``tools/call`` of inline tools when there is middleware (sync, with the
+        request's context: the chain around it can finish on the reader's turn)."""
+        self._chained_call = entry
+
+    @property
+    def chained_call(self) -> MethodEntry | None:
+        """The entry set by :meth:`set_chained_tools_call`."""
+        return self._chained_call
 
     def set_tool_failure(self, fn: Callable[[Call, BaseException], dict[str, Any] | None]) -> None:
         """``fn(call, exc)``: the ``isError`` result of a ``tools/call`` that failed outside its
@@ -427,6 +459,10 @@ class MCPDispatcher(Dispatcher):
         p = call.params
         name = p.get("name") if type(p) is dict else None
         tool = self._tools.get(name) if type(name) is str else None
-        if tool is not None and (not tool.inline or self.middleware_chain):
+        if tool is None:
+            return
+        if not tool.inline:
             call.entry = self._async_call
+        elif self.middleware_chain:
+            call.entry = self._chained_call or self._async_call
 

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import codec
 from ..mcp.request_state import RequestStateSigner, principal_id
+from ..mcp.session_state import mark_replayed
 from ..store import Store, StoreUnavailable
 from ..transports.asgi import HTTPRefusal, Receive, Scope, Send, header
 from .events import sse_event, sse_priming
@@ -308,7 +309,9 @@ class SharedSessions:
         stream = session.open_stream([_INIT_ID], [None])
         waiter: asyncio.Future[list[bytes]] = asyncio.get_running_loop().create_future()
         stream.json_waiter = waiter
-        await session.pipe.feed(codec.encode({"jsonrpc": "2.0", "id": _INIT_ID, "method": "initialize", "params": record.get("init")}))
+        # replayed, not the client's: marked so that telemetry does not count it as a request
+        await session.pipe.feed(codec.encode({"jsonrpc": "2.0", "id": _INIT_ID, "method": "initialize",
+                                              "params": mark_replayed(record.get("init"))}))
         try:
             replies = await asyncio.wait_for(waiter, 10)
         except BaseException:
@@ -318,7 +321,7 @@ class SharedSessions:
         if type(reply) is not dict or "result" not in reply:
             self.app.end_session(session)
             raise HTTPRefusal(404, -32600, "Session not found")
-        await session.pipe.feed(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+        await session.pipe.feed(codec.encode({"jsonrpc": "2.0", "method": "notifications/initialized", "params": mark_replayed(None)}))
         return session
 
     def _apply(self, session: HTTPSession, record: dict[str, Any]) -> None:

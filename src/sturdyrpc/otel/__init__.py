@@ -163,10 +163,13 @@ def instrument_client(
     peer.send_hook = telemetry
     if mcp:
         # what the server sends us (sampling, elicitation, roots, its notifications): SERVER spans
-        from ._instrument import ServerTelemetry
+        from ._instrument import NoticeTelemetry, ServerTelemetry
 
-        peer.dispatcher.middleware(ServerTelemetry(mcp=True, params_key=key, tracer_provider=tracer_provider,
-                                                   meter_provider=meter_provider, record_params=record_params), outermost=True)
+        receiving = ServerTelemetry(mcp=True, params_key=key, tracer_provider=tracer_provider, meter_provider=meter_provider,
+                                    record_params=record_params)
+        peer.dispatcher.middleware(receiving, outermost=True)
+        # cancellation and progress, which the peer handles (or sends) itself
+        peer.notice_hook = NoticeTelemetry(receiving, telemetry, telemetry.session_attrs)
     return telemetry
 
 

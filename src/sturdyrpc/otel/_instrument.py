@@ -27,7 +27,7 @@ from ..transports.memory import MemoryTransport
 from ..transports.stdio import StdioTransport
 from ..transports.streams import StreamTransport
 
-__all__ = ["ServerTelemetry", "ClientTelemetry", "hash_session_id", "MCP_BUCKETS", "RPC_BUCKETS"]
+__all__ = ["ServerTelemetry", "ClientTelemetry", "NoticeTelemetry", "hash_session_id", "MCP_BUCKETS", "RPC_BUCKETS"]
 
 #: Explicit bucket boundaries (seconds) the MCP conventions give for their histograms.
 MCP_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
@@ -178,11 +178,13 @@ class ServerTelemetry(_Conventions):
         self._sessions: weakref.WeakSet[Any] = weakref.WeakSet()
         self._watchers: set[asyncio.Task[None]] = set()
         if mcp:
-            from ..mcp.session_state import current_session
+            from ..mcp.session_state import current_session, is_replayed
 
             self._current_session: Callable[[], Any] = current_session
+            self._replayed: Callable[[Any], bool] = is_replayed
         else:
             self._current_session = lambda: None
+            self._replayed = lambda params: False
 
     def parent(self, params: Any, headers: Mapping[str, str] | None) -> tuple[otel_context.Context | None, list[Link] | None]:
         """The context to parent the span on, and links: the caller's span from ``params`` first
@@ -203,6 +205,9 @@ class ServerTelemetry(_Conventions):
 
     async def __call__(self, ctx: Context, call_next: CallNext) -> Any:
         params = ctx.params
+        method = ctx.method
+        if (method == "initialize" or method == "notifications/initialized") and self._replayed(params):
+            return await call_next(ctx)  # a shared session's replica replaying the handshake: no request
         name, attrs = self.describe(ctx.method, params, None if ctx.is_notification else ctx.id)
         if ctx.session_id is not None:
             attrs["mcp.session.id"] = hash_session_id(ctx.session_id)
@@ -249,6 +254,19 @@ class ServerTelemetry(_Conventions):
                 self._watch(session, attrs, version)
             self.finish(span, attrs, late, start, error, code, description, incident)
 
+    def received_notice(self, method: str, params: Any, base: dict[str, Any], session: Any) -> None:
+        """A SERVER span (and a duration) for a notification the peer handled itself."""
+        name, attrs = self.describe(method, params, None)
+        attrs.update(base)
+        parent, links = self.parent(params, None)
+        span = self.tracer.start_span(name, context=parent, kind=SpanKind.SERVER, attributes=attrs, links=links)
+        late: dict[str, Any] = {}
+        if session is not None:
+            version = self._version(session, params)
+            if version is not None:
+                late["mcp.protocol.version"] = version
+        self.finish(span, attrs, late, time.perf_counter(), None, None, None, None)
+
     @staticmethod
     def _version(session: Any, params: Any) -> str | None:
         profile = session.profile
@@ -275,6 +293,11 @@ class ServerTelemetry(_Conventions):
                                              meter_provider=self._providers[1], record_params=self.record_params,
                                              network_transport=attrs.get("network.transport"), session_duration=False,
                                              session_id=session.session_id)
+        if peer.notice_hook is None:
+            # cancellation and progress, which the peer handles itself: spans too
+            base: dict[str, Any] = {k: attrs[k] for k in ("network.transport", "network.protocol.name", "mcp.session.id") if k in attrs}
+            sender = peer.send_hook if isinstance(peer.send_hook, ClientTelemetry) else None
+            peer.notice_hook = NoticeTelemetry(self, sender, lambda: base, session)
         keep: dict[str, Any] = {k: attrs[k] for k in ("network.transport", "network.protocol.name") if k in attrs}
         if version is not None:
             keep["mcp.protocol.version"] = version
@@ -367,6 +390,24 @@ class ClientTelemetry(_Conventions):
             self._session_attrs(late)
             self.finish(span, attrs, late, start, error, code, description, None)
 
+    def sent_notice(self, method: str, params: Any) -> Any:
+        """A CLIENT span (and a duration) for a notification the peer sends on the spot
+        (a cancellation); returns ``params`` with its trace context."""
+        name, attrs = self.describe(method, params, None)
+        attrs.update(self._network)
+        span = self.tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attrs)
+        params = self.inject(params, trace.set_span_in_context(span))
+        late: dict[str, Any] = {}
+        self._session_attrs(late)
+        self.finish(span, attrs, late, time.perf_counter(), None, None, None, None)
+        return params
+
+    def session_attrs(self) -> dict[str, Any]:
+        """The network and session attributes of this side of the session, now."""
+        attrs = dict(self._network)
+        self._session_attrs(attrs)
+        return attrs
+
     def _session_attrs(self, attrs: dict[str, Any]) -> None:
         if not self.mcp:
             return
@@ -386,3 +427,21 @@ class ClientTelemetry(_Conventions):
             attrs.pop("mcp.session.id", None)
             assert self.session_duration is not None
             self.session_duration.record(time.perf_counter() - self._started, attrs)
+
+
+class NoticeTelemetry:
+    """The :data:`~sturdyrpc.peer.NoticeHook` of an instrumented peer: spans for the
+    notifications it handles itself (received: SERVER) or sends on the spot (CLIENT)."""
+
+    def __init__(self, server: ServerTelemetry, client: ClientTelemetry | None, base: Callable[[], dict[str, Any]],
+                 session: Any = None) -> None:
+        self.server = server
+        self.client = client
+        self.base = base
+        self.session = session
+
+    def __call__(self, method: str, params: Any, sent: bool) -> Any:
+        if sent:
+            return self.client.sent_notice(method, params) if self.client is not None else params
+        self.server.received_notice(method, params, self.base(), self.session)
+        return params

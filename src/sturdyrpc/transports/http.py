@@ -25,13 +25,14 @@ with ``uvicorn.run(JSONRPCHTTPApp(rpc))``.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import logging
 from typing import Any
 
 from ..admission import Admission
-from ..dispatch import BatchJob, Call, Dispatcher
-from ..execute import run_call, shared_pool
+from ..dispatch import BatchJob, Call, Context, Dispatcher
+from ..execute import Pending, run_call, run_call_now, shared_pool
 from ..profile import Profile
 from ..runner import current_call
 from .asgi import (
@@ -174,11 +175,24 @@ class JSONRPCHTTPApp:
         if type(todo) is Call:
             call: Call = todo
             entry = call.entry
-            if not entry.is_async and not entry.blocking and not self.dispatcher.middleware_chain:
-                return self.dispatcher.run_inline(call)  # finishes on the spot: no task, no thread, no slot
+            if not entry.is_async and not entry.blocking:
+                if not self.dispatcher.middleware_chain:
+                    return self.dispatcher.run_inline(call)  # finishes on the spot: no task, no thread, no slot
+                if self.dispatcher.eager_chain:
+                    # the chain started here (run_call_now): answered now unless it suspends
+                    cv = contextvars.copy_context()
+                    outcome = run_call_now(self.dispatcher, call, cv.run(self._context, call), cv)
+                    if type(outcome) is tuple:
+                        ok, value = outcome
+                        return self.dispatcher.result(call, value) if ok else self.dispatcher.failure(call, value)
+                    assert isinstance(outcome, Pending)
+                    self.admission.force_acquire()  # already running: over the limit for a moment at most
+                    task: asyncio.Task[bytes | None] = loop.create_task(self._finish(call, outcome), context=cv)
+                    task.add_done_callback(self._release)
+                    return await self._until_disconnect(task, receive)
             if not self.admission.try_acquire():
                 return _BUSY  # the last slot went while the body was being read
-            task: asyncio.Task[bytes | None] = loop.create_task(self._run_call(call))
+            task = loop.create_task(self._run_call(call))
             # A done callback, not a finally: a task cancelled before its first step never runs
             # its body, and its slot must come back all the same.
             task.add_done_callback(self._release)
@@ -220,14 +234,22 @@ class JSONRPCHTTPApp:
             return _GONE
         return task.result()
 
-    async def _run(self, call: Call) -> tuple[bool, Any]:
+    def _context(self, call: Call) -> Context | None:
+        """The request's context when the chain or the handler wants one (sets ``current_call``)."""
         current_call.set(call)
-        ctx = None
         if self.dispatcher.middleware_chain or call.entry.binder.context_name is not None:
             ctx = call.make_context()
             ctx.principal = current_principal.get()
             ctx.headers = current_headers.get()
-        return await run_call(self.dispatcher, call, ctx, self._pool)
+            return ctx
+        return None
+
+    async def _run(self, call: Call) -> tuple[bool, Any]:
+        return await run_call(self.dispatcher, call, self._context(call), self._pool)
+
+    async def _finish(self, call: Call, pending: Pending) -> bytes | None:
+        ok, value = await pending
+        return self.dispatcher.result(call, value) if ok else self.dispatcher.failure(call, value)
 
     async def _run_call(self, call: Call) -> bytes | None:
         ok, value = await self._run(call)

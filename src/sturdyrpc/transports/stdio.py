@@ -124,7 +124,8 @@ class StdioTransport:
 
     ``early_answer(frame) -> reply | None`` (optional, may be set after construction): for each
     complete frame, while no earlier frame is still waiting, a reply it returns is written at
-    once and the frame is not delivered; None delivers the frame as usual.
+    once and the frame is not delivered; None delivers the frame as usual; ``b""`` means the hook
+    took the frame and its reply will be written later by other means.
     """
 
     def __init__(
@@ -262,7 +263,8 @@ class StdioTransport:
                 break
             if reply is None:
                 break
-            add(reply)
+            if reply:  # b"": taken, answered later through the consumer's own path
+                add(reply)
             i += 1
             if not i & mask:
                 write_many(replies)
