@@ -68,6 +68,7 @@ from .profile import MCPProfile
 from .registry import Prompt, Resource, Tool
 from .request_state import RequestStateSigner
 from .session_state import SessionPeer, SessionState, StatelessContext, current_session, reset_session, use_session
+from .tasks import TASKS_EXTENSION, Tasks
 from .tools_call import MCPDispatcher, ToolsCall
 from .versions import META_SERVER_INFO, SUPPORTED_VERSIONS, VersionRules
 
@@ -146,6 +147,8 @@ class MCPServer:
         self.fanout: Callable[[str, dict[str, Any]], Awaitable[None]] | None = None
         #: ``tools/call``: the one path from request to reply (see :mod:`.tools_call`).
         self.tools_call = ToolsCall(self)
+        #: Tasks: tool calls answered with a handle and run in the background (see :mod:`.tasks`).
+        self.tasks = Tasks(self)
         dispatcher = MCPDispatcher(self.tools, limits, log)
         self.dispatcher: Dispatcher = dispatcher
         dispatcher.set_async_tools_call(ProtocolHandlers(self).register(dispatcher))
@@ -168,6 +171,7 @@ class MCPServer:
         meta: dict[str, Any] | None = None,
         icons: list[Any] | None = None,
         timeout: float | None = None,
+        task_support: str = "forbidden",
     ) -> Callable[[F], F]:
         """Register a tool. The description defaults to the docstring (without its ``Args:`` /
         ``:param:`` part, which describes the parameters in the input schema).
@@ -183,12 +187,18 @@ class MCPServer:
         them inline (the fastest path, for functions that return at once). ``title`` (2025-06-18+)
         and ``icons`` (2025-11-25+, ``[{"src": URL, "mimeType"?, "sizes"?, "theme"?}]``) are sent
         to clients whose negotiated version has them.
+
+        ``task_support`` (``execution.taskSupport``, see :mod:`.tasks`): ``"optional"`` lets a
+        client call the tool as a task (2025-11-25 ``params.task``; on 2026-07-28 a client that
+        declares the tasks extension gets a task), ``"required"`` makes a plain 2025-11-25 call
+        an error (-32601); the default ``"forbidden"`` is not announced.
         """
 
         def register(fn: F) -> F:
             t = Tool(fn, name or fn.__name__, description, title, annotations, input_schema, structured, blocking, meta, icons=icons, coerce_json_strings=self.coerce_json_strings)
             if timeout is not None:
                 t.set_timeout(timeout)
+            t.set_task_support(task_support)
             self.tools[t.name] = t
             self._changed("tools")
             return fn
@@ -450,6 +460,11 @@ class MCPServer:
         if self.resources or self.templates:
             caps["resources"] = {"subscribe": True, "listChanged": True}
         caps["tools"] = {"listChanged": True}
+        if self.tasks.enabled():
+            if rules.tasks:
+                caps["tasks"] = self.tasks.capability()
+            elif rules.stateless:
+                caps["extensions"] = {TASKS_EXTENSION: {}}
         return caps
 
     def finish(self, rules: VersionRules, result: dict[str, Any], cacheable: bool = False) -> dict[str, Any]:
