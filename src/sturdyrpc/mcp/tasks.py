@@ -51,7 +51,7 @@ from .. import codec
 from ..dispatch import Context
 from ..errors import InvalidParams, MethodNotFound, RPCError
 from ..runner import current_call
-from ..store import Store, StoreUnavailable
+from ..store import Store, StoreUnavailable, Subscription
 from ..store.memory import MemoryStore
 from .pages import Pages
 from .request_state import principal_id
@@ -230,6 +230,7 @@ class Tasks:
         self._waiters: dict[str, set[asyncio.Event]] = {}
         self._listening: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._sub: Subscription | None = None
 
     def use_store(self, store: Store, worker: str) -> None:
         """Keep tasks in ``store`` (shared by several workers), this worker being ``worker``."""
@@ -287,23 +288,31 @@ class Tasks:
                 raise InvalidParams("Invalid params: 'task.ttl' must be a non-negative integer (milliseconds)", {"param": "task.ttl"})
         if ttl is None or ttl > self.max_ttl_ms:
             ttl = self.max_ttl_ms  # unlimited is not offered: every task is forgotten in the end
+        assert type(ttl) is int
         now = time.time()
         task_id = secrets.token_urlsafe(24)
         record: dict[str, Any] = {
             "id": task_id, "status": "working", "created": now, "updated": now, "ttl": ttl, "exp": now + ttl / 1000,
             "poll": self.poll_interval_ms, "owner": self._owner(session), "worker": self.worker, "modern": modern,
         }
-        await self.records.create(record, self._index(session))
         call_params = {k: v for k, v in params.items() if k != "task"}
         tctx = TaskContext(ctx, session, task_id)
         context = contextvars.copy_context()
         context.run(current_call.set, None)  # not the creating request's: its stream has ended
-        runner = asyncio.get_running_loop().create_task(self._run(session, tctx, call_params, record), context=context)
+        stored = asyncio.Event()  # the tool starts once the record exists
+        loop = asyncio.get_running_loop()
+        runner = loop.create_task(self._run(session, tctx, call_params, record, stored), context=context)
         tctx._runner = runner
-        self._running[task_id] = runner
+        self._running[task_id] = runner  # before the record is visible: it is never taken for lost
         runner.add_done_callback(lambda _t: self._running.pop(task_id, None))
-        if ttl is not None:
-            asyncio.get_running_loop().call_later(ttl / 1000, self._expire, task_id)
+        try:
+            await self.records.create(record, self._index(session))
+        except BaseException:
+            self._expired.add(task_id)
+            runner.cancel()
+            raise
+        stored.set()
+        loop.call_later(ttl / 1000, self._expire, task_id)
         if modern:
             return self.server.finish(rules, {"resultType": "task", **self.describe(record, True)})
         return {"task": self.describe(record, False)}
@@ -314,10 +323,12 @@ class Tasks:
             self._expired.add(task_id)
             t.cancel()
 
-    async def _run(self, session: SessionState, tctx: TaskContext, params: dict[str, Any], record: dict[str, Any]) -> None:
+    async def _run(self, session: SessionState, tctx: TaskContext, params: dict[str, Any], record: dict[str, Any],
+                   stored: asyncio.Event) -> None:
         task_id = record["id"]
         modern = record["modern"]
         try:
+            await stored.wait()
             value = await self.server.tools_call.run(session, tctx, params, as_task=True)
             result = value if type(value) is dict else msgspec.json.decode(msgspec.json.encode(value))  # rendered bytes too
             if result.get("resultType") == "input_required":
@@ -417,8 +428,11 @@ class Tasks:
         loop = asyncio.get_running_loop()
         if self._loop is loop and self._listening is not None and not self._listening.done():
             return
+        if self._sub is not None:  # served again on a new loop (tests): the old one is gone
+            with contextlib.suppress(Exception):
+                await self._sub.aclose()
         self._loop = loop
-        sub = await self.records.store.subscribe(CHANNEL)
+        self._sub = sub = await self.records.store.subscribe(CHANNEL)
 
         async def pump() -> None:
             try:
