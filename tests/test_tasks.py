@@ -410,3 +410,23 @@ def test_http_tasks_bound_to_the_principal() -> None:
             await app.aclose()
 
     asyncio.run(main())
+
+
+def _check_statuses(tmp_path: Path, *cmd: str) -> dict[str, str]:
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "report.json"
+    subprocess.run([sys.executable, "-m", "sturdyrpc", "check", "--mcp", "--protocol", "2025-11-25", "--only", "mcp.tasks-*",
+                    "--call-tools", "*", "--json", str(out), "--", *cmd], capture_output=True, text=True, timeout=60)
+    return {c["id"]: c["status"] for c in json.loads(out.read_text())["checks"]}
+
+
+def test_check_task_checks_pass_on_the_demo_and_fail_on_a_broken_server(tmp_path: Path) -> None:
+    import sys
+
+    demo = _check_statuses(tmp_path, sys.executable, "-m", "sturdyrpc", "demo", "--mcp")
+    assert demo == {"mcp.tasks-flow": "pass", "mcp.tasks-bad-id": "pass", "mcp.tasks-cancel-terminal": "pass", "mcp.tasks-support": "pass"}
+    broken = _check_statuses(tmp_path, sys.executable, str(Path(__file__).parent / "mcp_tasks_broken_server.py"))
+    assert broken == {"mcp.tasks-flow": "fail", "mcp.tasks-bad-id": "fail", "mcp.tasks-cancel-terminal": "fail", "mcp.tasks-support": "fail"}

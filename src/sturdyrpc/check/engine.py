@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
-from . import http, jsonrpc, mcp, robustness
+from . import http, jsonrpc, mcp, robustness, tasks
 from .config import Config
 from .connect import new_probe
 from .driver import Frame

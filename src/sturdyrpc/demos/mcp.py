@@ -73,7 +73,7 @@ def make_mcp_demo() -> MCPServer:
         return f"slept {seconds} seconds"
 
     @server.tool(task_support="required")
-    async def report(topic: str = "sales", seconds: float = 1.0, ctx: MCPContext | None = None) -> str:
+    async def report(topic: str = "sales", seconds: float = 0.5, ctx: MCPContext | None = None) -> str:
         """Write a report on ``topic``, taking ``seconds``: a long job, called as a task (2025-11-25
         ``params.task``; a client declaring the 2026-07-28 tasks extension gets a task)."""
         if not 0 <= seconds <= 3600:
