@@ -98,7 +98,7 @@ def _task_of(s: Probe, reply: dict[str, Any]) -> dict[str, Any] | None:
     if s.cfg.modern:
         if result.get("resultType") != "task":
             return None
-        task = result
+        task: Any = result
         ttl_key = "ttlMs"
     else:
         task = result.get("task")
@@ -112,13 +112,13 @@ def _task_of(s: Probe, reply: dict[str, Any]) -> dict[str, Any] | None:
         raise CheckFailed(f"the created task needs {ttl_key!r} (integer milliseconds or null): {show(task)}")
     if task["status"] not in ("working", "input_required", *TERMINAL):
         raise CheckFailed(f"unknown task status {task['status']!r}")
-    return task
+    return dict(task)
 
 
 def _create(s: Probe) -> tuple[str, dict[str, Any] | None]:
     name, args = _task_tool(s)
     params: dict[str, Any] = {"name": name, "arguments": args}
-    caps = None
+    caps: dict[str, Any] | None = None
     if s.cfg.modern:
         caps = {"extensions": {EXTENSION: {}}}
     else:
