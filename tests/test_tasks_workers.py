@@ -66,6 +66,47 @@ def test_task_created_on_one_worker_is_served_by_the_other(redis_server: RedisSe
         assert c.request("tasks/result", {"taskId": slow}, on=1)["error"]["code"] == -32602
 
 
+def progress_of(redis: RedisServer, sid: str, task_id: str) -> int:
+    """How many progress notifications of ``task_id`` the session's GET stream (``g``) holds."""
+    import asyncio
+    import json
+
+    from sturdyrpc.store.redis import RedisStore
+
+    async def read() -> list[tuple[str, bytes]]:
+        store = RedisStore(redis.url)
+        try:
+            return await store.read_after(f"ev:{sid}:g", None, 1000)
+        finally:
+            await store.aclose()
+
+    n = 0
+    for _, data in asyncio.run(read()):
+        if data[:1] == b"m":
+            m = json.loads(data[1:])
+            if m.get("method") == "notifications/progress":
+                assert m["params"]["_meta"]["io.modelcontextprotocol/related-task"] == {"taskId": task_id}
+                n += 1
+    return n
+
+
+def test_cancel_through_another_worker_stops_the_tool(redis_server: RedisServer) -> None:
+    with cluster(redis_server, 2) as ws:
+        c = Client(ws)
+        c.initialize(on=0)
+        assert c.sid is not None
+        params = {"name": "slow", "arguments": {"seconds": 4, "steps": 40}, "task": {}, "_meta": {"progressToken": "p1"}}
+        tid = result_of(c.request("tools/call", params, on=0))["task"]["taskId"]
+        deadline = time.monotonic() + 10
+        while progress_of(redis_server, c.sid, tid) < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)  # the tool runs on worker 0 and reports progress with the related-task _meta
+        assert result_of(c.request("tasks/cancel", {"taskId": tid}, on=1))["status"] == "cancelled"
+        time.sleep(0.4)
+        stopped_at = progress_of(redis_server, c.sid, tid)
+        time.sleep(1.0)  # ten more steps would have been reported by now
+        assert 3 <= progress_of(redis_server, c.sid, tid) == stopped_at < 40
+
+
 def test_worker_killed_while_its_task_runs_marks_it_failed(redis_server: RedisServer) -> None:
     with cluster(redis_server, 2) as ws:
         c = Client(ws)
