@@ -150,6 +150,10 @@ class TaskStore:
                 return new
         raise StoreUnavailable(self.store.name, f"task {task_id[:8]} kept changing")
 
+    async def worker_alive(self, worker: str) -> bool:
+        """Whether ``worker`` still beats (``alive:<worker>``, refreshed by :mod:`sturdyrpc.mcp_http.shared`)."""
+        return await self.store.get(f"alive:{worker}") is not None
+
     async def ids(self, index: str) -> list[str]:
         return [d.decode() for _, d in await self.store.read_after(f"tasks:{index}", None, 1000)]
 
@@ -158,7 +162,7 @@ class TaskContext(Context):
     """The context a tool running as a task sees: the request's, outliving its reply; progress,
     log notifications and requests to the client carry the ``related-task`` ``_meta``."""
 
-    __slots__ = ("task_id", "session", "_last_progress", "_runner", "_token")
+    __slots__ = ("task_id", "session", "runner", "_last_progress", "_token")
 
     def __init__(self, ctx: Context, session: SessionState, task_id: str) -> None:
         super().__init__(ctx.id, ctx.method, ctx.params, False)
@@ -170,12 +174,13 @@ class TaskContext(Context):
         self.task_id = task_id
         self.session = session
         self._last_progress: float | None = None
-        self._runner: asyncio.Task[Any] | None = None
+        #: The asyncio task running the tool (set when started).
+        self.runner: asyncio.Task[Any] | None = None
         self._token = session.profile.read_progress_token(ctx.params)
 
     @property
     def cancelled(self) -> bool:
-        t = self._runner
+        t = self.runner
         return t is not None and (t.cancelled() or t.cancelling() > 0)
 
     def _with_meta(self, params: Any) -> dict[str, Any]:
@@ -302,7 +307,7 @@ class Tasks:
         stored = asyncio.Event()  # the tool starts once the record exists
         loop = asyncio.get_running_loop()
         runner = loop.create_task(self._run(session, tctx, call_params, record, stored), context=context)
-        tctx._runner = runner
+        tctx.runner = runner
         self._running[task_id] = runner  # before the record is visible: it is never taken for lost
         runner.add_done_callback(lambda _t: self._running.pop(task_id, None))
         try:
@@ -414,7 +419,7 @@ class Tasks:
             gone = f"The task's work was lost: worker {worker} no longer runs it"
         elif self.heartbeats:
             with contextlib.suppress(StoreUnavailable):
-                if await self.records.store.get(f"alive:{worker}") is not None:
+                if await self.records.worker_alive(str(worker)):
                     return rec
             gone = f"The worker running this task stopped before it finished (worker {worker} is gone)"
         else:
