@@ -91,6 +91,10 @@ RESULT_OF = {
     "completion/complete": "CompleteResult",
     "logging/setLevel": "EmptyResult",
     "subscriptions/listen": "SubscriptionsListenResult",
+    "tasks/get": "GetTaskResult",
+    "tasks/list": "ListTasksResult",
+    "tasks/cancel": "CancelTaskResult",
+    "tasks/result": "CallToolResult",  # the tests' tasks are tool calls
 }
 NOTIFICATION_OF = {
     "notifications/progress": "ProgressNotification",
@@ -101,6 +105,7 @@ NOTIFICATION_OF = {
     "notifications/resources/updated": "ResourceUpdatedNotification",
     "notifications/cancelled": "CancelledNotification",
     "notifications/subscriptions/acknowledged": "SubscriptionsAcknowledgedNotification",
+    "notifications/tasks/status": "TaskStatusNotification",
 }
 REQUEST_OF = {
     "sampling/createMessage": "CreateMessageRequest",
@@ -137,11 +142,18 @@ def validate_server_message(version: str, msg: Any, methods: dict[Any, str]) -> 
         result = msg["result"]
         if version == "2026-07-28" and isinstance(result, dict) and result.get("resultType") == "input_required":
             name = "InputRequiredResult"
+        if method == "tools/call" and isinstance(result, dict) and "task" in result:
+            name = "CreateTaskResult"  # 2025-11-25 task-augmented call
+        if version == "2026-07-28" and method in ("tools/call", "tasks/get", "tasks/cancel", "tasks/update"):
+            checked += validate_tasks_ext(method, result)
+            if method != "tools/call" or result.get("resultType") == "task":
+                name = None
         if name is not None and has_def(version, name):
             validate_def(version, name, result)
             checked.append(name)
         if version == "2026-07-28":
-            assert isinstance(result, dict) and result.get("resultType") in ("complete", "input_required"), msg
+            assert isinstance(result, dict) and result.get("resultType") in ("complete", "input_required", "task"), msg
+            assert result["resultType"] != "task" or method == "tools/call", msg
     elif "method" in msg:
         table = REQUEST_OF if "id" in msg else NOTIFICATION_OF
         name = table.get(msg["method"])
@@ -149,6 +161,30 @@ def validate_server_message(version: str, msg: Any, methods: dict[Any, str]) -> 
         validate_def(version, name, msg)
         checked.append(name)
     return checked
+
+
+@cache
+def _ext_validator(name: str) -> Any:
+    with open(SCHEMAS.parent / "mcp-tasks-ext" / "schema.json") as f:
+        s = json.load(f)
+    return jsonschema.Draft202012Validator({"$defs": s["$defs"], "$ref": f"#/$defs/{name}"})
+
+
+def validate_tasks_ext(method: str, result: Any) -> list[str]:
+    """Check a 2026-07-28 result of the tasks extension (tests/data/mcp-tasks-ext)."""
+    assert isinstance(result, dict)
+    body = {k: v for k, v in result.items() if k not in ("resultType", "_meta")}
+    if method == "tools/call":
+        if result.get("resultType") != "task":
+            return []
+        _ext_validator("Task").validate(body)
+        return ["ext:CreateTaskResult"]
+    assert result.get("resultType") == "complete", result  # rule 43
+    if method == "tasks/get":
+        _ext_validator("DetailedTask").validate(body)
+        return ["ext:GetTaskResult"]
+    assert body == {}, result  # tasks/cancel and tasks/update: an empty acknowledgement
+    return ["ext:EmptyResult"]
 
 
 def read_lines(path: Path) -> list[Any]:

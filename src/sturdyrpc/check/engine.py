@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
-from . import http, jsonrpc, mcp, robustness
+from . import http, jsonrpc, mcp, robustness, tasks
 from .config import Config
 from .connect import new_probe
 from .driver import Frame
@@ -32,7 +32,7 @@ Progress = Callable[[int, int, str], None]
 def all_checks() -> list[Check]:
     """Every registered check, in report order (by area, then definition order)."""
     order = {a: i for i, a in enumerate(AREAS)}
-    _ = (jsonrpc, robustness, mcp, http)  # importing them registers their checks
+    _ = (jsonrpc, robustness, mcp, http, tasks)  # importing them registers their checks
     return sorted(REGISTRY, key=lambda c: order.get(c.spec.area, len(order)))
 
 

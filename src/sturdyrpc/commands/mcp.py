@@ -49,6 +49,10 @@ def register(sub: Any) -> None:
     c = msub.add_parser("call", help="call one tool and print its content")
     c.add_argument("tool", help="tool name")
     c.add_argument("arguments", nargs="?", help="tool arguments as a JSON object")
+    c.add_argument("--task", action="store_true",
+                   help="call the tool as an MCP task (2025-11-25 params.task, or the 2026-07-28 tasks extension): "
+                        "prints the task's status on stderr while polling, then the result")
+    c.add_argument("--task-ttl", type=int, metavar="MS", help="with --task: ask the server to keep the task MS milliseconds")
     r = msub.add_parser("resources", help="list the server's resources and resource templates")
     pr = msub.add_parser("prompts", help="list the server's prompts")
     for p in (t, c, r, pr):
@@ -304,7 +308,17 @@ async def _session(args: argparse.Namespace, arguments: dict[str, Any], auth: An
                 sys.stdout.write(_listing(f"{prompt.get('name')}({', '.join(names)})", prompt, with_name=False) + "\n")
             code = EXIT_OK
         else:
-            result = await client.call_tool(args.tool, arguments, on_progress=on_progress)
+            if getattr(args, "task", False):
+                handle = await client.call_tool(args.tool, arguments, as_task=True, ttl_ms=args.task_ttl, on_progress=on_progress)
+
+                def on_status(t: dict[str, Any]) -> None:
+                    msg = t.get("statusMessage")
+                    sys.stderr.write(f"task {t.get('taskId') or '(answered at once)'}: {t.get('status')}" + (f" ({msg})" if msg else "") + "\n")
+                    sys.stderr.flush()
+
+                result = await handle.result(on_status=on_status)
+            else:
+                result = await client.call_tool(args.tool, arguments, on_progress=on_progress)
             out = render_result(result)
             if out:
                 sys.stdout.write(out + "\n")

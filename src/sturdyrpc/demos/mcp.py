@@ -1,7 +1,8 @@
 """The MCP demo server (``sturdyrpc demo --mcp``).
 
 Tools ``echo``, ``add``, ``fail`` (an exception inside a tool: the client sees only a generic
-error and an incident id) and ``slow`` (progress and cancellation), plus the fixtures the
+error and an incident id), ``slow`` (progress and cancellation; may run as an MCP task) and
+``report`` (a long job that must run as a task: ``task_support="required"``), plus the fixtures the
 official MCP conformance suite's server scenarios call (``test_*`` tools, ``test://``
 resources, prompts, completion, logging, sampling, elicitation), and ``update_watched`` /
 ``toggle_extra_tool``, which make the notifications a ``subscriptions/listen`` stream (or, in
@@ -59,7 +60,7 @@ def make_mcp_demo() -> MCPServer:
         """Always fails with an internal error (its details never reach the client)."""
         raise RuntimeError("SECRET-TOKEN-42 /etc/shadow")
 
-    @server.tool()
+    @server.tool(task_support="optional")
     async def slow(seconds: float, steps: int = 1, ctx: MCPContext | None = None) -> str:
         """Sleep for ``seconds``, reporting progress ``steps`` times when asked."""
         if seconds < 0 or steps < 0:
@@ -70,6 +71,18 @@ def make_mcp_demo() -> MCPServer:
             if ctx is not None and steps > 0:
                 await ctx.report_progress(i, steps, f"step {i} of {steps}")
         return f"slept {seconds} seconds"
+
+    @server.tool(task_support="required")
+    async def report(topic: str = "sales", seconds: float = 0.5, ctx: MCPContext | None = None) -> str:
+        """Write a report on ``topic``, taking ``seconds``: a long job, called as a task (2025-11-25
+        ``params.task``; a client declaring the 2026-07-28 tasks extension gets a task)."""
+        if not 0 <= seconds <= 3600:
+            raise ToolError("seconds must be between 0 and 3600")
+        for i in range(1, 5):
+            await asyncio.sleep(seconds / 4)
+            if ctx is not None:
+                await ctx.report_progress(i, 4, f"section {i} of 4")
+        return f"Report on {topic}: 4 sections written in {seconds:g} s."
 
     # ------------------------------------------------------------------ conformance fixtures: tools
 

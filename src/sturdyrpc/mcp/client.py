@@ -27,13 +27,14 @@ import contextlib
 import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
 from ..client import StdioConnection, connect_stdio
 from ..dispatch import Context, Dispatcher
 from ..errors import InvalidParams, RPCError
 from ..peer import ConnectionClosed, Peer, ProgressCallback, RequestTimeout
 from .profile import UNSUPPORTED_PROTOCOL_VERSION, MCPProfile
+from .tasks import TASKS_EXTENSION
 from .versions import (
     HANDSHAKE_VERSIONS,
     LATEST_HANDSHAKE,
@@ -46,7 +47,7 @@ from .versions import (
     SUPPORTED_VERSIONS,
 )
 
-__all__ = ["MCPClient", "Subscription", "connect", "NegotiationFailed", "PaginationError"]
+__all__ = ["MCPClient", "Subscription", "TaskHandle", "connect", "NegotiationFailed", "PaginationError"]
 
 log = logging.getLogger("sturdyrpc.mcp")
 
@@ -235,8 +236,8 @@ class MCPClient:
         for _round in range(MAX_INPUT_ROUNDS + 1):
             p = {**base, **extra}
             if self.modern:
-                meta = dict(p.get("_meta") or {})
-                meta.update(self._envelope(self.version))
+                meta = self._envelope(self.version)
+                meta.update(p.get("_meta") or {})  # what the caller set wins (e.g. extra capabilities)
                 p["_meta"] = meta
             kw: dict[str, Any] = {"on_progress": on_progress}
             if timeout is not None:
@@ -291,15 +292,49 @@ class MCPClient:
     async def list_tools(self, timeout: float | None = None) -> list[dict[str, Any]]:
         return await self._paged("tools/list", "tools", timeout)
 
+    @overload
     async def call_tool(
-        self, name: str, arguments: dict[str, Any] | None = None, *, timeout: float | None = None, on_progress: ProgressCallback | None = None
-    ) -> dict[str, Any]:
+        self, name: str, arguments: dict[str, Any] | None = None, *, timeout: float | None = None,
+        on_progress: ProgressCallback | None = None, as_task: Literal[False] = False, ttl_ms: int | None = None,
+    ) -> dict[str, Any]: ...
+
+    @overload
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any] | None = None, *, timeout: float | None = None,
+        on_progress: ProgressCallback | None = None, as_task: Literal[True], ttl_ms: int | None = None,
+    ) -> TaskHandle: ...
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any] | None = None, *, timeout: float | None = None,
+        on_progress: ProgressCallback | None = None, as_task: bool = False, ttl_ms: int | None = None,
+    ) -> dict[str, Any] | TaskHandle:
         """``tools/call``; the result dict (``content``, ``structuredContent``, ``isError``).
 
         Cancel the awaiting task to cancel the call (``notifications/cancelled`` is sent).
+        ``as_task=True``: the call runs as an MCP task; a :class:`TaskHandle` comes back at once
+        (``status()``, ``result()``, ``cancel()``), see :meth:`call_tool_as_task`.
         """
+        if as_task:
+            return await self.call_tool_as_task(name, arguments, ttl_ms=ttl_ms, timeout=timeout, on_progress=on_progress)
         result: dict[str, Any] = await self.request("tools/call", {"name": name, "arguments": arguments or {}}, timeout=timeout, on_progress=on_progress)
         return result
+
+    async def call_tool_as_task(
+        self, name: str, arguments: dict[str, Any] | None = None, *, ttl_ms: int | None = None, timeout: float | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> TaskHandle:
+        """``tools/call`` as a task: a :class:`TaskHandle` as soon as the server has created it
+        (2025-11-25: ``params.task``; 2026-07-28: the tasks extension declared for this request,
+        and the server may still answer at once: the handle is then already complete)."""
+        params: dict[str, Any] = {"name": name, "arguments": arguments or {}}
+        if self.modern:
+            caps = dict(self.capabilities())
+            caps["extensions"] = {**caps.get("extensions", {}), TASKS_EXTENSION: {}}
+            params["_meta"] = {META_CLIENT_CAPABILITIES: caps}
+        else:
+            params["task"] = {} if ttl_ms is None else {"ttl": ttl_ms}
+        result = await self.request("tools/call", params, timeout=timeout, on_progress=on_progress)
+        return TaskHandle(self, result, modern=self.modern)
 
     async def list_resources(self, timeout: float | None = None) -> list[dict[str, Any]]:
         return await self._paged("resources/list", "resources", timeout)
@@ -434,6 +469,92 @@ class MCPClient:
         meta = params.get("_meta")
         sid = meta.get("io.modelcontextprotocol/subscriptionId") if type(meta) is dict else None
         return self._listens.get(sid) if type(sid) is str else None
+
+
+class TaskHandle:
+    """A tool call running as a task on the server (see :meth:`MCPClient.call_tool`).
+
+    ``task``: the last ``Task`` the server described (``taskId``, ``status``, ...); ``status()``
+    asks again (``tasks/get``); ``result()`` polls every ``pollInterval`` until the task is
+    terminal (calling ``on_status(task)`` whenever the status changes), then returns the tool's
+    result or raises the server's error; ``cancel()`` sends ``tasks/cancel``.
+    """
+
+    TERMINAL = frozenset({"completed", "failed", "cancelled"})
+
+    def __init__(self, client: MCPClient, created: dict[str, Any], *, modern: bool) -> None:
+        self.client = client
+        self.modern = modern
+        self._final: dict[str, Any] | None = None
+        if modern and created.get("resultType") != "task":
+            # the server answered at once: a finished task of sorts
+            self.task: dict[str, Any] = {"taskId": "", "status": "completed"}
+            self._final = created
+        elif modern:
+            self.task = {k: v for k, v in created.items() if k not in ("resultType", "_meta")}
+        else:
+            task = created.get("task")
+            if type(task) is not dict or type(task.get("taskId")) is not str:
+                raise RPCError("the server did not create a task (no 'task' in its result)", {"result": created})
+            self.task = task
+
+    @property
+    def task_id(self) -> str:
+        return str(self.task.get("taskId") or "")
+
+    @property
+    def poll_interval(self) -> float:
+        """Seconds between polls: the server's ``pollInterval`` (0.05 .. 30 s; 1 s when absent)."""
+        ms = self.task.get("pollIntervalMs" if self.modern else "pollInterval")
+        if not isinstance(ms, (int, float)):
+            return 1.0
+        return min(30.0, max(0.05, ms / 1000))
+
+    async def status(self, timeout: float | None = None) -> dict[str, Any]:
+        """``tasks/get``: the task now (its ``status``, ``statusMessage``...)."""
+        if self._final is not None:
+            return self.task
+        got: dict[str, Any] = await self.client.request("tasks/get", {"taskId": self.task_id}, timeout=timeout)
+        self.task = {k: v for k, v in got.items() if k not in ("resultType", "_meta")}
+        return self.task
+
+    async def wait(self, on_status: Callable[[dict[str, Any]], Any] | None = None) -> dict[str, Any]:
+        """Poll until the task is terminal; the task then."""
+        last = None
+        while True:
+            if self.task.get("status") != last:
+                last = self.task.get("status")
+                if on_status is not None:
+                    await _maybe(on_status(self.task))
+            if last in self.TERMINAL:
+                return self.task
+            await asyncio.sleep(self.poll_interval)
+            await self.status()
+
+    async def result(self, on_status: Callable[[dict[str, Any]], Any] | None = None, timeout: float | None = None) -> dict[str, Any]:
+        """The tool's result once the task is terminal (raises the server's ``RPCError`` for a
+        failed or cancelled task that has no result)."""
+        if self._final is not None:
+            return self._final
+        await self.wait(on_status)
+        if self.modern:
+            if "result" in self.task:
+                return dict(self.task["result"])
+            err = self.task.get("error") or {}
+            if self.task.get("status") == "cancelled":
+                raise RPCError(self.task.get("statusMessage") or "the task was cancelled", {"taskId": self.task_id})
+            raise RPCError(err.get("message") or "the task failed", err.get("data"), code=err.get("code", -32603))
+        result: dict[str, Any] = await self.client.request("tasks/result", {"taskId": self.task_id}, timeout=timeout)
+        return result
+
+    async def cancel(self, timeout: float | None = None) -> dict[str, Any]:
+        """``tasks/cancel``; the task as the server describes it afterwards."""
+        if self._final is not None:
+            return self.task
+        got: dict[str, Any] = await self.client.request("tasks/cancel", {"taskId": self.task_id}, timeout=timeout)
+        if not self.modern:
+            self.task = {k: v for k, v in got.items() if k != "_meta"}
+        return self.task
 
 
 class Subscription:

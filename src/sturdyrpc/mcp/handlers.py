@@ -66,6 +66,11 @@ class ProtocolHandlers:
         add(self.complete, "completion/complete")
         add(self.set_level, "logging/setLevel")
         add(self.listen, "subscriptions/listen")
+        d.add_method(self.tasks_get, "tasks/get")
+        d.add_method(self.tasks_result, "tasks/result")
+        d.add_method(self.tasks_list, "tasks/list")
+        d.add_method(self.tasks_cancel, "tasks/cancel")
+        d.add_method(self.tasks_update, "tasks/update")
         add(self.on_initialized, "notifications/initialized")
         add(self.on_cancelled, "notifications/cancelled")
         add(self.on_roots_changed, "notifications/roots/list_changed")
@@ -148,8 +153,39 @@ class ProtocolHandlers:
         return self.server.tools_call.run_inline(self.current(), params, ctx=ctx)
 
     async def tools_call(self, ctx: Context, **params: Any) -> Any:
-        """``tools/call`` of any tool, in a task of its own."""
-        return await self.server.tools_call.run(self.server.session_for(ctx), ctx, params)
+        """``tools/call`` of any tool, in a task of its own; a task call (:mod:`.tasks`) is answered
+        with its handle at once while the same call runs in the background."""
+        server = self.server
+        session = server.session_for(ctx)
+        name = params.get("name")
+        tool = server.tools.get(name) if type(name) is str else None
+        rules = session.rules_of(params)
+        mode = server.tasks.mode(session, ctx, params, rules, tool)
+        if mode is not None:
+            return await server.tasks.create(session, ctx, params, rules, mode == "ext")
+        return await server.tools_call.run(session, ctx, params)
+
+    # ------------------------------------------------------------------ tasks (see .tasks)
+
+    async def tasks_get(self, ctx: Context, **params: Any) -> dict[str, Any]:
+        session = self.server.session_for(ctx)
+        return await self.server.tasks.get(session, session.rules_of(params), params)
+
+    async def tasks_result(self, ctx: Context, **params: Any) -> dict[str, Any]:
+        session = self.server.session_for(ctx)
+        return await self.server.tasks.result(session, session.rules_of(params), params)
+
+    async def tasks_list(self, ctx: Context, **params: Any) -> dict[str, Any]:
+        session = self.server.session_for(ctx)
+        return await self.server.tasks.list(session, session.rules_of(params), params)
+
+    async def tasks_cancel(self, ctx: Context, **params: Any) -> dict[str, Any]:
+        session = self.server.session_for(ctx)
+        return await self.server.tasks.cancel(session, session.rules_of(params), params)
+
+    async def tasks_update(self, ctx: Context, **params: Any) -> dict[str, Any]:
+        session = self.server.session_for(ctx)
+        return await self.server.tasks.update(session, session.rules_of(params), params)
 
     # ------------------------------------------------------------------ resources
 

@@ -199,6 +199,8 @@ class Tool(HandlerFunction):
 
     #: Seconds the tool may run before its call ends as a tool error naming the limit (None: no limit).
     timeout: float | None = None
+    #: ``execution.taskSupport``: ``"forbidden"`` (the default, not announced), ``"optional"``, ``"required"``.
+    task_support: str = "forbidden"
 
     def __init__(
         self,
@@ -266,6 +268,8 @@ class Tool(HandlerFunction):
             d["outputSchema"] = self.output_schema
         if rules.audio and self.annotations:
             d["annotations"] = self.annotations
+        if (rules.tasks or rules.stateless) and self.task_support != "forbidden":
+            d["execution"] = {"taskSupport": self.task_support}
         if rules.structured_output and self.meta:
             d["_meta"] = self.meta
         return d
@@ -278,6 +282,14 @@ class Tool(HandlerFunction):
             d["structuredContent"] = {"result": value}
         d["isError"] = False
         return d
+
+    def set_task_support(self, value: str) -> None:
+        """``"forbidden"``, ``"optional"`` or ``"required"`` (see :mod:`.tasks`). A tool that may run
+        as a task takes the async path for its task calls (the one that can park it)."""
+        if value not in ("forbidden", "optional", "required"):
+            raise ValueError("task_support must be 'forbidden', 'optional' or 'required'")
+        self.task_support = value
+
     def set_timeout(self, seconds: float | None) -> None:
         """Limit the tool's run time to ``seconds``. A tool with a limit never runs inline: only
         an async tool or one on the thread pool can be left behind when the limit passes."""

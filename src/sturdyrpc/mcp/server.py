@@ -69,6 +69,7 @@ from .registry import Prompt, Resource, Tool
 from .request_state import RequestStateSigner
 from .scopes import required_scopes
 from .session_state import SessionPeer, SessionState, StatelessContext, current_session, reset_session, use_session
+from .tasks import TASKS_EXTENSION, Tasks
 from .tools_call import MCPDispatcher, ToolsCall
 from .versions import META_SERVER_INFO, SUPPORTED_VERSIONS, VersionRules
 
@@ -147,6 +148,8 @@ class MCPServer:
         self.fanout: Callable[[str, dict[str, Any]], Awaitable[None]] | None = None
         #: ``tools/call``: the one path from request to reply (see :mod:`.tools_call`).
         self.tools_call = ToolsCall(self)
+        #: Tasks: tool calls answered with a handle and run in the background (see :mod:`.tasks`).
+        self.tasks = Tasks(self)
         dispatcher = MCPDispatcher(self.tools, limits, log)
         self.dispatcher: Dispatcher = dispatcher
         dispatcher.set_async_tools_call(ProtocolHandlers(self).register(dispatcher))
@@ -170,6 +173,7 @@ class MCPServer:
         icons: list[Any] | None = None,
         timeout: float | None = None,
         scopes: Iterable[str] | None = None,
+        task_support: str = "forbidden",
     ) -> Callable[[F], F]:
         """Register a tool. The description defaults to the docstring (without its ``Args:`` /
         ``:param:`` part, which describes the parameters in the input schema).
@@ -187,6 +191,11 @@ class MCPServer:
         to clients whose negotiated version has them. ``scopes``: OAuth scopes a caller's token must
         hold over authenticated HTTP (else the tool is not listed and calling it is 403
         ``insufficient_scope``; see ``docs/AUTH.md``).
+
+        ``task_support`` (``execution.taskSupport``, see :mod:`.tasks`): ``"optional"`` lets a
+        client call the tool as a task (2025-11-25 ``params.task``; on 2026-07-28 a client that
+        declares the tasks extension gets a task), ``"required"`` makes a plain 2025-11-25 call
+        an error (-32601); the default ``"forbidden"`` is not announced.
         """
 
         def register(fn: F) -> F:
@@ -194,6 +203,7 @@ class MCPServer:
                      scopes=scopes)
             if timeout is not None:
                 t.set_timeout(timeout)
+            t.set_task_support(task_support)
             self.tools[t.name] = t
             self._changed("tools")
             return fn
@@ -501,6 +511,11 @@ class MCPServer:
         if self.resources or self.templates:
             caps["resources"] = {"subscribe": True, "listChanged": True}
         caps["tools"] = {"listChanged": True}
+        if self.tasks.enabled():
+            if rules.tasks:
+                caps["tasks"] = self.tasks.capability()
+            elif rules.stateless:
+                caps["extensions"] = {TASKS_EXTENSION: {}}
         return caps
 
     def finish(self, rules: VersionRules, result: dict[str, Any], cacheable: bool = False) -> dict[str, Any]:

@@ -31,7 +31,7 @@ import msgspec
 
 from .. import codec
 from ..dispatch import BatchJob, Call, Context, Dispatcher, MethodEntry, Received
-from ..errors import HANDLER_ERRORS, InvalidParams, RPCError, assigned_incident, incident_of
+from ..errors import HANDLER_ERRORS, InvalidParams, MethodNotFound, RPCError, assigned_incident, incident_of
 from ..execute import call_now, shared_pool
 from ..limits import Limits
 from ..messages import InvalidMessage, Message
@@ -110,12 +110,14 @@ class ToolsCall:
     # ------------------------------------------------------------------ bind
 
     def prepare(
-        self, session: SessionState, params: dict[str, Any], tool: Tool | None = None, rules: VersionRules | None = None
+        self, session: SessionState, params: dict[str, Any], tool: Tool | None = None, rules: VersionRules | None = None,
+        as_task: bool = False,
     ) -> Prepared | dict[str, Any]:
         """Check a ``tools/call``: the :data:`Prepared` call, or the finished result of a
         validation failure (a tool error from 2025-11-25 on). Raises ``InvalidParams``.
         ``tool``: the tool ``params`` names, when the caller has looked it up already;
-        ``rules``: ``session.rules_of(params)``, when the caller knows them already."""
+        ``rules``: ``session.rules_of(params)``, when the caller knows them already; ``as_task``:
+        the call runs as a task (:mod:`.tasks`), else a tool that requires tasks is refused."""
         if rules is None:
             rules = session.rules_of(params)
         if tool is None:
@@ -125,6 +127,10 @@ class ToolsCall:
             if type(name) is not str:
                 raise InvalidParams("Invalid params: 'name' must be a string", {"param": "name"})
             raise InvalidParams(f"Unknown tool: {name}", {"tool": name})
+        if tool.task_support == "required" and not as_task and rules.tasks:
+            # rule 28: a non-task call to a tool that requires tasks MUST be -32601
+            raise MethodNotFound(f"Method not found: the tool {tool.name!r} must be called as a task (params.task)",
+                                 {"tool": tool.name, "taskSupport": "required"})
         arguments = params.get("arguments")
         if arguments is None:
             arguments = {}
@@ -181,9 +187,10 @@ class ToolsCall:
             ctx.incident = assigned_incident(value)
         return result
 
-    async def run(self, session: SessionState, ctx: Context, params: dict[str, Any]) -> Any:
-        """``tools/call`` of any tool, awaited (blocking tools on the bounded daemon pool)."""
-        p = self.prepare(session, params)
+    async def run(self, session: SessionState, ctx: Context, params: dict[str, Any], as_task: bool = False) -> Any:
+        """``tools/call`` of any tool, awaited (blocking tools on the bounded daemon pool);
+        ``as_task``: it runs as a task (:mod:`.tasks` parks the outcome)."""
+        p = self.prepare(session, params, as_task=as_task)
         if type(p) is not tuple:
             return p
         rules, tool, args, kwargs = p
@@ -350,8 +357,8 @@ class ToolsCall:
             params = req.params
             name = params.get("name")
             tool = tools.get(name) if type(name) is str else None
-            if tool is None or not tool.inline:
-                return None
+            if tool is None or not tool.inline or "task" in params or tool.task_support != "forbidden":
+                return None  # a task call: the async path decides and parks it
             id_ = req.id
             if profile.version is not seen:
                 seen = profile.version
@@ -461,7 +468,7 @@ class MCPDispatcher(Dispatcher):
         tool = self._tools.get(name) if type(name) is str else None
         if tool is None:
             return
-        if not tool.inline:
+        if not tool.inline or "task" in p or tool.task_support != "forbidden":
             call.entry = self._async_call
         elif self.middleware_chain:
             call.entry = self._chained_call or self._async_call

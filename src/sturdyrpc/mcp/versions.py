@@ -35,7 +35,7 @@ class VersionRules:
 
     __slots__ = (
         "version", "batches", "omit_unreadable_id", "stateless", "ping", "server_requests", "elicitation", "result_type",
-        "resource_not_found", "progress_message", "structured_output", "audio", "validation_as_tool_error", "set_level", "icons",
+        "resource_not_found", "progress_message", "structured_output", "audio", "validation_as_tool_error", "set_level", "icons", "tasks",
     )
 
     version: str
@@ -67,6 +67,9 @@ class VersionRules:
     set_level: bool
     #: ``icons`` fields exist.
     icons: bool
+    #: Tasks as a core feature (2025-11-25 only: ``params.task``, ``tasks/get|result|list|cancel``);
+    #: 2026-07-28 has them as the ``io.modelcontextprotocol/tasks`` extension instead.
+    tasks: bool
 
     def __init__(self, **flags: object) -> None:
         for name in self.__slots__:
@@ -95,6 +98,7 @@ def _rules(version: str) -> VersionRules:
         validation_as_tool_error=i >= 3,
         set_level=i <= 3,
         icons=i >= 3,
+        tasks=i == 3,
     )
 
 

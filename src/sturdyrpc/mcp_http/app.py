@@ -44,6 +44,7 @@ def mcp_http_app(server: MCPServer, *, store: Store | str | None = None, **optio
 
         shared = SharedSessions(store, signer=server.request_state, notify_local=server.listeners.publish)
         server.fanout = shared.fanout
+        server.tasks.use_store(store, shared.tag)  # a task is polled, fetched, cancelled through any worker
         options["shared"] = shared
 
     async def serve_session(pipe: SessionPipe) -> None:
