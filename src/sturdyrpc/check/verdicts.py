@@ -9,9 +9,10 @@ them. Nothing here does I/O or knows about a probe or a pipe.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from .config import KNOWN_VERSIONS, MODERN_VERSION
 from .driver import trim
@@ -28,6 +29,9 @@ __all__ = [
     "progress_problem",
     "initialize_result_problems",
     "DEFINED_CODES",
+    "Envelope",
+    "UNSET",
+    "plain_envelope",
 ]
 
 MUST, SHOULD = Level.MUST, Level.SHOULD
@@ -230,3 +234,48 @@ def initialize_result_problems(result: dict[str, Any], offered: str | None) -> l
     if not problems and result["protocolVersion"] != offered and result["protocolVersion"] not in KNOWN_VERSIONS:
         problems.append(f"offered {offered}, the server answered an unknown version {result['protocolVersion']!r}")
     return problems
+
+
+# -- the cheap judge of the everyday message ------------------------------------------------------
+
+
+class Envelope(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """The members of a JSON-RPC message, read by a typed decoder that refuses, in C, most of what
+    :func:`message_problems` and :func:`response_problems` would find: ``jsonrpc`` other than
+    ``"2.0"``, a ``method`` that is no string, an ``id`` that is no string or integer (null, a
+    fraction, an object), ``params`` that are neither object nor array, any other member. A member
+    that is absent is :data:`UNSET`. Values are decoded as strictly as :func:`sturdyrpc.codec.decode`
+    does (UTF-8, numbers), so a frame that decodes here is valid JSON to it too."""
+
+    jsonrpc: Literal["2.0"]
+    method: str | UnsetType = UNSET
+    id: int | str | UnsetType = UNSET
+    params: dict[str, Any] | list[Any] | UnsetType = UNSET
+    result: Any = UNSET
+    error: Any = UNSET
+
+
+_decode_envelope = msgspec.json.Decoder(Envelope).decode
+
+
+def plain_envelope(frame: bytes) -> Envelope | None:
+    """``frame`` as an :class:`Envelope` when the rules have nothing to say about its shape, else
+    None (then judge the decoded message with the predicates above, which say what is wrong).
+
+    Plain: a request or notification :func:`message_problems` passes (with ``mcp=True`` too,
+    unless ``params`` is an array), or a success response (``result``, an ``id`` that is a string
+    or an integer) :func:`response_problems` passes. Everything else is not plain: bytes that are
+    not one JSON object (junk, a batch, a bare value), an error response (its code has rules of
+    its own), any member outside the envelope. The live proxies judge every frame with this first
+    and with the full predicates only when it answers None: one set of rules, a cheap first pass.
+    """
+    try:
+        e = _decode_envelope(frame)
+    except (msgspec.MsgspecError, RecursionError, ValueError, TypeError):
+        return None
+    if e.method is UNSET:
+        if e.result is UNSET or e.error is not UNSET or e.id is UNSET or e.params is not UNSET:
+            return None
+    elif e.result is not UNSET or e.error is not UNSET:
+        return None
+    return e

@@ -17,7 +17,7 @@ from .view import LiveView, print_summary
 __all__ = ["GuardProxy"]
 
 #: Frames decided before what they produced is written out.
-SLICE = 16
+SLICE = 1024
 
 
 class GuardProxy(Proxy):
@@ -68,21 +68,27 @@ class GuardProxy(Proxy):
     def _frames(self, dir: Direction, data: bytes, now: float) -> None:
         core = self.core
         decide = core.from_client if dir == C2S else core.from_server
-        act = Actions()
-        for i, frame in enumerate(self._framers[dir].feed(data), 1):
-            if type(frame) is bytes:
-                decide(frame, now, act)
-            else:
-                what = f"over {frame.limit} bytes" if isinstance(frame, FrameTooLarge) else frame.reason if isinstance(frame, BadHeader) else "?"
-                for v in self.core.monitor.feed_unreadable(dir, what, now).violations:
-                    act.log.append(v.line())
-                act.log.append(f"guard: dropped an unreadable frame from the {'client' if dir == C2S else 'server'} ({what})")
-            if i % SLICE == 0:
-                # Out in slices: the other side starts on the first messages of a large read
-                # while guard decides about the rest.
-                self._apply(act)
-                act = Actions()
-        self._apply(act)
+        frames = self._framers[dir].feed(data)
+        for at in range(0, len(frames), SLICE):
+            # Out in slices: the other side starts on the first messages of a large read while
+            # guard decides about the rest.
+            part = frames[at : at + SLICE] if len(frames) > SLICE else frames
+            act = Actions()
+            i, end = 0, len(part)
+            while i < end:
+                i = core.pass_plain(dir, part, i, now, act)  # the everyday frames, in runs
+                if i == end:
+                    break
+                frame = part[i]
+                i += 1
+                if type(frame) is bytes:
+                    decide(frame, now, act)
+                else:
+                    what = f"over {frame.limit} bytes" if isinstance(frame, FrameTooLarge) else frame.reason if isinstance(frame, BadHeader) else "?"
+                    for v in self.core.monitor.feed_unreadable(dir, what, now).violations:
+                        act.log.append(v.line())
+                    act.log.append(f"guard: dropped an unreadable frame from the {'client' if dir == C2S else 'server'} ({what})")
+            self._apply(act)
 
     def _arm(self) -> None:
         at = self.core.next_deadline()

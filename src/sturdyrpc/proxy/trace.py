@@ -15,7 +15,7 @@ import time
 from collections import deque
 from typing import IO
 
-from ..codec import encode
+from ..codec import decode, encode
 from ..framing import Frame, FrameTooLarge
 from .monitor import C2S, S2C, Direction, Event, Monitor
 from .pump import Proxy, make_framer
@@ -24,7 +24,7 @@ from .view import LiveView, print_summary
 __all__ = ["TraceLog", "TraceProxy"]
 
 #: Frames judged per turn of the loop when there is a backlog.
-SLICE = 16
+SLICE = 1024
 #: Frames read but not judged yet above which the proxy judges them all before reading on.
 BACKLOG_LIMIT = 4096
 
@@ -54,6 +54,17 @@ class TraceLog:
             out += (head, b'"msg":', encode(ev.value), b"}\n")  # NDJSON: one line each
         else:
             out += (head, b'"msg":', frame, b"}\n")
+
+    def plain(self, out: list[bytes], head: bytes, frames: list[bytes]) -> None:
+        """Add the records of ``frames``, messages :meth:`Monitor.feed_plain` judged, to ``out``:
+        one join for all of them."""
+        body = (b'}\n' + head + b'"msg":').join(frames)
+        if b"\r" in body or body.count(b"\n") != len(frames) - 1:
+            # A line break inside a frame (Content-Length framing): one line each, re-encoded.
+            for frame in frames:
+                out += (head, b'"msg":', encode(decode(frame)) if b"\n" in frame or b"\r" in frame else frame, b"}\n")
+            return
+        out += (head, b'"msg":', body, b"}\n")
 
     def write(self, out: list[bytes]) -> None:
         """Write the records collected in ``out`` (one call for many messages)."""
@@ -125,6 +136,9 @@ class TraceProxy(Proxy):
     def _judge(self, n: int) -> None:
         """Judge up to ``n`` frames of the backlog, in the order they were read."""
         log, view, monitor, backlog = self.log, self.view, self.monitor, self._backlog
+        # Frames with nothing to show are judged in runs, without an event each, unless the
+        # live view shows every message.
+        runs = view is None or not view.traffic
         while n > 0 and backlog:
             dir, frames, now = backlog[0]
             take = frames[:n] if len(frames) > n else frames
@@ -136,7 +150,18 @@ class TraceProxy(Proxy):
             self._backlog_frames -= len(take)
             head = log.head(dir, now) if log is not None else b""
             records: list[bytes] = []
-            for frame in take:
+            i, end = 0, len(take)
+            while i < end:
+                if runs:
+                    j = monitor.feed_plain(dir, take, now, i)
+                    if j > i:
+                        if log is not None:
+                            log.plain(records, head, take[i:j] if i or j < end else take)  # type: ignore[arg-type]
+                        if j == end:
+                            break
+                        i = j
+                frame = take[i]
+                i += 1
                 if type(frame) is bytes:
                     ev = monitor.feed(dir, frame, now)
                     if log is not None:
