@@ -31,7 +31,7 @@ __all__ = [
     "DEFINED_CODES",
     "Envelope",
     "UNSET",
-    "plain_envelope",
+    "decode_envelope",
 ]
 
 MUST, SHOULD = Level.MUST, Level.SHOULD
@@ -240,12 +240,24 @@ def initialize_result_problems(result: dict[str, Any], offered: str | None) -> l
 
 
 class Envelope(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    """The members of a JSON-RPC message, read by a typed decoder that refuses, in C, most of what
-    :func:`message_problems` and :func:`response_problems` would find: ``jsonrpc`` other than
-    ``"2.0"``, a ``method`` that is no string, an ``id`` that is no string or integer (null, a
-    fraction, an object), ``params`` that are neither object nor array, any other member. A member
-    that is absent is :data:`UNSET`. Values are decoded as strictly as :func:`sturdyrpc.codec.decode`
-    does (UTF-8, numbers), so a frame that decodes here is valid JSON to it too."""
+    """The members of a JSON-RPC message, read by a typed decoder (:func:`decode_envelope`) that
+    refuses, in C, most of what :func:`message_problems` and :func:`response_problems` would find:
+    ``jsonrpc`` other than ``"2.0"``, a ``method`` that is no string, an ``id`` that is no string
+    or integer (null, a fraction, an object), ``params`` that are neither object nor array, any
+    other member. A member that is absent is :data:`UNSET`. Values are decoded as strictly as
+    :func:`sturdyrpc.codec.decode` decodes them (UTF-8, numbers), so what decodes here is JSON
+    it reads the same.
+
+    What is left to look at, two cases that pass the rules (the live proxies' fast path; anything
+    else goes to the predicates above, which say what is wrong):
+
+    - a request or notification: ``method`` set, ``result`` and ``error`` absent;
+      :func:`message_problems` passes it, with ``mcp=True`` too unless ``params`` is an array;
+    - a success response: ``result`` and ``id`` set, ``method``, ``params`` and ``error``
+      absent; :func:`response_problems` passes it.
+
+    (An error response is never plain here: its code has rules of its own.)
+    """
 
     jsonrpc: Literal["2.0"]
     method: str | UnsetType = UNSET
@@ -255,27 +267,7 @@ class Envelope(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     error: Any = UNSET
 
 
-_decode_envelope = msgspec.json.Decoder(Envelope).decode
-
-
-def plain_envelope(frame: bytes) -> Envelope | None:
-    """``frame`` as an :class:`Envelope` when the rules have nothing to say about its shape, else
-    None (then judge the decoded message with the predicates above, which say what is wrong).
-
-    Plain: a request or notification :func:`message_problems` passes (with ``mcp=True`` too,
-    unless ``params`` is an array), or a success response (``result``, an ``id`` that is a string
-    or an integer) :func:`response_problems` passes. Everything else is not plain: bytes that are
-    not one JSON object (junk, a batch, a bare value), an error response (its code has rules of
-    its own), any member outside the envelope. The live proxies judge every frame with this first
-    and with the full predicates only when it answers None: one set of rules, a cheap first pass.
-    """
-    try:
-        e = _decode_envelope(frame)
-    except (msgspec.MsgspecError, RecursionError, ValueError, TypeError):
-        return None
-    if e.method is UNSET:
-        if e.result is UNSET or e.error is not UNSET or e.id is UNSET or e.params is not UNSET:
-            return None
-    elif e.result is not UNSET or e.error is not UNSET:
-        return None
-    return e
+#: ``decode_envelope(frame)``: an :class:`Envelope`, or an exception (``msgspec.MsgspecError``
+#: for anything but one JSON object of the envelope's members and types, ``RecursionError`` for
+#: deep nesting, ``TypeError`` for what is not bytes).
+decode_envelope = msgspec.json.Decoder(Envelope).decode

@@ -17,7 +17,7 @@ from .view import LiveView, print_summary
 __all__ = ["GuardProxy"]
 
 #: Frames decided before what they produced is written out.
-SLICE = 1024
+SLICE = int(__import__("os").environ.get("I15_SLICE", "1024"))
 
 
 class GuardProxy(Proxy):
@@ -44,11 +44,9 @@ class GuardProxy(Proxy):
     def _apply(self, act: Actions) -> None:
         # Written at once, not at the end of the loop's turn: every read is one decision anyway.
         if act.to_server and self.to_server is not None:
-            self.to_server.write(self._framed(act.to_server))
-            self.to_server.flush_now()
+            self.to_server.write_now(self._framed(act.to_server))
         if act.to_client:
-            self.to_client.write(self._framed(act.to_client))
-            self.to_client.flush_now()
+            self.to_client.write_now(self._framed(act.to_client))
         for line in act.log:
             self.view.text(line, warn=True)
         self._arm()

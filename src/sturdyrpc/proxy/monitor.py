@@ -27,8 +27,8 @@ from ..check.verdicts import (
     initialize_result_problems,
     jsonrpc_code_problem,
     mcp_error_code_problems,
+    decode_envelope,
     message_problems,
-    plain_envelope,
     progress_problem,
     response_problems,
     show,
@@ -53,6 +53,9 @@ _NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 #: Methods that change what the monitor knows (MCP detected, the handshake, progress, cancels):
 #: never judged by :meth:`Monitor.feed_plain`.
 _EVENTFUL = frozenset({"initialize", "server/discover", "notifications/initialized", "notifications/progress", *CANCEL_METHODS})
+_STOP = ""
+#: For feed_plain, one lookup: the member a method names (_NAMED), or _STOP (_EVENTFUL).
+_SPECIAL: dict[str, str] = {**_NAMED, **dict.fromkeys(_EVENTFUL, _STOP)}
 
 
 #: A dict key for a JSON-RPC id (see :func:`key_of`).
@@ -67,17 +70,6 @@ def key_of(id: Any) -> Key:
     return id if t is int or t is str else id_key(id)
 
 
-def _remember(done: dict[Key, str], key: Key, method: str) -> None:
-    """Note a settled id in ``done``, which keeps at least the newest :data:`_DONE_KEEP` (trimmed
-    by half its size at once, not one at a time: one dict operation per reply)."""
-    done[key] = method
-    if len(done) > 2 * _DONE_KEEP:
-        _trim(done)
-
-
-def _trim(done: dict[Key, str]) -> None:
-    for key in list(itertools.islice(done, len(done) - _DONE_KEEP)):
-        del done[key]
 
 
 class Pending(msgspec.Struct, gc=False):
@@ -116,6 +108,8 @@ class Violation:
 _NONE: tuple[()] = ()
 _ABSENT: Any = object()
 _NO_FLOOR = float("-inf")
+#: What decode_envelope raises for a frame that is not a plain envelope (or not bytes at all).
+_NOT_AN_ENVELOPE = (msgspec.MsgspecError, RecursionError, ValueError, TypeError)
 
 
 class Event:
@@ -179,8 +173,11 @@ class Monitor:
         self._initialized = False  # notifications/initialized seen (handshake era)
         self._init_answered = False
         self.pending: dict[Direction, dict[Key, Pending]] = {C2S: {}, S2C: {}}
-        # Settled ids by the direction their request travelled (see _remember), in settling order.
-        self._done: dict[Direction, dict[Key, str]] = {C2S: {}, S2C: {}}
+        # Settled requests by the direction they travelled, newest last: a list to append to (one
+        # cheap operation per reply), made a dict of id -> method only when a reply must be told
+        # a duplicate or unknown (see _done). At least the newest _DONE_KEEP are kept.
+        self._answered: dict[Direction, list[Pending]] = {C2S: [], S2C: []}
+        self._done_ids: dict[Direction, dict[Key, str]] = {C2S: {}, S2C: {}}
         self._tokens: dict[Key, Pending] = {}
         self._finished_tokens: OrderedDict[Key, str] = OrderedDict()
         self._abandoned: OrderedDict[Key, str] = OrderedDict()  # see forget()
@@ -218,21 +215,23 @@ class Monitor:
         making an :class:`Event`; the index of the first frame left for :meth:`feed` (``len(frames)``
         when none is). At most ``max_requests`` requests (-1: any number).
 
-        Plain (see :func:`~sturdyrpc.check.verdicts.plain_envelope`): a well-formed request or
-        notification the lifecycle allows, of a method that changes nothing here (not initialize,
-        progress, a cancel...), without ``_meta``; or a well-formed success reply to a request in
+        Plain: a request or notification the rules pass (an
+        :class:`~sturdyrpc.check.verdicts.Envelope` with a method and neither result nor error),
+        that the lifecycle allows, of a method that changes nothing here (not initialize,
+        progress, a cancel...), without ``_meta``; or a success reply the rules pass (an
+        envelope with a result and an id, without method, params or error) to a request in
         flight. The state afterwards is the one :meth:`feed` leaves; only what it would have said
         about these frames (nothing to report) is not said. Anything else stops the run, and
-        :meth:`feed` judges it (decoding it again: rare).
+        :meth:`feed` judges it with the full predicates (decoding it again: rare).
         """
         n = len(frames)
+        if start >= n:
+            return start
         i = start
-        if i >= n:
-            return i
         ours = self.pending[dir]  # the requests this side sends
         other = _OTHER[dir]
         theirs = self.pending[other]  # the requests this side answers
-        done = self._done[other]
+        settled = self._answered[other]
         counts = self.counts
         mcp = self.mcp
         # Nothing in a run changes the lifecycle state (the methods that do stop it): ask once.
@@ -240,58 +239,72 @@ class Monitor:
         slowest = self._slowest
         floor = slowest[0][0] if len(slowest) >= _SLOWEST_KEEP else _NO_FLOOR
         asked: dict[str, int] = {}  # requests by method, added to the counts at the end
+        last: Any = None  # the method of the latest requests, ``k`` of them in a row (not yet in asked)
+        k = 0
+        special = _SPECIAL.get
         method: Any
-        while i < n:
-            frame = frames[i]
-            if type(frame) is not bytes:
-                break
-            e = plain_envelope(frame)
-            if e is None:
+        for i in range(start, n):  # noqa: B007 - i is the answer when the loop stops early
+            try:
+                e = decode_envelope(frames[i])  # type: ignore[arg-type]  # not bytes: TypeError
+            except _NOT_AN_ENVELOPE:
                 break
             method = e.method
-            if method is UNSET:  # a success reply
-                rid = e.id  # an integer or a string: its own key
+            if method is UNSET:  # a success reply, if it has a result and nothing a reply must not
+                if e.result is UNSET or e.error is not UNSET or e.params is not UNSET:
+                    break
+                rid = e.id  # an integer or a string, its own key (UNSET: in no dict)
                 p = theirs.get(rid)
                 if p is None or p.token is not None or p.method == "initialize":
                     break
                 del theirs[rid]
-                done[rid] = p.method
+                settled.append(p)
                 d = now - p.started
                 if d > floor:
                     self._note_duration(d, p)
                     floor = slowest[0][0] if len(slowest) >= _SLOWEST_KEEP else _NO_FLOOR
-            else:
-                params = e.params
-                if method in _EVENTFUL:
+                continue
+            if e.result is not UNSET or e.error is not UNSET:
+                break
+            named = special(method)
+            if named is _STOP:
+                break
+            params = e.params
+            if type(params) is dict:
+                if "_meta" in params:
                     break
-                if type(params) is dict:
-                    if "_meta" in params:
-                        break
-                elif mcp and params is not UNSET:
-                    break  # MCP params must be an object
-                rid = e.id
-                if rid is UNSET:
-                    c = counts.get(method)
-                    if c is None:
-                        c = counts[method] = {}
-                    c["notifications"] = c.get("notifications", 0) + 1
-                    self._notified[dir] = method
-                else:
-                    if not requests_ok or max_requests == 0:
-                        break
-                    max_requests -= 1
-                    asked[method] = asked.get(method, 0) + 1
-                    p = Pending(rid, method, dir, now)
-                    if method in _NAMED and type(params) is dict:
-                        named = params.get(_NAMED[method])
-                        if type(named) is str:
-                            p.name = named[:80]
-                    if rid in ours:
-                        del ours[rid]  # an id reused while in flight: the newer one, at the end
-                    ours[rid] = p
-            i += 1
-        if len(done) > 2 * _DONE_KEEP:
-            _trim(done)
+            elif mcp and params is not UNSET:
+                break  # MCP params must be an object
+            rid = e.id
+            if rid is UNSET:
+                c = counts.get(method)
+                if c is None:
+                    c = counts[method] = {}
+                c["notifications"] = c.get("notifications", 0) + 1
+                self._notified[dir] = method
+                continue
+            if not requests_ok or max_requests == 0:
+                break
+            max_requests -= 1
+            if method == last:
+                k += 1
+            else:
+                if k:
+                    asked[last] = asked.get(last, 0) + k
+                last, k = method, 1
+            p = Pending(rid, method, dir, now)
+            if named is not None and type(params) is dict:
+                name = params.get(named)
+                if type(name) is str:
+                    p.name = name[:80]
+            if rid in ours:
+                del ours[rid]  # an id reused while in flight: the newer one, at the end
+            ours[rid] = p
+        else:
+            i = n
+        if len(settled) > 2 * _DONE_KEEP:
+            del settled[:-_DONE_KEEP]
+        if k:
+            asked[last] = asked.get(last, 0) + k
         for method, k in asked.items():
             c = counts.get(method)
             if c is None:
@@ -464,7 +477,7 @@ class Monitor:
                     return self._settle(ev, p, key, v, now)
                 ev.settled = p
                 ev.duration = d = now - p.started
-                _remember(self._done[p.dir], key, p.method)
+                self._remember(p)
                 self._note_duration(d, p)
                 return ev
         ev = Event(dir, "response", v, id=v.get("id"))
@@ -493,8 +506,9 @@ class Monitor:
         if key in self._abandoned:
             del self._abandoned[key]  # answered late, after guard gave up on it
             return ev
-        if key in self._done[asked]:
-            self._flag(ev, "ids.duplicate-reply", f"a second reply to {self._done[asked][key]} (id {show(rid, 40)}): {show(v, 120)}", now)
+        done = self._done(asked)
+        if key in done:
+            self._flag(ev, "ids.duplicate-reply", f"a second reply to {done[key]} (id {show(rid, 40)}): {show(v, 120)}", now)
         elif not problems:
             self._flag(ev, "ids.unknown-reply", f"a reply with the id {show(rid, 40)}, which no request in flight has: {show(v, 120)}", now)
         return ev
@@ -503,7 +517,7 @@ class Monitor:
         ev.settled = p
         ev.method = p.method
         ev.duration = now - p.started
-        _remember(self._done[p.dir], key, p.method)
+        self._remember(p)
         if "error" in v:
             self._count(p.method, "errors")
         if p.token is not None:
@@ -542,6 +556,26 @@ class Monitor:
                 self._flag(ev, "mcp.error-codes", detail, now, level)
 
     # -- bookkeeping -----------------------------------------------------------------------------
+
+    def _remember(self, p: Pending) -> None:
+        settled = self._answered[p.dir]
+        settled.append(p)
+        if len(settled) > 2 * _DONE_KEEP:
+            del settled[:-_DONE_KEEP]
+
+    def _done(self, dir: Direction) -> dict[Key, str]:
+        """The ids settled of the requests that travelled ``dir`` (at least the newest
+        :data:`_DONE_KEEP`), with their methods."""
+        done = self._done_ids[dir]
+        settled = self._answered[dir]
+        if settled:
+            for p in settled:
+                done[key_of(p.id)] = p.method
+            settled.clear()
+            if len(done) > 2 * _DONE_KEEP:
+                for key in list(itertools.islice(done, len(done) - _DONE_KEEP)):
+                    del done[key]
+        return done
 
     def _count(self, method: str, what: str) -> None:
         c = self.counts.get(method)

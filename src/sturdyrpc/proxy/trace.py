@@ -24,7 +24,7 @@ from .view import LiveView, print_summary
 __all__ = ["TraceLog", "TraceProxy"]
 
 #: Frames judged per turn of the loop when there is a backlog.
-SLICE = 1024
+SLICE = int(__import__("os").environ.get("I15_SLICE", "1024"))
 #: Frames read but not judged yet above which the proxy judges them all before reading on.
 BACKLOG_LIMIT = 4096
 
@@ -105,13 +105,11 @@ class TraceProxy(Proxy):
     def from_client(self, data: bytes, now: float) -> None:
         assert self.to_server is not None
         # Passed on before it is judged: judging adds no latency to the traffic.
-        self.to_server.write(data)
-        self.to_server.flush_now()
+        self.to_server.write_now(data)
         self._queue(C2S, data, now)
 
     def from_server(self, data: bytes, now: float) -> None:
-        self.to_client.write(data)
-        self.to_client.flush_now()
+        self.to_client.write_now(data)
         self._queue(S2C, data, now)
 
     def _queue(self, dir: Direction, data: bytes, now: float) -> None:
