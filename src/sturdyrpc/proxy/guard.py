@@ -82,6 +82,14 @@ class GuardCore:
 
     # -- runs of plain frames ----------------------------------------------------------------------
 
+    def passes_on(self, requests: int) -> bool:
+        """Whether :meth:`from_client` passes frames holding at most ``requests`` requests on to
+        the server as they are, whatever they hold: nothing is held back and none of them would
+        wait for ``max_in_flight``. Then it adds exactly those frames, in order, to ``to_server``
+        (and nothing else anywhere), so the proxy may write them before the decisions are made."""
+        return not self._queue and (self.max_in_flight is None or len(self._sent) + requests <= self.max_in_flight)
+
+
     def pass_plain(self, dir: Direction, frames: list[Frame], start: int, now: float, out: Actions) -> int:
         """Pass on ``frames[start:]`` (from the side ``dir`` names) for as long as the monitor finds
         them plain (:meth:`Monitor.feed_plain`: nothing in them for guard to drop or replace) and

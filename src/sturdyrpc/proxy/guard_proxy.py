@@ -8,7 +8,7 @@ import asyncio
 import sys
 import time
 
-from ..framing import BadHeader, FrameTooLarge
+from ..framing import BadHeader, Frame, FrameTooLarge
 from .guard import Actions, GuardCore
 from .monitor import C2S, S2C, Direction
 from .pump import Proxy, frame_payload, make_framer
@@ -67,6 +67,7 @@ class GuardProxy(Proxy):
         core = self.core
         decide = core.from_client if dir == C2S else core.from_server
         frames = self._framers[dir].feed(data)
+        written = dir == C2S and self._pass_on(frames)
         for at in range(0, len(frames), SLICE):
             # Out in slices: the other side starts on the first messages of a large read while
             # guard decides about the rest.
@@ -86,7 +87,25 @@ class GuardProxy(Proxy):
                     for v in self.core.monitor.feed_unreadable(dir, what, now).violations:
                         act.log.append(v.line())
                     act.log.append(f"guard: dropped an unreadable frame from the {'client' if dir == C2S else 'server'} ({what})")
+            if written:
+                act.to_server.clear()  # these very frames, already written by _pass_on
             self._apply(act)
+
+    def _pass_on(self, frames: list[Frame]) -> bool:
+        """Write the client's ``frames`` to the server before deciding about them when the core
+        passes them all on as they are (:meth:`GuardCore.passes_on`): the server starts on them
+        while guard keeps its books. True if written."""
+        if not frames or self.to_server is None:
+            return False
+        try:
+            payload = self._framed(list(frames))  # type: ignore[arg-type]  # TypeError: an unreadable frame (dropped)
+        except TypeError:
+            return False
+        # Each request is an object, so it holds a "{": the count bounds the requests.
+        if not self.core.passes_on(payload.count(b"{")):
+            return False
+        self.to_server.write_now(payload)
+        return True
 
     def _arm(self) -> None:
         at = self.core.next_deadline()

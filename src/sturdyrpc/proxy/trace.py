@@ -21,10 +21,12 @@ from .monitor import C2S, S2C, Direction, Event, Monitor
 from .pump import Proxy, make_framer
 from .view import LiveView, print_summary
 
-__all__ = ["TraceLog", "TraceProxy"]
+__all__ = ["TraceLog", "TraceProxy", "LOG_BUFFER"]
 
 #: Frames judged per turn of the loop when there is a backlog.
 SLICE = int(__import__("os").environ.get("I15_SLICE", "1024"))
+#: The buffer of the log file (bytes): records of many reads leave in one system call.
+LOG_BUFFER = 1 << 20
 #: Frames read but not judged yet above which the proxy judges them all before reading on.
 BACKLOG_LIMIT = 4096
 
