@@ -24,10 +24,10 @@ from ..check.model import CheckSpec, Level
 from ..check.verdicts import (
     SPECS,
     UNSET,
+    decode_envelope,
     initialize_result_problems,
     jsonrpc_code_problem,
     mcp_error_code_problems,
-    decode_envelope,
     message_problems,
     progress_problem,
     response_problems,

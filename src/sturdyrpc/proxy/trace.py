@@ -24,7 +24,7 @@ from .view import LiveView, print_summary
 __all__ = ["TraceLog", "TraceProxy", "LOG_BUFFER"]
 
 #: Frames judged per turn of the loop when there is a backlog.
-SLICE = int(__import__("os").environ.get("I15_SLICE", "1024"))
+SLICE = 1024
 #: The buffer of the log file (bytes): records of many reads leave in one system call.
 LOG_BUFFER = 1 << 20
 #: Frames read but not judged yet above which the proxy judges them all before reading on.
@@ -42,6 +42,7 @@ class TraceLog:
     def __init__(self, file: IO[bytes], command: list[str], framing: str) -> None:
         self.file = file
         self._wall0 = time.time() - time.monotonic()  # wall = monotonic + offset: one clock read
+        self._breaks = framing != "line"  # frames may hold line breaks (a line frame holds no LF)
         file.write(encode({"sturdyrpc": "trace", "format": 1, "command": command, "framing": framing, "wall": time.time()}) + b"\n")
 
     def head(self, dir: Direction, now: float) -> bytes:
@@ -61,7 +62,7 @@ class TraceLog:
         """Add the records of ``frames``, messages :meth:`Monitor.feed_plain` judged, to ``out``:
         one join for all of them."""
         body = (b'}\n' + head + b'"msg":').join(frames)
-        if b"\r" in body or body.count(b"\n") != len(frames) - 1:
+        if b"\r" in body or (self._breaks and body.count(b"\n") != len(frames) - 1):
             # A line break inside a frame (Content-Length framing): one line each, re-encoded.
             for frame in frames:
                 out += (head, b'"msg":', encode(decode(frame)) if b"\n" in frame or b"\r" in frame else frame, b"}\n")
@@ -69,8 +70,8 @@ class TraceLog:
         out += (head, b'"msg":', body, b"}\n")
 
     def write(self, out: list[bytes]) -> None:
-        """Write the records collected in ``out`` (one call for many messages)."""
-        self.file.write(b"".join(out))
+        """Write the records collected in ``out`` (one call for many messages, into the file's buffer)."""
+        self.file.writelines(out)
 
     def event(self, dir: Direction, what: str, detail: str, now: float) -> None:
         self.file.write(encode({"dir": dir, "t": round(now, 6), "wall": round(now + self._wall0, 6), "event": what, "detail": detail}) + b"\n")
