@@ -71,7 +71,7 @@ class TraceLog:
 
     def write(self, out: list[bytes]) -> None:
         """Write the records collected in ``out`` (one call for many messages, into the file's buffer)."""
-        self.file.writelines(out)
+        self.file.write(b"".join(out))
 
     def event(self, dir: Direction, what: str, detail: str, now: float) -> None:
         self.file.write(encode({"dir": dir, "t": round(now, 6), "wall": round(now + self._wall0, 6), "event": what, "detail": detail}) + b"\n")
@@ -140,6 +140,8 @@ class TraceProxy(Proxy):
         # Frames with nothing to show are judged in runs, without an event each, unless the
         # live view shows every message.
         runs = view is None or not view.traffic
+        records: list[bytes] = []  # log records of the frames judged, written once at the end
+        now = 0.0
         while n > 0 and backlog:
             dir, frames, now = backlog[0]
             take = frames[:n] if len(frames) > n else frames
@@ -150,7 +152,6 @@ class TraceProxy(Proxy):
             n -= len(take)
             self._backlog_frames -= len(take)
             head = log.head(dir, now) if log is not None else b""
-            records: list[bytes] = []
             i, end = 0, len(take)
             while i < end:
                 if runs:
@@ -177,9 +178,10 @@ class TraceProxy(Proxy):
                         self._unreadable(dir, "too-large", f"a frame over {frame.limit} bytes", now)
                     elif not isinstance(frame, bytes):
                         self._unreadable(dir, "bad-header", frame.reason, now)
-            if records and log is not None:
+        if log is not None:
+            if records:
                 log.write(records)
-            if log is not None and now - self._last_flush > 1.0:
+            if now - self._last_flush > 1.0:
                 self._last_flush = now
                 log.file.flush()  # readable with tail -f, without a system call per message
 
