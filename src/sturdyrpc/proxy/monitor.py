@@ -70,8 +70,6 @@ def key_of(id: Any) -> Key:
     return id if t is int or t is str else id_key(id)
 
 
-
-
 class Pending(msgspec.Struct, gc=False):
     """A request in flight. ``dir`` is the direction the request travelled. (A struct made in C:
     one is made per request.)"""
@@ -474,7 +472,7 @@ class Monitor:
             if p is not None:
                 ev = Event(dir, "response", v, p.method, rid)
                 if p.token is not None or p.method == "initialize":
-                    return self._settle(ev, p, key, v, now)
+                    return self._settle(ev, p, v, now)
                 ev.settled = p
                 ev.duration = d = now - p.started
                 self._remember(p)
@@ -492,7 +490,7 @@ class Monitor:
         if type(err) is dict and type(err.get("code")) is int:
             self._error_code(ev, err, now)
         if p is not None:
-            return self._settle(ev, p, key, v, now)
+            return self._settle(ev, p, v, now)
         ev.unmatched = True
         if rid is None:
             if type(err) is dict and self._unreadable[dir] > 0:
@@ -513,7 +511,7 @@ class Monitor:
             self._flag(ev, "ids.unknown-reply", f"a reply with the id {show(rid, 40)}, which no request in flight has: {show(v, 120)}", now)
         return ev
 
-    def _settle(self, ev: Event, p: Pending, key: Key, v: dict[str, Any], now: float) -> Event:
+    def _settle(self, ev: Event, p: Pending, v: dict[str, Any], now: float) -> Event:
         ev.settled = p
         ev.method = p.method
         ev.duration = now - p.started
