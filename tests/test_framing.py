@@ -49,6 +49,38 @@ def test_byte_by_byte_any_chunking(size: int) -> None:
     assert feed_all(LineFramer(100), chunks) == [b'{"a":1}', b'{"b":[1,2]}', b'{"c":3}']
 
 
+def test_property_line_framer_any_chunking_is_the_lines() -> None:
+    # Whatever the reads (whole reads of many lines take the framer's C path, others the loop):
+    # the frames are the non-blank lines, CR stripped at the end, over-long ones reported.
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    pieces = st.sampled_from([b'{"a":1}', b"[1]", b"junk", b" ", b"\t", b"\r", b"\n", b"\n", b"\n", b'{"b":"x\ry"}', b"z" * 30, b"["])
+
+    @settings(max_examples=500)
+    @given(st.lists(pieces, max_size=30), st.lists(st.integers(1, 40), max_size=30))
+    def run(parts: list[bytes], cuts: list[int]) -> None:
+        stream = b"".join(parts)
+        chunks, at = [], 0
+        for c in cuts:
+            chunks.append(stream[at : at + c])
+            at += c
+        chunks.append(stream[at:])
+        expected: list[object] = []
+        *lines, unfinished = stream.split(b"\n")
+        for line in lines:
+            if len(line) > 32:
+                expected.append("too large")
+            elif line.strip(b" \t\r\n"):
+                expected.append(line[:-1] if line.endswith(b"\r") else line)
+        if len(unfinished) > 32:
+            expected.append("too large")  # reported before its end comes, and not kept
+        got = [x if isinstance(x, bytes) else "too large" for x in feed_all(LineFramer(32), [c for c in chunks if c])]
+        assert got == expected
+
+    run()
+
+
 def test_crlf_and_blank_lines() -> None:
     f = LineFramer(100)
     assert f.feed(b'{"a":1}\r\n\r\n\n \t \n{"b":2}\r\n') == [b'{"a":1}', b'{"b":2}']

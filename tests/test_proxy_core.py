@@ -453,3 +453,302 @@ def test_live_view_lines_plain_and_coloured() -> None:
     quiet = io.StringIO()
     LiveView(quiet, traffic=False).event(m.feed(S2C, res(5), 0.3))
     assert "ids.unknown-reply" in quiet.getvalue() and "id=5" not in quiet.getvalue().split("VIOLATION")[0]
+
+
+# -- the fast path: runs of plain frames, judged without an event each, as one frame at a time ------
+
+
+def _in_runs(m: Monitor, dir: Any, frames: list[Any], now: float) -> list[Any]:
+    """What trace does with the frames of one read: runs through feed_plain, the rest through feed."""
+    events = []
+    i = 0
+    while i < len(frames):
+        i = m.feed_plain(dir, frames, now, i)
+        if i < len(frames):
+            events.append(m.feed(dir, frames[i], now))
+            i += 1
+    return events
+
+
+def _state(m: Monitor, now: float) -> Any:
+    s = m.summary(now)
+    return (
+        [(p.label, p.id, p.dir, p.token, age) for p, age in s.unanswered],
+        s.slowest, s.by_method, s.violation_count, s.mcp_version,
+        [(v.spec.id, v.detail, v.side, v.level, v.at) for v in s.violations],
+        {d: {k: m._done(d).get(k) for k in ("0", "1", 0, 1, 2, 3)} for d in (C2S, S2C)},
+        # what the next frames will be judged against
+        (m.mcp, m.version, m._offered, m._initialized, m._init_answered, dict(m._notified), dict(m._unreadable)),
+        (sorted(map(repr, m._tokens)), list(m._finished_tokens.items()), list(m._abandoned.items())),
+    )
+
+
+def _traffic() -> Any:
+    """Conversations both ways, mostly well-formed (so runs are long) with every kind of trouble."""
+    from hypothesis import strategies as st
+
+    ids = st.one_of(st.integers(0, 3), st.sampled_from(["0", "1"]), st.none(), st.just(1.5), st.just(True))
+    methods = st.sampled_from(["echo", "tools/call", "ping", "initialize", "notifications/initialized", "notifications/progress",
+                               "notifications/cancelled", "server/discover", "notifications/message"])
+    params = st.one_of(st.none(), st.just({}), st.just({"name": "t"}), st.just([1]), st.just(5),
+                       st.builds(lambda t: {"_meta": {"progressToken": t}}, st.integers(0, 1)),
+                       st.builds(lambda t, p: {"progressToken": t, "progress": p}, st.integers(0, 1), st.integers(0, 3)),
+                       st.builds(lambda i: {"requestId": i}, st.integers(0, 3)),
+                       st.just({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}))
+
+    def call(i: Any, method: str, p: Any, notify: bool) -> bytes:
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if p is not None:
+            msg["params"] = p
+        if not notify:
+            msg["id"] = i
+        return b(msg)
+
+    calls = st.builds(call, ids, methods, params, st.booleans())
+    init_result = {"protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": {"name": "s", "version": "1"}}
+    replies = st.one_of(st.builds(res, ids, st.sampled_from(["ok", None, init_result])), st.builds(err, ids, st.sampled_from([-32601, -32050, -32000, -32021, 7])))
+    odd = st.sampled_from([b"not json", b"[]", b"7", b'{"jsonrpc":"2.0"}', b'{"jsonrpc":"1.0","id":1,"result":1}',
+                           b'{"jsonrpc":"2.0","id":1,"result":1,"extra":1}', b'{"jsonrpc":"2.0","id":1,"result":1,"error":{"code":1,"message":"x"}}',
+                           b'[{"jsonrpc":"2.0","id":2,"result":1},{"jsonrpc":"2.0","id":3,"result":1}]', b'{"jsonrpc":"2.0","id":1,"result":1e999}',
+                           b'{"jsonrpc":"2.0","method":"m","params":{"v":1e999},"id":2}', b'{"jsonrpc":"2.0","id":1,"result":"\xff"}',
+                           b'{"jsonrpc":"2.0","method":"m","id":3,"result":1}', b'{"jsonrpc":"2.0","method":"m","error":{"code":1,"message":"x"}}',
+                           b'{"jsonrpc":"2.0","id":2,"result":1,"params":{}}', b'{"jsonrpc":"2.0","id":0}'])
+    frame = st.one_of(calls, calls, replies, replies, replies, odd)
+    reads = st.tuples(st.sampled_from([C2S, S2C]), st.lists(frame, min_size=1, max_size=12))
+    return st.lists(reads, max_size=14)
+
+
+def test_property_runs_judge_every_frame_as_feed_does() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=400)
+    @given(_traffic(), st.booleans())
+    def run(reads: list[tuple[Any, list[bytes]]], mcp: bool) -> None:
+        one, runs = Monitor(mcp=mcp), Monitor(mcp=mcp)
+        now = 0.0
+        for dir, frames in reads:
+            now += 0.25
+            singles = [one.feed(dir, f, now) for f in frames]
+            events = _in_runs(runs, dir, list(frames), now)
+            flagged = [v for ev in singles for v in ev.all_violations()]
+            assert [(v.spec.id, v.detail) for ev in events for v in ev.all_violations()] == [(v.spec.id, v.detail) for v in flagged]
+            assert _state(runs, now) == _state(one, now)
+
+    run()
+
+
+def test_a_violation_inside_a_long_run_is_flagged_where_it_is() -> None:
+    reqs = [req(i, "echo", {"value": i}) for i in range(300)]
+    replies = [res(i) for i in range(300)]
+    replies[40] = res(39)  # a duplicate (and 40 never answered)
+    replies[120] = b"Loading model... 42%"
+    replies[200] = res(9999)  # an id nobody sent
+    replies[250] = err(250, -32500)  # a reserved code nobody defined
+    replies.insert(260, note("notifications/message", [1]))  # fine: a notification of the server
+    reqs.insert(150, note("notifications/cancelled", {"requestId": 7}))
+    m = Monitor()
+    assert m.feed_plain(C2S, reqs, 1.0) == 150  # the run stops at the cancel: feed judges it
+    _in_runs(m, C2S, reqs[150:], 1.0)
+    events = _in_runs(m, S2C, replies, 2.0)
+    assert [rules(ev) for ev in events if rules(ev)] == [["ids.duplicate-reply"], ["framing.stdout-only-jsonrpc"], ["ids.unknown-reply"], ["errors.code-range"]]
+    s = m.summary(3.0)
+    assert [p.id for p, _ in s.unanswered] == [40, 120, 200] and s.by_method["echo"] == {"requests": 300, "errors": 1}
+    assert s.by_method["notifications/message"] == {"notifications": 1} and s.violation_count == 4
+
+
+def test_runs_stop_where_the_monitor_learns_something() -> None:
+    m = Monitor()
+    frames = [req(1, "echo"), req(2, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}}), req(3, "echo")]
+    assert m.feed_plain(C2S, frames, 0.0) == 1 and not m.mcp  # initialize: feed notes MCP
+    m.feed(C2S, frames[1], 0.0)
+    assert m.mcp
+    # the client may not send requests before initialize is answered: feed flags it
+    assert m.feed_plain(C2S, frames, 0.0, 2) == 2
+    assert rules(m.feed(C2S, frames[2], 0.0)) == ["mcp.lifecycle"]
+    # a request with a progress token, and its reply, go through feed (token bookkeeping)
+    tok = req(4, "tools/call", {"name": "t", "_meta": {"progressToken": "p"}})
+    assert m.feed_plain(C2S, [tok], 0.0) == 0
+    # max_requests: guard's max-in-flight
+    assert Monitor().feed_plain(C2S, [req(1), note("n"), req(2), req(3)], 0.0, 0, 1) == 2
+    # the reply to initialize, well-formed as a reply, is judged by feed: its result has rules
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}
+    m = Monitor()
+    _in_runs(m, C2S, [req(1, "echo"), req(2, "initialize", hello)], 0.0)
+    events = _in_runs(m, S2C, [res(1), res(2, {"protocolVersion": "2025-06-18"})], 0.1)
+    assert [rules(ev) for ev in events] == [["mcp.initialize"]]
+    m = Monitor()
+    _in_runs(m, C2S, [req(2, "initialize", hello)], 0.0)
+    _in_runs(m, S2C, [res(2, {**hello, "serverInfo": {"name": "s", "version": "1"}})], 0.1)
+    assert m.version == "2025-06-18"
+
+
+def test_envelope_types_are_the_shared_rules_cheaply() -> None:
+    # A message the envelope decoder reads, in the shape feed_plain takes as plain, is one the
+    # full predicates of check pass: the fast path never hides what they would find.
+    import msgspec
+    from hypothesis import given, settings
+
+    from sturdyrpc.check.verdicts import UNSET, decode_envelope, message_problems, response_problems
+
+    @settings(max_examples=1500)
+    @given(_values())
+    def run(values: list[Any]) -> None:
+        for v in values:
+            try:
+                e = decode_envelope(b(v))
+            except (msgspec.MsgspecError, RecursionError, ValueError, TypeError):
+                continue
+            if e.method is not UNSET and e.result is UNSET and e.error is UNSET:
+                assert message_problems(v) == []
+                if type(e.params) is not list:
+                    assert message_problems(v, mcp=True) == []
+            elif e.method is UNSET and e.result is not UNSET and e.error is UNSET and e.params is UNSET and e.id is not UNSET:
+                assert response_problems(v) == []
+
+    run()
+
+
+def test_property_guard_in_runs_decides_as_frame_by_frame() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    def in_runs(g: GuardCore, dir: Any, frames: list[bytes], now: float, out: Any) -> None:
+        i = 0
+        while i < len(frames):
+            i = g.pass_plain(dir, frames, i, now, out)  # type: ignore[arg-type]
+            if i < len(frames):
+                (g.from_client if dir == C2S else g.from_server)(frames[i], now, out)
+                i += 1
+
+    @settings(max_examples=300)
+    @given(_traffic(), st.sampled_from([None, 1, 3]), st.booleans())
+    def run(reads: list[tuple[Any, list[bytes]]], limit: int | None, mcp: bool) -> None:
+        one = GuardCore(deadline=1.0, max_in_flight=limit, cancel="mcp" if mcp else "none")
+        runs = GuardCore(deadline=1.0, max_in_flight=limit, cancel="mcp" if mcp else "none")
+        now = 0.0
+        for dir, frames in reads:
+            now += 0.3
+            a, b_ = one.tick(now), runs.tick(now)
+            # guard_proxy writes the client's frames before deciding when passes_on says so:
+            # the decisions must then pass on exactly those frames, and nothing else.
+            early = dir == C2S and one.passes_on(sum(f.count(b"{") for f in frames))
+            mark = (len(a.to_server), len(a.to_client), len(a.log))
+            for f in frames:
+                (one.from_client if dir == C2S else one.from_server)(f, now, a)
+            if early:
+                assert (a.to_server[mark[0]:], len(a.to_client), len(a.log)) == (list(frames), mark[1], mark[2])
+            in_runs(runs, dir, list(frames), now, b_)
+            assert (b_.to_server, b_.to_client, b_.log) == (a.to_server, a.to_client, a.log)
+        assert _state(runs.monitor, now) == _state(one.monitor, now)
+        assert (runs.server_gone(1).to_client, runs.waiting) == (one.server_gone(1).to_client, one.waiting)
+
+    run()
+
+
+def test_guard_passes_on_only_what_it_would_not_hold() -> None:
+    g = GuardCore(max_in_flight=2)
+    assert g.passes_on(2) and not g.passes_on(3)
+    g.from_client(req(1), 0.0)
+    assert g.passes_on(1) and not g.passes_on(2)
+    g.from_client(req(2), 0.0)
+    g.from_client(req(3), 0.0)  # held
+    assert not g.passes_on(0)  # nothing passes a held request
+    assert GuardCore().passes_on(10**6)
+
+
+class _Sink:
+    """Stands for a pipe writer: keeps what the proxy writes."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def write_now(self, data: bytes) -> None:
+        self.data += data
+
+
+def _trace_in_process(framing: str, reads: list[tuple[Any, bytes]]) -> tuple[Any, list[dict[str, Any]], bytes, bytes]:
+    """Run TraceProxy's read handling on ``reads`` (without pipes): the monitor, the log records
+    (without their wall time) and the bytes passed on each way."""
+    import asyncio
+    import io
+
+    from sturdyrpc.proxy.trace import TraceProxy
+    from sturdyrpc.proxy.view import LiveView
+
+    log = io.BytesIO()
+    log.close = lambda: None  # type: ignore[method-assign]  # read it afterwards
+
+    async def go() -> Any:
+        p = TraceProxy(["server"], framing=framing, log=log, view=LiveView(io.StringIO(), traffic=False))
+        p.to_server, p.to_client = _Sink(), _Sink()  # type: ignore[assignment]
+        for k, (dir, data) in enumerate(reads):
+            (p.from_client if dir == C2S else p.from_server)(data, float(k))
+            if k % 3 == 2:
+                await asyncio.sleep(0)  # judged now and then, as between reads
+        p._judge(p._backlog_frames)
+        p.log.write([])  # type: ignore[union-attr]
+        return p
+
+    p = asyncio.run(go())
+    records = [json.loads(x) for x in log.getvalue().splitlines()[1:]]
+    for r in records:
+        del r["wall"]
+    return p.monitor, records, bytes(p.to_server.data), bytes(p.to_client.data)
+
+
+def _records_one_by_one(framing: str, reads: list[tuple[Any, bytes]]) -> tuple[Any, list[dict[str, Any]]]:
+    """The reference: the same frames, each through Monitor.feed and TraceLog.message."""
+    import io
+
+    from sturdyrpc.proxy.pump import make_framer
+    from sturdyrpc.proxy.trace import TraceLog
+
+    m, log = Monitor(), TraceLog(io.BytesIO(), ["server"], framing)
+    framers = {C2S: make_framer(framing), S2C: make_framer(framing)}
+    out: list[bytes] = []
+    for k, (dir, data) in enumerate(reads):
+        now = float(k)
+        head = log.head(dir, now)
+        for frame in framers[dir].feed(data):
+            assert type(frame) is bytes
+            log.message(out, head, frame, m.feed(dir, frame, now))
+    records = [json.loads(x) for x in b"".join(out).splitlines()]
+    for r in records:
+        del r["wall"]
+    return m, records
+
+
+def test_trace_judges_and_logs_reads_of_many_messages_as_one_by_one() -> None:
+    # Many messages a read, a violation in the middle of them, messages cut across reads.
+    reqs = b"".join(req(i, "echo", {"value": i}) + b"\n" for i in range(200))
+    reps = [res(i) for i in range(200)]
+    reps[77] = res(76)  # a duplicate
+    reps[150] = b"progress: 50%"  # junk
+    reps[151] = b'{"jsonrpc":"2.0",\r"id":151,"result":1}'  # a CR inside: its record is re-encoded
+    replies = b"".join(r + b"\n" for r in reps)
+    reads = [(C2S, reqs[:5000]), (C2S, reqs[5000:5001]), (C2S, reqs[5001:]),
+             (S2C, replies[:3333]), (S2C, replies[3333:7000]), (S2C, replies[7000:])]
+    m, records, to_server, to_client = _trace_in_process("line", reads)
+    ref, expected = _records_one_by_one("line", reads)
+    assert to_server == reqs and to_client == replies  # passed on as they came, in order
+    assert records == expected and len(records) == 400
+    assert [(v.spec.id, v.detail) for v in m.violations] == [(v.spec.id, v.detail) for v in ref.violations]
+    assert [v.spec.id for v in m.violations] == ["ids.duplicate-reply", "framing.stdout-only-jsonrpc"]
+    assert m.summary(9.0).by_method == ref.summary(9.0).by_method == {"echo": {"requests": 200}}
+    assert [p.id for p, _ in m.summary(9.0).unanswered] == [77, 150] and _state(m, 9.0) == _state(ref, 9.0)
+
+
+def test_trace_content_length_frames_with_line_breaks_are_logged_one_line_each() -> None:
+    def cl(obj: Any, indent: int | None = None) -> bytes:
+        body = json.dumps(obj, indent=indent).encode()
+        return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+    reqs = b"".join(cl({"jsonrpc": "2.0", "id": i, "method": "m"}, 2 if i % 2 else None) for i in range(40))
+    reps = b"".join(cl({"jsonrpc": "2.0", "id": i, "result": [i]}, 1 if i == 30 else None) for i in [*range(20), 7, *range(20, 40)])
+    reads = [(C2S, reqs[:1001]), (C2S, reqs[1001:]), (S2C, reps[:999]), (S2C, reps[999:])]
+    m, records, to_server, to_client = _trace_in_process("content-length", reads)
+    ref, expected = _records_one_by_one("content-length", reads)
+    assert (to_server, to_client) == (reqs, reps) and records == expected and len(records) == 81
+    assert [v.spec.id for v in m.violations] == ["ids.duplicate-reply"] == [v.spec.id for v in ref.violations]
+    assert _state(m, 9.0) == _state(ref, 9.0) and not m.pending[C2S]

@@ -468,3 +468,62 @@ def test_sigterm_to_the_proxy_stops_the_server_first(tmp_path: Path) -> None:
     assert wait_gone(pid, 5)
     time.sleep(0.1)
     assert "signal SIGTERM" in s.err.decode() and "EOF" in s.err.decode()
+
+
+# -- many messages a read: the fast path of both proxies ----------------------------------------
+
+#: A server that reads N requests, then writes its replies in pieces cut in the middle of lines:
+#: all well-formed but a few (a duplicate, an unknown id, a line of junk, a reserved error code).
+SCRIPTED = [PY, "-c", """
+import sys, time, json
+n = int(sys.argv[1])
+for _ in range(n):
+    sys.stdin.buffer.readline()
+out = []
+for i in range(n):
+    if i == 100:
+        out.append(b'{"jsonrpc":"2.0","id":99,"result":"again"}')  # a duplicate: 100 never answered
+    elif i == 200:
+        out.append(b"Loading model... 42%")
+    elif i == 300:
+        out.append(b'{"jsonrpc":"2.0","id":9999,"result":1}')  # nobody asked (and 300 never answered)
+    elif i == 400:
+        out.append(b'{"jsonrpc":"2.0","id":400,"error":{"code":-32500,"message":"odd"}}')
+    else:
+        out.append(b'{"jsonrpc":"2.0","id":%d,"result":"hello"}' % i)
+data = b"\\n".join(out) + b"\\n"
+for at in range(0, len(data), 4099):
+    sys.stdout.buffer.write(data[at:at + 4099])
+    sys.stdout.buffer.flush()
+    time.sleep(0.002)
+""", "500"]
+
+
+def _many_requests(n: int = 500) -> bytes:
+    return b"".join(line(req(i, "echo", {"value": "hello"})) for i in range(n))
+
+
+def test_trace_many_messages_a_read_byte_exact_and_every_bug_flagged(tmp_path: Path) -> None:
+    data = _many_requests()
+    direct = subprocess.run(SCRIPTED, input=data, capture_output=True, timeout=30)
+    log = tmp_path / "session.ndjson"
+    traced = subprocess.run([*SRPC, "trace", "--quiet", "--log", str(log), "--", *SCRIPTED], input=data, capture_output=True, timeout=30)
+    assert traced.returncode == 0 and traced.stdout == direct.stdout and len(direct.stdout) > 15000
+    err = traced.stderr.decode()
+    for rule in ("ids.duplicate-reply", "ids.unknown-reply", "framing.stdout-only-jsonrpc", "errors.code-range"):
+        assert err.count(rule) >= 1, rule
+    assert "violations: 4" in err and "requests never answered: 3" in err and "echo: 500 / 1 / 0" in err
+    records = [json.loads(x) for x in log.read_bytes().splitlines()[1:]]
+    assert len(records) == 1000 and sum("raw" in r for r in records) == 1
+
+
+def test_guard_many_messages_a_read_only_the_expected_replies() -> None:
+    data = _many_requests()
+    guarded = subprocess.run([*SRPC, "guard", "--max-in-flight", "1000", "--", *SCRIPTED], input=data, capture_output=True, timeout=30)
+    replies = [json.loads(x) for x in guarded.stdout.splitlines()]
+    assert sorted(r["id"] for r in replies) == list(range(500))  # each answered once, no stranger
+    gone = {r["id"] for r in replies if r.get("error", {}).get("code") == -32002}
+    assert gone == {100, 200, 300}  # answered by guard when the server exited without answering them
+    assert next(r for r in replies if r["id"] == 400)["error"]["code"] == -32500  # passed on, and flagged
+    err = guarded.stderr.decode()
+    assert "Loading model... 42%" in err and "ids.duplicate-reply" in err and "ids.unknown-reply" in err

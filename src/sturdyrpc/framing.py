@@ -9,6 +9,8 @@ stream resynchronises at the next frame.
 
 from __future__ import annotations
 
+from typing import cast
+
 __all__ = [
     "FrameTooLarge",
     "BadHeader",
@@ -52,12 +54,11 @@ _WS = b" \t\r\n"
 class LineFramer:
     """Newline-delimited frames: one message a line, blank lines ignored, CRLF tolerated."""
 
-    __slots__ = ("max_frame", "_buf", "_scan", "_discarding")
+    __slots__ = ("max_frame", "_buf", "_discarding")
 
     def __init__(self, max_frame: int) -> None:
         self.max_frame = max_frame
-        self._buf = bytearray()
-        self._scan = 0  # bytes of _buf already known to hold no newline
+        self._buf = bytearray()  # the start of a line whose end has not come yet
         self._discarding = False
 
     @property
@@ -75,43 +76,46 @@ class LineFramer:
             self._discarding = False
             data = data[nl + 1 :]
         buf = self._buf
-        if not buf:
-            # Fast path: whole lines in one read need no copy into the buffer.
-            lines = data.split(b"\n")
-            last = lines.pop()  # the unfinished line (empty when data ends with a newline)
-            max_frame = self.max_frame
+        max_frame = self.max_frame
+        if buf:
+            # The end of the line begun in an earlier read, then the lines of this one as below.
+            nl = data.find(b"\n")
+            if nl < 0:
+                buf += data
+                if len(buf) > max_frame:
+                    out.append(FrameTooLarge(max_frame))
+                    buf.clear()
+                    self._discarding = True
+                return out
+            buf += data[:nl]
+            line = bytes(buf)
+            buf.clear()
+            self._emit(line, out)
+            data = data[nl + 1 :]
+        # Whole lines need no copy into the buffer.
+        lines = data.split(b"\n")
+        last = lines.pop()  # the unfinished line (empty when data ends with a newline)
+        if lines and len(data) <= max_frame and min(lines) >= b"[" and b"\r" not in data:
+            # The everyday read: no line is empty, blank (each starts at "[" or above), too long
+            # or holds a CR: every line is a frame as it is, and the list is the answer.
+            if out:
+                out += lines
+            else:
+                out = cast("list[Frame]", lines)
+        else:
             for line in lines:
                 # A JSON object or array without CR passes as it is; anything else: _emit.
                 if line and (line[0] == 123 or line[0] == 91) and line[-1] != 13 and len(line) <= max_frame:
                     out.append(line)
                 else:
                     self._emit(line, out)
-            rest = len(last)
-            if rest:
-                if rest > max_frame:
-                    out.append(FrameTooLarge(max_frame))
-                    self._discarding = True
-                else:
-                    buf += last
-                    self._scan = len(buf)
-            return out
-        buf += data
-        start = 0
-        scan = self._scan
-        while True:
-            nl = buf.find(b"\n", scan)
-            if nl < 0:
-                break
-            self._emit(bytes(buf[start:nl]), out)
-            start = scan = nl + 1
-        if start:
-            del buf[:start]
-        self._scan = len(buf)
-        if len(buf) > self.max_frame:
-            out.append(FrameTooLarge(self.max_frame))
-            buf.clear()
-            self._scan = 0
-            self._discarding = True
+        rest = len(last)
+        if rest:
+            if rest > max_frame:
+                out.append(FrameTooLarge(max_frame))
+                self._discarding = True
+            else:
+                buf += last
         return out
 
     def _emit(self, line: bytes, out: list[Frame]) -> None:

@@ -9,9 +9,10 @@ them. Nothing here does I/O or knows about a probe or a pipe.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from .config import KNOWN_VERSIONS, MODERN_VERSION
 from .driver import trim
@@ -28,6 +29,9 @@ __all__ = [
     "progress_problem",
     "initialize_result_problems",
     "DEFINED_CODES",
+    "Envelope",
+    "UNSET",
+    "decode_envelope",
 ]
 
 MUST, SHOULD = Level.MUST, Level.SHOULD
@@ -230,3 +234,40 @@ def initialize_result_problems(result: dict[str, Any], offered: str | None) -> l
     if not problems and result["protocolVersion"] != offered and result["protocolVersion"] not in KNOWN_VERSIONS:
         problems.append(f"offered {offered}, the server answered an unknown version {result['protocolVersion']!r}")
     return problems
+
+
+# -- the cheap judge of the everyday message ------------------------------------------------------
+
+
+class Envelope(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """The members of a JSON-RPC message, read by a typed decoder (:func:`decode_envelope`) that
+    refuses, in C, most of what :func:`message_problems` and :func:`response_problems` would find:
+    ``jsonrpc`` other than ``"2.0"``, a ``method`` that is no string, an ``id`` that is no string
+    or integer (null, a fraction, an object), ``params`` that are neither object nor array, any
+    other member. A member that is absent is :data:`UNSET`. Values are decoded as strictly as
+    :func:`sturdyrpc.codec.decode` decodes them (UTF-8, numbers), so what decodes here is JSON
+    it reads the same.
+
+    What is left to look at, two cases that pass the rules (the live proxies' fast path; anything
+    else goes to the predicates above, which say what is wrong):
+
+    - a request or notification: ``method`` set, ``result`` and ``error`` absent;
+      :func:`message_problems` passes it, with ``mcp=True`` too unless ``params`` is an array;
+    - a success response: ``result`` and ``id`` set, ``method``, ``params`` and ``error``
+      absent; :func:`response_problems` passes it.
+
+    (An error response is never plain here: its code has rules of its own.)
+    """
+
+    jsonrpc: Literal["2.0"]
+    method: str | UnsetType = UNSET
+    id: int | str | UnsetType = UNSET
+    params: dict[str, Any] | list[Any] | UnsetType = UNSET
+    result: Any = UNSET
+    error: Any = UNSET
+
+
+#: ``decode_envelope(frame)``: an :class:`Envelope`, or an exception (``msgspec.MsgspecError``
+#: for anything but one JSON object of the envelope's members and types, ``RecursionError`` for
+#: deep nesting, ``TypeError`` for what is not bytes).
+decode_envelope = msgspec.json.Decoder(Envelope).decode

@@ -34,7 +34,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..proxy.pump import check_command, run_proxy
-    from ..proxy.trace import TraceProxy
+    from ..proxy.trace import LOG_BUFFER, TraceProxy
     from ..proxy.view import LiveView
 
     command = list(args.server_command or [])
@@ -44,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     terminal = sys.stderr.isatty()
     try:
-        log = open(args.log, "wb") if args.log else None  # noqa: SIM115 - closed by the proxy
+        # A large buffer: the records of many reads leave in one write (flushed at least every second).
+        log = open(args.log, "wb", buffering=LOG_BUFFER) if args.log else None  # noqa: SIM115 - closed by the proxy
     except OSError as exc:
         print(f"sturdyrpc trace: cannot write the log {args.log!r}: {exc.strerror}", file=sys.stderr)
         return 2

@@ -16,7 +16,8 @@ from typing import Any
 
 from ..check.verdicts import show
 from ..codec import DecodeFailure, decode, encode
-from .monitor import C2S, CANCEL_METHODS, S2C, Event, Monitor, key_of
+from ..framing import Frame
+from .monitor import C2S, CANCEL_METHODS, S2C, Direction, Event, Key, Monitor, key_of
 
 __all__ = ["Actions", "GuardCore", "DEADLINE_CODE", "SERVER_GONE_CODE", "INVALID_REPLY_CODE"]
 
@@ -73,11 +74,40 @@ class GuardCore:
         self.content_length = content_length
         self.monitor = monitor or Monitor()
         # Answered by guard at their deadline: a late reply is dropped quietly (the newest kept).
-        self._given_up: OrderedDict[tuple[Any, Any], None] = OrderedDict()
+        self._given_up: OrderedDict[Key, None] = OrderedDict()
         self._queue: deque[_Waiting] = deque()
         # The client's requests passed to the server and not settled are the monitor's pending
         # ones, in arrival order (the queue is first in, first out), each started when it arrived.
         self._sent = self.monitor.pending[C2S]
+
+    # -- runs of plain frames ----------------------------------------------------------------------
+
+    def passes_on(self, requests: int) -> bool:
+        """Whether :meth:`from_client` passes frames holding at most ``requests`` requests on to
+        the server as they are, whatever they hold: nothing is held back and none of them would
+        wait for ``max_in_flight``. Then it adds exactly those frames, in order, to ``to_server``
+        (and nothing else anywhere), so the proxy may write them before the decisions are made."""
+        return not self._queue and (self.max_in_flight is None or len(self._sent) + requests <= self.max_in_flight)
+
+
+    def pass_plain(self, dir: Direction, frames: list[Frame], start: int, now: float, out: Actions) -> int:
+        """Pass on ``frames[start:]`` (from the side ``dir`` names) for as long as the monitor finds
+        them plain (:meth:`Monitor.feed_plain`: nothing in them for guard to drop or replace) and
+        none has to wait for ``max_in_flight``; the index of the first frame left for
+        :meth:`from_client` / :meth:`from_server` (``len(frames)`` when none is)."""
+        if dir == C2S:
+            if self._queue:
+                return start  # held requests go first, in order
+            room = -1 if self.max_in_flight is None else max(self.max_in_flight - len(self._sent), 0)
+            end = self.monitor.feed_plain(C2S, frames, now, start, room)
+            if end > start:
+                out.to_server += frames[start:end]  # type: ignore[arg-type]  # plain frames are bytes
+            return end
+        end = self.monitor.feed_plain(S2C, frames, now, start)
+        if end > start:
+            out.to_client += frames[start:end]  # type: ignore[arg-type]
+            self._release(now, out)
+        return end
 
     # -- the client's frames ---------------------------------------------------------------------
 

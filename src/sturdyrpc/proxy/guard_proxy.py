@@ -8,7 +8,7 @@ import asyncio
 import sys
 import time
 
-from ..framing import BadHeader, FrameTooLarge
+from ..framing import BadHeader, Frame, FrameTooLarge
 from .guard import Actions, GuardCore
 from .monitor import C2S, S2C, Direction
 from .pump import Proxy, frame_payload, make_framer
@@ -17,7 +17,7 @@ from .view import LiveView, print_summary
 __all__ = ["GuardProxy"]
 
 #: Frames decided before what they produced is written out.
-SLICE = 16
+SLICE = 1024
 
 
 class GuardProxy(Proxy):
@@ -44,11 +44,9 @@ class GuardProxy(Proxy):
     def _apply(self, act: Actions) -> None:
         # Written at once, not at the end of the loop's turn: every read is one decision anyway.
         if act.to_server and self.to_server is not None:
-            self.to_server.write(self._framed(act.to_server))
-            self.to_server.flush_now()
+            self.to_server.write_now(self._framed(act.to_server))
         if act.to_client:
-            self.to_client.write(self._framed(act.to_client))
-            self.to_client.flush_now()
+            self.to_client.write_now(self._framed(act.to_client))
         for line in act.log:
             self.view.text(line, warn=True)
         self._arm()
@@ -68,21 +66,46 @@ class GuardProxy(Proxy):
     def _frames(self, dir: Direction, data: bytes, now: float) -> None:
         core = self.core
         decide = core.from_client if dir == C2S else core.from_server
-        act = Actions()
-        for i, frame in enumerate(self._framers[dir].feed(data), 1):
-            if type(frame) is bytes:
-                decide(frame, now, act)
-            else:
-                what = f"over {frame.limit} bytes" if isinstance(frame, FrameTooLarge) else frame.reason if isinstance(frame, BadHeader) else "?"
-                for v in self.core.monitor.feed_unreadable(dir, what, now).violations:
-                    act.log.append(v.line())
-                act.log.append(f"guard: dropped an unreadable frame from the {'client' if dir == C2S else 'server'} ({what})")
-            if i % SLICE == 0:
-                # Out in slices: the other side starts on the first messages of a large read
-                # while guard decides about the rest.
-                self._apply(act)
-                act = Actions()
-        self._apply(act)
+        frames = self._framers[dir].feed(data)
+        written = dir == C2S and self._pass_on(frames)
+        for at in range(0, len(frames), SLICE):
+            # Out in slices: the other side starts on the first messages of a large read while
+            # guard decides about the rest.
+            part = frames[at : at + SLICE] if len(frames) > SLICE else frames
+            act = Actions()
+            i, end = 0, len(part)
+            while i < end:
+                i = core.pass_plain(dir, part, i, now, act)  # the everyday frames, in runs
+                if i == end:
+                    break
+                frame = part[i]
+                i += 1
+                if type(frame) is bytes:
+                    decide(frame, now, act)
+                else:
+                    what = f"over {frame.limit} bytes" if isinstance(frame, FrameTooLarge) else frame.reason if isinstance(frame, BadHeader) else "?"
+                    for v in self.core.monitor.feed_unreadable(dir, what, now).violations:
+                        act.log.append(v.line())
+                    act.log.append(f"guard: dropped an unreadable frame from the {'client' if dir == C2S else 'server'} ({what})")
+            if written:
+                act.to_server.clear()  # these very frames, already written by _pass_on
+            self._apply(act)
+
+    def _pass_on(self, frames: list[Frame]) -> bool:
+        """Write the client's ``frames`` to the server before deciding about them when the core
+        passes them all on as they are (:meth:`GuardCore.passes_on`): the server starts on them
+        while guard keeps its books. True if written."""
+        if not frames or self.to_server is None:
+            return False
+        try:
+            payload = self._framed(list(frames))  # type: ignore[arg-type]  # TypeError: an unreadable frame (dropped)
+        except TypeError:
+            return False
+        # Each request is an object, so it holds a "{": the count bounds the requests.
+        if not self.core.passes_on(payload.count(b"{")):
+            return False
+        self.to_server.write_now(payload)
+        return True
 
     def _arm(self) -> None:
         at = self.core.next_deadline()

@@ -11,15 +11,20 @@ predicates ``sturdyrpc check`` uses.
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import msgspec
+
 from ..check.config import MODERN_VERSION, id_key
 from ..check.model import CheckSpec, Level
 from ..check.verdicts import (
     SPECS,
+    UNSET,
+    decode_envelope,
     initialize_result_problems,
     jsonrpc_code_problem,
     mcp_error_code_problems,
@@ -30,7 +35,7 @@ from ..check.verdicts import (
 )
 from ..codec import DecodeFailure, decode
 
-__all__ = ["C2S", "S2C", "Direction", "Pending", "Violation", "Event", "Summary", "Monitor", "key_of"]
+__all__ = ["C2S", "S2C", "Direction", "Pending", "Violation", "Event", "Summary", "Monitor", "Key", "key_of"]
 
 Direction = Literal["c2s", "s2c"]
 C2S: Direction = "c2s"
@@ -45,17 +50,29 @@ _VIOLATIONS_KEEP = 1000
 CANCEL_METHODS = {"notifications/cancelled": "requestId", "$/cancelRequest": "id"}
 #: MCP methods whose live view and summary show what they name (the member that names it).
 _NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+#: Methods that change what the monitor knows (MCP detected, the handshake, progress, cancels):
+#: never judged by :meth:`Monitor.feed_plain`.
+_EVENTFUL = frozenset({"initialize", "server/discover", "notifications/initialized", "notifications/progress", *CANCEL_METHODS})
+_STOP = ""
+#: For feed_plain, one lookup: the member a method names (_NAMED), or _STOP (_EVENTFUL).
+_SPECIAL: dict[str, str] = {**_NAMED, **dict.fromkeys(_EVENTFUL, _STOP)}
 
 
-def key_of(id: Any) -> tuple[Any, Any]:
-    """A dict key for a JSON-RPC id that tells ``"7"``, ``7``, ``7.0`` and ``True`` apart."""
+#: A dict key for a JSON-RPC id (see :func:`key_of`).
+Key = Any
+
+
+def key_of(id: Any) -> Key:
+    """A dict key for a JSON-RPC id that tells ``"7"``, ``7``, ``7.0`` and ``True`` apart: the id
+    itself when it is an integer or a string (they never compare equal to one another), else a
+    tuple that names its type."""
     t = type(id)
-    return (t, id) if t is int or t is str else id_key(id)
+    return id if t is int or t is str else id_key(id)
 
 
-@dataclass(slots=True)
-class Pending:
-    """A request in flight. ``dir`` is the direction the request travelled."""
+class Pending(msgspec.Struct, gc=False):
+    """A request in flight. ``dir`` is the direction the request travelled. (A struct made in C:
+    one is made per request.)"""
 
     id: Any
     method: str
@@ -64,12 +81,12 @@ class Pending:
     token: Any = None  # MCP progressToken
     progress: list[Any] | None = None
     name: str | None = None  # what a tools/call, prompts/get or resources/read is about
+    cancelled: bool = False
 
     @property
     def label(self) -> str:
         """The method, with the tool, prompt or resource it names."""
         return self.method if self.name is None else f"{self.method} {self.name}"
-    cancelled: bool = False
 
 
 @dataclass(frozen=True)
@@ -88,6 +105,9 @@ class Violation:
 
 _NONE: tuple[()] = ()
 _ABSENT: Any = object()
+_NO_FLOOR = float("-inf")
+#: What decode_envelope raises for a frame that is not a plain envelope (or not bytes at all).
+_NOT_AN_ENVELOPE = (msgspec.MsgspecError, RecursionError, ValueError, TypeError)
 
 
 class Event:
@@ -150,11 +170,15 @@ class Monitor:
         self._offered: str | None = None
         self._initialized = False  # notifications/initialized seen (handshake era)
         self._init_answered = False
-        self.pending: dict[Direction, dict[tuple[Any, Any], Pending]] = {C2S: {}, S2C: {}}
-        self._done: dict[Direction, OrderedDict[tuple[Any, Any], str]] = {C2S: OrderedDict(), S2C: OrderedDict()}
-        self._tokens: dict[tuple[Any, Any], Pending] = {}
-        self._finished_tokens: OrderedDict[tuple[Any, Any], str] = OrderedDict()
-        self._abandoned: OrderedDict[tuple[Any, Any], str] = OrderedDict()  # see forget()
+        self.pending: dict[Direction, dict[Key, Pending]] = {C2S: {}, S2C: {}}
+        # Settled requests by the direction they travelled, newest last: a list to append to (one
+        # cheap operation per reply), made a dict of id -> method only when a reply must be told
+        # a duplicate or unknown (see _done). At least the newest _DONE_KEEP are kept.
+        self._answered: dict[Direction, list[Pending]] = {C2S: [], S2C: []}
+        self._done_ids: dict[Direction, dict[Key, str]] = {C2S: {}, S2C: {}}
+        self._tokens: dict[Key, Pending] = {}
+        self._finished_tokens: OrderedDict[Key, str] = OrderedDict()
+        self._abandoned: OrderedDict[Key, str] = OrderedDict()  # see forget()
         # Messages a peer could not read are answered with id null: expected, not a violation.
         self._unreadable: dict[Direction, int] = {C2S: 0, S2C: 0}
         self._notified: dict[Direction, str | None] = {C2S: None, S2C: None}
@@ -183,6 +207,108 @@ class Monitor:
             if "result" in value or "error" in value or "id" in value:
                 return self._response(dir, value, now)
         return self.feed_value(dir, value, now)
+
+    def feed_plain(self, dir: Direction, frames: Sequence[object], now: float, start: int = 0, max_requests: int = -1) -> int:
+        """Judge ``frames[start:]`` (that travelled ``dir``) for as long as each is plain, without
+        making an :class:`Event`; the index of the first frame left for :meth:`feed` (``len(frames)``
+        when none is). At most ``max_requests`` requests (-1: any number).
+
+        Plain: a request or notification the rules pass (an
+        :class:`~sturdyrpc.check.verdicts.Envelope` with a method and neither result nor error),
+        that the lifecycle allows, of a method that changes nothing here (not initialize,
+        progress, a cancel...), without ``_meta``; or a success reply the rules pass (an
+        envelope with a result and an id, without method, params or error) to a request in
+        flight. The state afterwards is the one :meth:`feed` leaves; only what it would have said
+        about these frames (nothing to report) is not said. Anything else stops the run, and
+        :meth:`feed` judges it with the full predicates (decoding it again: rare).
+        """
+        n = len(frames)
+        if start >= n:
+            return start
+        i = start
+        ours = self.pending[dir]  # the requests this side sends
+        other = _OTHER[dir]
+        theirs = self.pending[other]  # the requests this side answers
+        settled = self._answered[other]
+        counts = self.counts
+        mcp = self.mcp
+        # Nothing in a run changes the lifecycle state (the methods that do stop it): ask once.
+        requests_ok = not mcp or self._lifecycle_problem(dir, "", True) is None
+        slowest = self._slowest
+        floor = slowest[0][0] if len(slowest) >= _SLOWEST_KEEP else _NO_FLOOR
+        asked: dict[str, int] = {}  # requests by method, added to the counts at the end
+        last: Any = None  # the method of the latest requests, ``k`` of them in a row (not yet in asked)
+        k = 0
+        special = _SPECIAL.get
+        method: Any
+        for i in range(start, n):  # noqa: B007 - i is the answer when the loop stops early
+            try:
+                e = decode_envelope(frames[i])  # type: ignore[arg-type]  # not bytes: TypeError
+            except _NOT_AN_ENVELOPE:
+                break
+            method = e.method
+            if method is UNSET:  # a success reply, if it has a result and nothing a reply must not
+                if e.result is UNSET or e.error is not UNSET or e.params is not UNSET:
+                    break
+                rid = e.id  # an integer or a string, its own key (UNSET: in no dict)
+                p = theirs.get(rid)
+                if p is None or p.token is not None or p.method == "initialize":
+                    break
+                del theirs[rid]
+                settled.append(p)
+                d = now - p.started
+                if d > floor:
+                    self._note_duration(d, p)
+                    floor = slowest[0][0] if len(slowest) >= _SLOWEST_KEEP else _NO_FLOOR
+                continue
+            if e.result is not UNSET or e.error is not UNSET:
+                break
+            named = special(method)
+            if named is _STOP:
+                break
+            params = e.params
+            if type(params) is dict:
+                if "_meta" in params:
+                    break
+            elif mcp and params is not UNSET:
+                break  # MCP params must be an object
+            rid = e.id
+            if rid is UNSET:
+                c = counts.get(method)
+                if c is None:
+                    c = counts[method] = {}
+                c["notifications"] = c.get("notifications", 0) + 1
+                self._notified[dir] = method
+                continue
+            if not requests_ok or max_requests == 0:
+                break
+            max_requests -= 1
+            if method == last:
+                k += 1
+            else:
+                if k:
+                    asked[last] = asked.get(last, 0) + k
+                last, k = method, 1
+            p = Pending(rid, method, dir, now)
+            if named is not None and type(params) is dict:
+                name = params.get(named)
+                if type(name) is str:
+                    p.name = name[:80]
+            if rid in ours:
+                del ours[rid]  # an id reused while in flight: the newer one, at the end
+            ours[rid] = p
+        else:
+            i = n
+        if len(settled) > 2 * _DONE_KEEP:
+            del settled[:-_DONE_KEEP]
+        if k:
+            asked[last] = asked.get(last, 0) + k
+        for method, k in asked.items():
+            c = counts.get(method)
+            if c is None:
+                c = counts[method] = {"requests": 0}
+            c["requests"] = c.get("requests", 0) + k
+        return i
 
     def feed_unreadable(self, dir: Direction, detail: str, now: float) -> Event:
         """A frame the framer could not read (a bad ``Content-Length`` header, a frame too large)."""
@@ -267,7 +393,7 @@ class Monitor:
                 p.token = meta["progressToken"]
                 self._tokens[key_of(p.token)] = p
         t = type(rid)
-        key = (t, rid) if t is int or t is str else id_key(rid)
+        key = rid if t is int or t is str else id_key(rid)
         pending = self.pending[dir]
         if key in pending:
             del pending[key]  # an id reused while in flight: the newer one, at the end (arrival order)
@@ -291,19 +417,26 @@ class Monitor:
             meta = ev.value["params"].get("_meta")
             if type(meta) is dict and type(meta.get("io.modelcontextprotocol/protocolVersion")) is str:
                 self.version = meta["io.modelcontextprotocol/protocolVersion"]
+        if dir == C2S and method == "notifications/initialized" and self.version != MODERN_VERSION and self._offered is not None:
+            self._initialized = True
+        problem = self._lifecycle_problem(dir, method, is_request)
+        if problem is not None:
+            self._flag(ev, "mcp.lifecycle", problem[1], now, problem[0])
+
+    def _lifecycle_problem(self, dir: Direction, method: str, is_request: bool) -> tuple[Level, str] | None:
+        """What the lifecycle of the negotiated version says about a call (MCP), now."""
         if self.version == MODERN_VERSION:
             if dir == S2C and is_request:
-                self._flag(ev, "mcp.lifecycle", f"the server sent a request ({method}); in {MODERN_VERSION} servers MUST NOT initiate requests", now)
-            return
-        if self._offered is None:
-            return
+                return Level.MUST, f"the server sent a request ({method}); in {MODERN_VERSION} servers MUST NOT initiate requests"
+            return None
+        if self._offered is None or not is_request:
+            return None
         if dir == C2S:
-            if method == "notifications/initialized":
-                self._initialized = True
-            elif is_request and not self._init_answered and method not in ("initialize", "ping"):
-                self._flag(ev, "mcp.lifecycle", f"the client sent {method} before initialize was answered", now, Level.SHOULD)
-        elif is_request and not self._initialized and method != "ping":
-            self._flag(ev, "mcp.lifecycle", f"the server sent the request {method} before notifications/initialized", now, Level.SHOULD)
+            if not self._init_answered and method not in ("initialize", "ping"):
+                return Level.SHOULD, f"the client sent {method} before initialize was answered"
+        elif not self._initialized and method != "ping":
+            return Level.SHOULD, f"the server sent the request {method} before notifications/initialized"
+        return None
 
     def _notification(self, ev: Event, dir: Direction, method: str, params: Any, now: float) -> None:
         if method in CANCEL_METHODS and type(params) is dict:
@@ -334,18 +467,15 @@ class Monitor:
         t = type(rid)
         if (t is int or t is str) and len(v) == 3 and "result" in v and v.get("jsonrpc") == "2.0":
             # The everyday case: a well-formed success answering a request in flight.
-            key = (t, rid)
+            key = rid
             p = self.pending[_OTHER[dir]].pop(key, None)
             if p is not None:
                 ev = Event(dir, "response", v, p.method, rid)
                 if p.token is not None or p.method == "initialize":
-                    return self._settle(ev, p, key, v, now)
+                    return self._settle(ev, p, v, now)
                 ev.settled = p
                 ev.duration = d = now - p.started
-                done = self._done[p.dir]
-                done[key] = p.method
-                if len(done) > _DONE_KEEP:
-                    done.popitem(last=False)
+                self._remember(p)
                 self._note_duration(d, p)
                 return ev
         ev = Event(dir, "response", v, id=v.get("id"))
@@ -360,7 +490,7 @@ class Monitor:
         if type(err) is dict and type(err.get("code")) is int:
             self._error_code(ev, err, now)
         if p is not None:
-            return self._settle(ev, p, key, v, now)
+            return self._settle(ev, p, v, now)
         ev.unmatched = True
         if rid is None:
             if type(err) is dict and self._unreadable[dir] > 0:
@@ -374,20 +504,18 @@ class Monitor:
         if key in self._abandoned:
             del self._abandoned[key]  # answered late, after guard gave up on it
             return ev
-        if key in self._done[asked]:
-            self._flag(ev, "ids.duplicate-reply", f"a second reply to {self._done[asked][key]} (id {show(rid, 40)}): {show(v, 120)}", now)
+        done = self._done(asked)
+        if key in done:
+            self._flag(ev, "ids.duplicate-reply", f"a second reply to {done[key]} (id {show(rid, 40)}): {show(v, 120)}", now)
         elif not problems:
             self._flag(ev, "ids.unknown-reply", f"a reply with the id {show(rid, 40)}, which no request in flight has: {show(v, 120)}", now)
         return ev
 
-    def _settle(self, ev: Event, p: Pending, key: tuple[Any, Any], v: dict[str, Any], now: float) -> Event:
+    def _settle(self, ev: Event, p: Pending, v: dict[str, Any], now: float) -> Event:
         ev.settled = p
         ev.method = p.method
         ev.duration = now - p.started
-        done = self._done[p.dir]
-        done[key] = p.method
-        if len(done) > _DONE_KEEP:
-            done.popitem(last=False)
+        self._remember(p)
         if "error" in v:
             self._count(p.method, "errors")
         if p.token is not None:
@@ -426,6 +554,26 @@ class Monitor:
                 self._flag(ev, "mcp.error-codes", detail, now, level)
 
     # -- bookkeeping -----------------------------------------------------------------------------
+
+    def _remember(self, p: Pending) -> None:
+        settled = self._answered[p.dir]
+        settled.append(p)
+        if len(settled) > 2 * _DONE_KEEP:
+            del settled[:-_DONE_KEEP]
+
+    def _done(self, dir: Direction) -> dict[Key, str]:
+        """The ids settled of the requests that travelled ``dir`` (at least the newest
+        :data:`_DONE_KEEP`), with their methods."""
+        done = self._done_ids[dir]
+        settled = self._answered[dir]
+        if settled:
+            for p in settled:
+                done[key_of(p.id)] = p.method
+            settled.clear()
+            if len(done) > 2 * _DONE_KEEP:
+                for key in list(itertools.islice(done, len(done) - _DONE_KEEP)):
+                    del done[key]
+        return done
 
     def _count(self, method: str, what: str) -> None:
         c = self.counts.get(method)

@@ -15,16 +15,18 @@ import time
 from collections import deque
 from typing import IO
 
-from ..codec import encode
+from ..codec import decode, encode
 from ..framing import Frame, FrameTooLarge
 from .monitor import C2S, S2C, Direction, Event, Monitor
 from .pump import Proxy, make_framer
 from .view import LiveView, print_summary
 
-__all__ = ["TraceLog", "TraceProxy"]
+__all__ = ["TraceLog", "TraceProxy", "LOG_BUFFER"]
 
 #: Frames judged per turn of the loop when there is a backlog.
-SLICE = 16
+SLICE = 1024
+#: The buffer of the log file (bytes): records of many reads leave in one system call.
+LOG_BUFFER = 1 << 20
 #: Frames read but not judged yet above which the proxy judges them all before reading on.
 BACKLOG_LIMIT = 4096
 
@@ -40,6 +42,7 @@ class TraceLog:
     def __init__(self, file: IO[bytes], command: list[str], framing: str) -> None:
         self.file = file
         self._wall0 = time.time() - time.monotonic()  # wall = monotonic + offset: one clock read
+        self._breaks = framing != "line"  # frames may hold line breaks (a line frame holds no LF)
         file.write(encode({"sturdyrpc": "trace", "format": 1, "command": command, "framing": framing, "wall": time.time()}) + b"\n")
 
     def head(self, dir: Direction, now: float) -> bytes:
@@ -55,8 +58,19 @@ class TraceLog:
         else:
             out += (head, b'"msg":', frame, b"}\n")
 
+    def plain(self, out: list[bytes], head: bytes, frames: list[bytes]) -> None:
+        """Add the records of ``frames``, messages :meth:`Monitor.feed_plain` judged, to ``out``:
+        one join for all of them."""
+        body = (b'}\n' + head + b'"msg":').join(frames)
+        if b"\r" in body or (self._breaks and body.count(b"\n") != len(frames) - 1):
+            # A line break inside a frame (Content-Length framing): one line each, re-encoded.
+            for frame in frames:
+                out += (head, b'"msg":', encode(decode(frame)) if b"\n" in frame or b"\r" in frame else frame, b"}\n")
+            return
+        out += (head, b'"msg":', body, b"}\n")
+
     def write(self, out: list[bytes]) -> None:
-        """Write the records collected in ``out`` (one call for many messages)."""
+        """Write the records collected in ``out`` (one call for many messages, into the file's buffer)."""
         self.file.write(b"".join(out))
 
     def event(self, dir: Direction, what: str, detail: str, now: float) -> None:
@@ -94,13 +108,11 @@ class TraceProxy(Proxy):
     def from_client(self, data: bytes, now: float) -> None:
         assert self.to_server is not None
         # Passed on before it is judged: judging adds no latency to the traffic.
-        self.to_server.write(data)
-        self.to_server.flush_now()
+        self.to_server.write_now(data)
         self._queue(C2S, data, now)
 
     def from_server(self, data: bytes, now: float) -> None:
-        self.to_client.write(data)
-        self.to_client.flush_now()
+        self.to_client.write_now(data)
         self._queue(S2C, data, now)
 
     def _queue(self, dir: Direction, data: bytes, now: float) -> None:
@@ -125,6 +137,11 @@ class TraceProxy(Proxy):
     def _judge(self, n: int) -> None:
         """Judge up to ``n`` frames of the backlog, in the order they were read."""
         log, view, monitor, backlog = self.log, self.view, self.monitor, self._backlog
+        # Frames with nothing to show are judged in runs, without an event each, unless the
+        # live view shows every message.
+        runs = view is None or not view.traffic
+        records: list[bytes] = []  # log records of the frames judged, written once at the end
+        now = 0.0
         while n > 0 and backlog:
             dir, frames, now = backlog[0]
             take = frames[:n] if len(frames) > n else frames
@@ -135,8 +152,18 @@ class TraceProxy(Proxy):
             n -= len(take)
             self._backlog_frames -= len(take)
             head = log.head(dir, now) if log is not None else b""
-            records: list[bytes] = []
-            for frame in take:
+            i, end = 0, len(take)
+            while i < end:
+                if runs:
+                    j = monitor.feed_plain(dir, take, now, i)
+                    if j > i:
+                        if log is not None:
+                            log.plain(records, head, take[i:j] if i or j < end else take)  # type: ignore[arg-type]
+                        if j == end:
+                            break
+                        i = j
+                frame = take[i]
+                i += 1
                 if type(frame) is bytes:
                     ev = monitor.feed(dir, frame, now)
                     if log is not None:
@@ -151,9 +178,10 @@ class TraceProxy(Proxy):
                         self._unreadable(dir, "too-large", f"a frame over {frame.limit} bytes", now)
                     elif not isinstance(frame, bytes):
                         self._unreadable(dir, "bad-header", frame.reason, now)
-            if records and log is not None:
+        if log is not None:
+            if records:
                 log.write(records)
-            if log is not None and now - self._last_flush > 1.0:
+            if now - self._last_flush > 1.0:
                 self._last_flush = now
                 log.file.flush()  # readable with tail -f, without a system call per message
 

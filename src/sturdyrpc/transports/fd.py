@@ -242,6 +242,14 @@ class FdWriter:
             self._scheduled = False
             self.flush_now()
 
+    def write_now(self, data: bytes) -> None:
+        """Hand ``data`` to the system now, after anything queued (no end-of-turn callback)."""
+        if self._pending:
+            self._pending.append(data)
+            self.flush_now()
+        else:
+            self._write_now(data)
+
     def flush_now(self) -> None:
         """Hand what was written so far to the system now (one ``write(2)`` for all of it)."""
         pending = self._pending
