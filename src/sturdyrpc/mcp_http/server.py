@@ -463,7 +463,13 @@ class StreamableHTTPApp:
         conn = SSEResponse()
         stream.attach(conn)
         head = b""
-        if prime and self._primes(session) and self.store is not None and session.id is not None:
+        if early is not None:
+            # The reply is ready before the response starts, so it leaves whole: one body with the
+            # headers (Content-Length, no chunks). There is nothing to resume, as with a JSON reply:
+            # no priming event (it primes a stream that stays open, SEP-1699), no event ids, no
+            # event-store writes. A stream that stays open (any other request) keeps all of them.
+            stream.resumable = False
+        elif prime and self._primes(session) and self.store is not None and session.id is not None:
             try:
                 head = sse_priming(await self.store.store(session.id, stream.id, None), self.retry_ms)
             except StoreUnavailable as exc:  # the requests are open already: answer them, without a priming event
