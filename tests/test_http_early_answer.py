@@ -23,6 +23,7 @@ from sturdyrpc.mcp_http.events import MemoryEventStore
 from sturdyrpc.mcp_http.modern import decode_header_value
 from sturdyrpc.mcp_http.session import close_current_stream, current_session
 from sturdyrpc.mcp_http.sse import SSEParser
+from sturdyrpc.transports.asgi import current_headers
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -327,6 +328,61 @@ def test_a_modern_handler_that_fails_gets_internal_error_either_way(sync: bool) 
             assert r.status_code == 200
             assert r.json() == {"jsonrpc": "2.0", "id": 3, "error": {"code": -32603, "message": "Internal error"}}
             assert app.admission.in_use == 0
+            await app.aclose()
+
+    asyncio.run(go())
+
+
+def test_modern_requests_decoded_once_answer_as_the_server_does_on_its_own() -> None:
+    """The app hands 2026-07-28 bodies to ``start_stateless`` already decoded (``decoded=``): the
+    replies are byte for byte those of ``handle_stateless`` decoding the body itself; a body the
+    app decoded to a depth the dispatcher does not allow is still refused by the dispatcher; the
+    handler's ``ctx.headers`` (decoded on first use) still sees the request's headers."""
+    server = make_server()
+    seen: dict[str, Any] = {}
+
+    @server.tool(blocking=False)
+    def hdr() -> str:
+        h = current_headers.get()
+        assert h is not None
+        seen["h"] = dict(h)
+        seen["x"] = h.get("x-custom"), h["mcp-name"], "x-custom" in h, len(h) == len(seen["h"])
+        return "ok"
+
+    app = mcp_http_app(server)
+    assert app._modern_decoded
+
+    async def related(data: bytes) -> None:
+        return None
+
+    def body(id_: Any, name: str, args: Any) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": id_, "method": "tools/call", "params": {"name": name, "arguments": args, "_meta": META}}
+
+    cases = [body(1, "echo", {"text": 'a"\u2028b'}), body(2, "boom", {}), body(3, "nope", {"x": 1}), body(4, "echo", [1]),
+             body(5, "echo", {"text": {"a": [[[[1]]]]}}), body(6, "slow", {"seconds": 0})]
+
+    async def go() -> None:
+        async with client(app) as c:
+            for b in cases:
+                raw = json.dumps(b).encode()
+                h = {"accept": ACCEPT, "content-type": "application/json", "mcp-protocol-version": MODERN,
+                     "mcp-method": "tools/call", "mcp-name": b["params"]["name"]}
+                r = await c.post("/mcp", content=raw, headers=h)
+                assert r.content == await server.handle_stateless(raw, related), b
+            h = {"accept": ACCEPT, "mcp-protocol-version": MODERN, "mcp-method": "tools/call", "mcp-name": "hdr",
+                 "x-custom": "v1"}
+            r = await c.post("/mcp", json=body(8, "hdr", {}), headers=[*h.items(), ("X-Custom", "v2")])
+            assert r.json()["result"]["content"][0]["text"] == "ok"
+            assert seen["x"] == ("v1, v2", "hdr", True, True) and seen["h"]["mcp-protocol-version"] == MODERN
+            # the app allows deeper bodies than the server: the server's own limit still answers
+            app.max_depth = server.dispatcher.limits.max_depth + 50
+            deep = body(7, "echo", {"text": "x", "d": json.loads("[" * (server.dispatcher.limits.max_depth + 5) + "]" * (server.dispatcher.limits.max_depth + 5))})
+            raw = json.dumps(deep).encode()
+            h = {"accept": ACCEPT, "content-type": "application/json", "mcp-protocol-version": MODERN,
+                 "mcp-method": "tools/call", "mcp-name": "echo"}
+            r = await c.post("/mcp", content=raw, headers=h)
+            assert r.content == await server.handle_stateless(raw, related)
+            assert b"Nesting too deep" in r.content
             await app.aclose()
 
     asyncio.run(go())

@@ -106,7 +106,7 @@ class RequestHeaders(Mapping[str, str]):
     def __contains__(self, name: object) -> bool:
         return name in self._dict()
 
-    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, name: str, default: Any = None) -> Any:
         return self._dict().get(name, default)
 
     def __eq__(self, other: object) -> bool:
