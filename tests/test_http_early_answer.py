@@ -106,6 +106,7 @@ def test_sse_early_answer_is_one_whole_body_without_event_ids_or_store_writes() 
             # nothing to resume: no priming event, no event id, nothing recorded
             assert events(r) == [(None, events(r)[0][1])]
             assert r.content.startswith(b"event: message\ndata: ")
+            assert r.headers["cache-control"] == "no-cache, no-transform" and "x-accel-buffering" not in r.headers
             msg = json.loads(events(r)[0][1])
             assert msg["id"] == 7 and msg["result"]["content"][0]["text"] == "hi"
             assert len(store._streams) == stored
@@ -134,6 +135,7 @@ def test_stream_that_stays_open_keeps_priming_event_ids_and_resumption() -> None
             h = await open_session(c)
             assert events(await c.post("/mcp", json=call(1, "echo", text="x"), headers=h))[0][0] is None
             r = await c.post("/mcp", json=call(2, "slow", seconds=0.01), headers=h)
+            assert r.headers["x-accel-buffering"] == "no"  # a stream that stays open
             evs = events(r)
             assert len(evs) == 2 and evs[0][0] and evs[0][1] == "" and evs[1][0] and evs[1][0] != evs[0][0]
             assert json.loads(evs[1][1])["id"] == 2

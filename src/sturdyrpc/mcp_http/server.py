@@ -507,6 +507,13 @@ class StreamableHTTPApp:
             await stream.emit(e)
         if early is not None:
             await session.deliver(key_of(items[0]["id"]), early)
+            if conn.ended and conn.chunks and not conn.closed:
+                # Complete: one response with its length, in one go. No X-Accel-Buffering (a proxy
+                # holds nothing back from a response that is complete when it starts).
+                conn.closed = True
+                stream.detach(conn)
+                await respond(send, 200, conn.take(), None, session.sse_whole_headers)
+                return
         else:
             await self._feed(session, items, body)
         await self._pump(conn, receive, send, session.sse_headers, head)

@@ -252,6 +252,9 @@ class HTTPSession:
         self.response_headers: list[tuple[bytes, bytes]] = [] if session_id is None else [
             (b"mcp-session-id", session_id.encode("ascii"))]
         self.sse_headers: list[tuple[bytes, bytes]] = SSE_HEADERS + self.response_headers
+        #: The same for an SSE response complete when it starts (sent with its length): what
+        #: only matters to a stream that stays open (``X-Accel-Buffering``) left out.
+        self.sse_whole_headers: list[tuple[bytes, bytes]] = [h for h in SSE_HEADERS if h[0] != b"x-accel-buffering"] + self.response_headers
 
     # -------------------------------------------------------------- requests in
 
