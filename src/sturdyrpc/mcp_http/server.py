@@ -512,7 +512,8 @@ class StreamableHTTPApp:
                 # holds nothing back from a response that is complete when it starts).
                 conn.closed = True
                 stream.detach(conn)
-                await respond(send, 200, conn.take(), None, session.sse_whole_headers)
+                with contextlib.suppress(OSError):  # the client is gone: as the pump would
+                    await respond(send, 200, conn.take(), None, session.sse_whole_headers)
                 return
         else:
             await self._feed(session, items, body)
