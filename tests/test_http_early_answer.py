@@ -1,7 +1,8 @@
 """Streamable HTTP answers that need no task: a session's ``tools/call`` of an inline tool answered
 on the POST's own turn (``MCPServer.fast_path``), 2026-07-28 requests answered without a task
 (``MCPServer.start_stateless``), and what must not change on those paths: the same reply bytes as
-the server's own path, the priming event and resumability, 409 for an id in flight, the
+the server's own path, no priming event or event ids for a reply sent whole at once (resumability
+kept for streams that stay open), 409 for an id in flight, the
 server-wide slots given back, error results, HTTP statuses.
 
 The apps run in-process under httpx's ASGI transport (real app, server and sessions, no sockets).
@@ -20,8 +21,9 @@ from sturdyrpc.mcp import MCPServer, ToolError
 from sturdyrpc.mcp_http import StreamableHTTPApp, mcp_http_app
 from sturdyrpc.mcp_http.events import MemoryEventStore
 from sturdyrpc.mcp_http.modern import decode_header_value
-from sturdyrpc.mcp_http.session import current_session
+from sturdyrpc.mcp_http.session import close_current_stream, current_session
 from sturdyrpc.mcp_http.sse import SSEParser
+from sturdyrpc.transports.asgi import current_headers
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -88,31 +90,72 @@ def events(r: httpx.Response) -> list[tuple[str | None, str]]:
     return out
 
 
-def test_sse_early_answer_keeps_priming_event_ids_and_resumption() -> None:
-    app = mcp_http_app(make_server())
+def test_sse_early_answer_is_one_whole_body_without_event_ids_or_store_writes() -> None:
+    store = MemoryEventStore()
+    app = mcp_http_app(make_server(), event_store=store)
 
     async def go() -> None:
         async with client(app) as c:
             h = await open_session(c)
+            stored = len(store._streams)
             r = await c.post("/mcp", json=call(7, "echo", text="hi"), headers=h)
             assert r.status_code == 200 and r.headers["content-type"] == "text/event-stream"
             assert r.headers["mcp-session-id"] == h["mcp-session-id"]
             # complete at once: sent with its length, not chunked
             assert int(r.headers["content-length"]) == len(r.content)
-            evs = events(r)
-            assert len(evs) == 2
-            prime_id, prime_data = evs[0]
-            assert prime_id and prime_data == ""  # SEP-1699 priming event first
-            reply_id, reply = evs[1]
-            assert reply_id and reply_id != prime_id
-            msg = json.loads(reply)
+            # nothing to resume: no priming event, no event id, nothing recorded
+            assert events(r) == [(None, events(r)[0][1])]
+            assert r.content.startswith(b"event: message\ndata: ")
+            assert r.headers["cache-control"] == "no-cache, no-transform" and "x-accel-buffering" not in r.headers
+            msg = json.loads(events(r)[0][1])
             assert msg["id"] == 7 and msg["result"]["content"][0]["text"] == "hi"
-            # the early-answered stream was recorded: resuming after the priming event replays the reply
-            g = await c.get("/mcp", headers={**h, "last-event-id": prime_id})
+            assert len(store._streams) == stored
+            assert app.admission.in_use == 0  # the request's server-wide slot came back
+            await app.aclose()
+
+    asyncio.run(go())
+
+
+def test_stream_that_stays_open_keeps_priming_event_ids_and_resumption() -> None:
+    """Beside early answers on the same session: a request that is not answered at once gets the
+    priming event, event ids and the store, and resumes after its response was closed mid-call."""
+    server = make_server()
+
+    @server.tool()
+    async def poll() -> str:
+        assert close_current_stream()  # SEP-1699 polling: the client comes back with Last-Event-ID
+        await asyncio.sleep(0.1)
+        return "done"
+
+    store = MemoryEventStore()
+    app = mcp_http_app(server, event_store=store)
+
+    async def go() -> None:
+        async with client(app) as c:
+            h = await open_session(c)
+            assert events(await c.post("/mcp", json=call(1, "echo", text="x"), headers=h))[0][0] is None
+            r = await c.post("/mcp", json=call(2, "slow", seconds=0.01), headers=h)
+            assert r.headers["x-accel-buffering"] == "no"  # a stream that stays open
+            evs = events(r)
+            assert len(evs) == 2 and evs[0][0] and evs[0][1] == "" and evs[1][0] and evs[1][0] != evs[0][0]
+            assert json.loads(evs[1][1])["id"] == 2
+            r = await c.post("/mcp", json=call(3, "poll"), headers=h)
+            evs = events(r)
+            assert len(evs) == 1 and evs[0][0] and evs[0][1] == ""  # only the priming event, then closed
+            g = await c.get("/mcp", headers={**h, "last-event-id": evs[0][0]})
             assert g.status_code == 200
             replay = [json.loads(e.data) for e in SSEParser().feed(g.content)]
-            assert [m["id"] for m in replay] == [7]
-            assert app.admission.in_use == 0  # the request's server-wide slot came back
+            assert [m["id"] for m in replay] == [3] and replay[0]["result"]["content"][0]["text"] == "done"
+            # an early answer after it still records nothing; the fed path still does
+            before = len(store._streams)
+            await c.post("/mcp", json=call(4, "echo", text="y"), headers=h)
+            assert len(store._streams) == before
+            session = app.sessions[h["mcp-session-id"]]
+            session.pipe.early_answer = None
+            r = await c.post("/mcp", json=call(5, "echo", text="y"), headers=h)
+            assert events(r)[0][0] and events(r)[0][1] == ""
+            assert len(store._streams) == before + 1
+            assert app.admission.in_use == 0
             await app.aclose()
 
     asyncio.run(go())
@@ -139,7 +182,10 @@ def test_early_answer_is_byte_identical_to_the_servers_own_path(json_response: b
                 if json_response:
                     assert a.content == b.content
                 else:
-                    assert [d for _, d in events(a)] == [d for _, d in events(b)]
+                    # the same reply event; the fed stream stays open, so it is primed and has ids
+                    assert [d for _, d in events(b) if d] == [d for _, d in events(a) if d]
+                    if events(a)[0][0] is None:  # answered early: one whole event, nothing else
+                        assert a.content == b"event: message\ndata: " + events(b)[-1][1].encode() + b"\n\n"
             boom = json.loads(events(early[1])[-1][1] if not json_response else early[1].content)
             assert boom["result"]["isError"] is True and boom["result"]["content"][0]["text"] == "it broke"
             assert app.admission.in_use == 0
@@ -174,7 +220,7 @@ def test_early_answer_on_2025_03_26_has_no_priming_event() -> None:
             h = await open_session(c, "2025-03-26")
             r = await c.post("/mcp", json=call(1, "echo", text="x"), headers=h)
             evs = events(r)
-            assert len(evs) == 1 and evs[0][0] is not None and json.loads(evs[0][1])["id"] == 1
+            assert len(evs) == 1 and evs[0][0] is None and json.loads(evs[0][1])["id"] == 1
             await app.aclose()
 
     asyncio.run(go())
@@ -284,6 +330,61 @@ def test_a_modern_handler_that_fails_gets_internal_error_either_way(sync: bool) 
             assert r.status_code == 200
             assert r.json() == {"jsonrpc": "2.0", "id": 3, "error": {"code": -32603, "message": "Internal error"}}
             assert app.admission.in_use == 0
+            await app.aclose()
+
+    asyncio.run(go())
+
+
+def test_modern_requests_decoded_once_answer_as_the_server_does_on_its_own() -> None:
+    """The app hands 2026-07-28 bodies to ``start_stateless`` already decoded (``decoded=``): the
+    replies are byte for byte those of ``handle_stateless`` decoding the body itself; a body the
+    app decoded to a depth the dispatcher does not allow is still refused by the dispatcher; the
+    handler's ``ctx.headers`` (decoded on first use) still sees the request's headers."""
+    server = make_server()
+    seen: dict[str, Any] = {}
+
+    @server.tool(blocking=False)
+    def hdr() -> str:
+        h = current_headers.get()
+        assert h is not None
+        seen["h"] = dict(h)
+        seen["x"] = h.get("x-custom"), h["mcp-name"], "x-custom" in h, len(h) == len(seen["h"])
+        return "ok"
+
+    app = mcp_http_app(server)
+    assert app._modern_decoded
+
+    async def related(data: bytes) -> None:
+        return None
+
+    def body(id_: Any, name: str, args: Any) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": id_, "method": "tools/call", "params": {"name": name, "arguments": args, "_meta": META}}
+
+    cases = [body(1, "echo", {"text": 'a"\u2028b'}), body(2, "boom", {}), body(3, "nope", {"x": 1}), body(4, "echo", [1]),
+             body(5, "echo", {"text": {"a": [[[[1]]]]}}), body(6, "slow", {"seconds": 0})]
+
+    async def go() -> None:
+        async with client(app) as c:
+            for b in cases:
+                raw = json.dumps(b).encode()
+                h = {"accept": ACCEPT, "content-type": "application/json", "mcp-protocol-version": MODERN,
+                     "mcp-method": "tools/call", "mcp-name": b["params"]["name"]}
+                r = await c.post("/mcp", content=raw, headers=h)
+                assert r.content == await server.handle_stateless(raw, related), b
+            h = {"accept": ACCEPT, "mcp-protocol-version": MODERN, "mcp-method": "tools/call", "mcp-name": "hdr",
+                 "x-custom": "v1"}
+            r = await c.post("/mcp", json=body(8, "hdr", {}), headers=[*h.items(), ("X-Custom", "v2")])
+            assert r.json()["result"]["content"][0]["text"] == "ok"
+            assert seen["x"] == ("v1, v2", "hdr", True, True) and seen["h"]["mcp-protocol-version"] == MODERN
+            # the app allows deeper bodies than the server: the server's own limit still answers
+            app.max_depth = server.dispatcher.limits.max_depth + 50
+            deep = body(7, "echo", {"text": "x", "d": json.loads("[" * (server.dispatcher.limits.max_depth + 5) + "]" * (server.dispatcher.limits.max_depth + 5))})
+            raw = json.dumps(deep).encode()
+            h = {"accept": ACCEPT, "content-type": "application/json", "mcp-protocol-version": MODERN,
+                 "mcp-method": "tools/call", "mcp-name": "echo"}
+            r = await c.post("/mcp", content=raw, headers=h)
+            assert r.content == await server.handle_stateless(raw, related)
+            assert b"Nesting too deep" in r.content
             await app.aclose()
 
     asyncio.run(go())

@@ -362,6 +362,8 @@ class Dispatcher:
         data: bytes,
         on_response: Callable[[Message | InvalidMessage], None] | None = None,
         profile: Profile | None = None,
+        *,
+        decoded: tuple[Any, int] | None = None,
     ) -> Received:
         """Parse and validate one message (or batch); say what is to be done.
 
@@ -370,9 +372,12 @@ class Dispatcher:
         ``profile`` (per connection) adds a protocol's rules: whether arrays are
         served as batches, extra checks before a call runs, and whether an
         unreadable id is answered as null or left out.
+        ``decoded`` (with a ``profile``): ``(obj, depth)``, ``data`` as the transport decoded it
+        already with :func:`codec.decode_bounded` at most ``depth`` deep; used instead of a second
+        decode when ``depth`` is within :attr:`limits` (every other check is the same).
         """
         if profile is not None:
-            return self._receive_profiled(data, on_response, profile)
+            return self._receive_profiled(data, on_response, profile, decoded)
         n = len(data)
         limits = self._limits
         if n <= self._small or n <= limits.max_message_bytes and data.count(b"[") + data.count(b"{") <= limits.max_depth:
@@ -512,7 +517,8 @@ class Dispatcher:
             return Call(id_, method, entry, args, kwargs, params)
         return self._prepare(method, params, id_)
 
-    def _receive_profiled(self, data: bytes, on_response: Callable[[Message | InvalidMessage], None] | None, profile: Profile) -> Received:
+    def _receive_profiled(self, data: bytes, on_response: Callable[[Message | InvalidMessage], None] | None, profile: Profile,
+                          decoded: tuple[Any, int] | None = None) -> Received:
         omit = profile.omit_unreadable_id()
         limits = self.limits
         if len(data) > limits.max_message_bytes:
@@ -521,7 +527,7 @@ class Dispatcher:
                 InvalidRequest("Message too large", {"limit": "max_message_bytes", "max": limits.max_message_bytes}), None, omit
             )
         try:
-            obj = codec.decode_bounded(data, limits.max_depth)
+            obj = decoded[0] if decoded is not None and decoded[1] <= limits.max_depth else codec.decode_bounded(data, limits.max_depth)
         except codec.DecodeFailure as exc:
             if exc.too_deep:
                 self.stats["invalid_requests"] += 1

@@ -193,7 +193,7 @@ class MCPProfile(Profile):
             if method == "ping" and not envelope:
                 return None
             if method == "server/discover" or envelope:
-                err = self._check_envelope(meta, list(_newest_first(self.supported)))
+                err = self._check_envelope(meta, self.supported)
                 if err is None and method == "ping":
                     return MethodNotFound("Method not found")  # a 2026-07-28 ping: removed in that version
                 if err is None:
@@ -208,8 +208,7 @@ class MCPProfile(Profile):
             return UnsupportedProtocolVersion(_newest_first(MODERN_VERSIONS), requested)
         if method == "ping":
             return MethodNotFound("Method not found")
-        supported = _newest_first(self.supported) if self.stateless else _newest_first(MODERN_VERSIONS)
-        return self._check_envelope(meta, supported)
+        return self._check_envelope(meta, self.supported if self.stateless else MODERN_VERSIONS)
 
     def accepts_every(self, method: str) -> bool:
         """Whether :meth:`check_request` passes every request of ``method`` with a string or
@@ -235,7 +234,8 @@ class MCPProfile(Profile):
             return MethodNotFound("Method not found")
         return None
 
-    def _check_envelope(self, meta: Any, supported: list[str]) -> RPCError | None:
+    def _check_envelope(self, meta: Any, supported: tuple[str, ...]) -> RPCError | None:
+        """The 2026-07-28 ``_meta`` envelope; ``supported``: the versions an error names (newest first there)."""
         if type(meta) is not dict:
             return InvalidParams("Invalid params", {"reason": "params._meta with the protocol version and client capabilities is required"})
         version = meta.get(META_PROTOCOL_VERSION)
@@ -245,7 +245,7 @@ class MCPProfile(Profile):
         if type(caps) is not dict:
             return InvalidParams("Invalid params", {"reason": f"params._meta[{META_CLIENT_CAPABILITIES!r}] must be an object"})
         if version not in MODERN_VERSIONS or version not in self.supported:
-            return UnsupportedProtocolVersion(supported, version)
+            return UnsupportedProtocolVersion(_newest_first(supported), version)
         return None
 
     def _accept_initialize(self, params: Any, id_: Id) -> RPCError | None:

@@ -417,14 +417,16 @@ class MCPServer:
         return await started
 
     def start_stateless(
-        self, body: bytes, send_related: Callable[[bytes], Awaitable[None]]
+        self, body: bytes, send_related: Callable[[bytes], Awaitable[None]], decoded: tuple[Any, int] | None = None
     ) -> bytes | None | Awaitable[bytes | None]:
         """:meth:`handle_stateless` started now: the reply itself when it is ready at once (an
         error, a notification, an inline handler such as a sync ``blocking=False`` tool), else
-        an awaitable of it. Lets a transport answer without a task where nothing waits."""
+        an awaitable of it. Lets a transport answer without a task where nothing waits.
+        ``decoded``: ``(body decoded, max depth checked)`` when the transport has decoded it
+        already (see :meth:`~sturdyrpc.dispatch.Dispatcher.receive`): not decoded twice."""
         d = self.dispatcher
         profile = MCPProfile(stateless=True, supported=self.supported_versions)
-        todo = d.receive(body, None, profile)
+        todo = d.receive(body, None, profile, decoded=decoded)
         if todo is None or isinstance(todo, bytes):
             return todo
         if not isinstance(todo, Call):

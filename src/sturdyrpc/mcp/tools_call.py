@@ -449,9 +449,10 @@ class MCPDispatcher(Dispatcher):
         return super().failure(call, exc)
 
     def receive(
-        self, data: bytes, on_response: Callable[[Message | InvalidMessage], None] | None = None, profile: Profile | None = None
+        self, data: bytes, on_response: Callable[[Message | InvalidMessage], None] | None = None, profile: Profile | None = None,
+        *, decoded: tuple[Any, int] | None = None,
     ) -> Received:
-        todo = super().receive(data, on_response, profile)
+        todo = super().receive(data, on_response, profile, decoded=decoded)
         t = type(todo)
         if t is Call:
             self._route(todo)  # type: ignore[arg-type]

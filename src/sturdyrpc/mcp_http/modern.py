@@ -60,8 +60,22 @@ def encode_header_value(value: str) -> str:
     return _PREFIX + base64.b64encode(value.encode("utf-8")).decode("ascii") + _SUFFIX
 
 
+#: Header values decoded so far (clients send the same few methods and names): bounded.
+_DECODED: dict[bytes, str] = {}
+
+
 def decode_header_value(raw: bytes) -> str:
     """Decode a header value; ValueError when it is malformed."""
+    hit = _DECODED.get(raw)
+    if hit is not None:
+        return hit
+    text = _decode_header_value(raw)
+    if len(_DECODED) < 1024:
+        _DECODED[bytes(raw)] = text
+    return text
+
+
+def _decode_header_value(raw: bytes) -> str:
     try:
         text = raw.decode("ascii")
     except UnicodeDecodeError:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import secrets
 import time
@@ -180,6 +181,8 @@ class StreamableHTTPApp:
         #: request's principal before it runs: 403 ``insufficient_scope``); None: no per-request scopes.
         self.scopes_for = scopes_for
         self.modern = modern
+        #: Whether ``modern`` takes ``decoded=`` (the body as decoded here: not decoded twice).
+        self._modern_decoded = _takes_decoded(modern)
         self.path = path
         self.security = security or HTTPSecurity()
         self.json_response = json_response
@@ -198,6 +201,7 @@ class StreamableHTTPApp:
         self._sweeper: asyncio.Task[None] | None = None
         self.handshake_versions = handshake_versions
         self.modern_versions = modern_versions if modern is not None else ()
+        self._modern_list = list(self.modern_versions)  # as the header check names them
         self.sessions: dict[str, HTTPSession] = {}
         self._bg: set[asyncio.Task[Any]] = set()
         #: Sessions kept in a shared store, so that any worker serves any session (:mod:`.shared`).
@@ -207,6 +211,16 @@ class StreamableHTTPApp:
             self.store = shared.events
         #: ``MCP-Protocol-Version`` values seen, as sent -> the supported version they name.
         self._versions_seen: dict[bytes, str] = {}
+
+    @property
+    def path(self) -> str | None:
+        """The endpoint's path (None: any path)."""
+        return self._path_as_given
+
+    @path.setter
+    def path(self, value: str | None) -> None:
+        self._path_as_given = value
+        self._path = value.rstrip("/") if value is not None else None
 
     # ------------------------------------------------------------------ entry
 
@@ -222,7 +236,7 @@ class StreamableHTTPApp:
             return  # RFC 9728 metadata: public, it is how a client learns where to get a token
         try:
             principal = await self.security.check(scope)
-            if self.path is not None and scope.get("path", "").rstrip("/") != self.path.rstrip("/"):
+            if self._path is not None and scope.get("path", "").rstrip("/") != self._path:
                 raise HTTPRefusal(404, -32600, "Not found")
             method = scope["method"]
             token = current_principal.set(principal)
@@ -274,9 +288,10 @@ class StreamableHTTPApp:
     # ------------------------------------------------------------------ POST
 
     async def _post(self, scope: Scope, receive: Receive, send: Send, principal: Any) -> None:
-        if not _is_json(header(scope, b"content-type")):
+        hx = header_index(scope)  # the request's headers, indexed once
+        if not _is_json(hx.get(b"content-type")):
             raise HTTPRefusal(415, -32600, "Unsupported Media Type: Content-Type must be application/json")
-        sse_ok, json_ok = _acceptable(header(scope, b"accept"))
+        sse_ok, json_ok = _acceptable(hx.get(b"accept"))
         if not (sse_ok or json_ok):
             raise HTTPRefusal(406, -32600, "Not Acceptable: accept application/json and text/event-stream")
         try:
@@ -320,35 +335,16 @@ class StreamableHTTPApp:
         # JSON-RPC §6: in a batch, each element that is no valid message gets its own -32600 in the
         # reply array (a request reusing an id of the same batch too); the others are served.
         invalid: list[bytes] = []
-        valid: list[Any] = []
+        valid: list[Any] = items
         cancels: list[Any] = []
-        seen: set[Key] = set()
-        for m in items:
-            kind = _kind(m)
-            if kind is None:
-                err = _why_invalid(m)
-                if not batch:
-                    raise HTTPRefusal(400, -32600, err.message if err is not None else "Invalid Request: not a JSON-RPC message")
-                if err is None:
-                    err = InvalidRequest("Invalid Request")
-                invalid.append(codec.encode({"jsonrpc": "2.0", "error": err.to_dict(), "id": None}))
-                continue
-            if kind == "request":
-                k = key_of(m["id"])
-                if k in seen:
-                    invalid.append(codec.encode({"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request"},
-                                                 "id": m["id"]}))
-                    continue
-                seen.add(k)
-                requests.append(m)
-                request_keys.append(k)
-                if m["method"] == "initialize":
-                    is_init = True
-            elif kind == "notification" and m["method"] == "notifications/cancelled":
-                params = m.get("params")
-                if type(params) is dict and type(params.get("requestId")) in (str, int):
-                    cancels.append(params["requestId"])
-            valid.append(m)
+        if not batch and _kind(obj) == "request":
+            # The usual POST, one request: what the loop below makes of it, without the loop.
+            requests.append(obj)
+            request_keys.append(key_of(obj["id"]))
+            is_init = obj["method"] == "initialize"
+        else:
+            valid = self._sort_out(items, batch, requests, request_keys, invalid, cancels)
+            is_init = any(r["method"] == "initialize" for r in requests)
         items = valid
         # A batch is fed element by element (the server answers each alone); a single message as it came.
         raw = None if batch else body
@@ -365,7 +361,7 @@ class StreamableHTTPApp:
             if self.stateless:
                 session = await self._stateless_session(version, principal, skip_init=is_init)
             elif is_init:
-                if header(scope, b"mcp-session-id") is not None:
+                if hx.get(b"mcp-session-id") is not None:
                     raise HTTPRefusal(400, -32600, "Bad Request: initialize must not carry Mcp-Session-Id")
                 session = self._new_session(principal)
                 if self.shared is not None:
@@ -419,6 +415,39 @@ class StreamableHTTPApp:
             if self.stateless:
                 await session.end()
 
+    @staticmethod
+    def _sort_out(items: list[Any], batch: bool, requests: list[dict[str, Any]], request_keys: list[Key],
+                  invalid: list[bytes], cancels: list[Any]) -> list[Any]:
+        """Sort a POST's messages: requests (and their keys), -32600 errors of invalid batch
+        elements, ids of cancelled requests; returns the valid messages."""
+        valid: list[Any] = []
+        seen: set[Key] = set()
+        for m in items:
+            kind = _kind(m)
+            if kind is None:
+                err = _why_invalid(m)
+                if not batch:
+                    raise HTTPRefusal(400, -32600, err.message if err is not None else "Invalid Request: not a JSON-RPC message")
+                if err is None:
+                    err = InvalidRequest("Invalid Request")
+                invalid.append(codec.encode({"jsonrpc": "2.0", "error": err.to_dict(), "id": None}))
+                continue
+            if kind == "request":
+                k = key_of(m["id"])
+                if k in seen:
+                    invalid.append(codec.encode({"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request"},
+                                                 "id": m["id"]}))
+                    continue
+                seen.add(k)
+                requests.append(m)
+                request_keys.append(k)
+            elif kind == "notification" and m["method"] == "notifications/cancelled":
+                params = m.get("params")
+                if type(params) is dict and type(params.get("requestId")) in (str, int):
+                    cancels.append(params["requestId"])
+            valid.append(m)
+        return valid
+
     def _check_scopes(self, principal: Any, requests: list[dict[str, Any]]) -> None:
         """403 ``insufficient_scope`` unless ``principal`` holds the scopes of every request (a
         batch is refused whole: nothing of it runs)."""
@@ -463,7 +492,13 @@ class StreamableHTTPApp:
         conn = SSEResponse()
         stream.attach(conn)
         head = b""
-        if prime and self._primes(session) and self.store is not None and session.id is not None:
+        if early is not None:
+            # The reply is ready before the response starts, so it leaves whole: one body with the
+            # headers (Content-Length, no chunks). There is nothing to resume, as with a JSON reply:
+            # no priming event (it primes a stream that stays open, SEP-1699), no event ids, no
+            # event-store writes. A stream that stays open (any other request) keeps all of them.
+            stream.resumable = False
+        elif prime and self._primes(session) and self.store is not None and session.id is not None:
             try:
                 head = sse_priming(await self.store.store(session.id, stream.id, None), self.retry_ms)
             except StoreUnavailable as exc:  # the requests are open already: answer them, without a priming event
@@ -472,6 +507,14 @@ class StreamableHTTPApp:
             await stream.emit(e)
         if early is not None:
             await session.deliver(key_of(items[0]["id"]), early)
+            if conn.ended and conn.chunks and not conn.closed:
+                # Complete: one response with its length, in one go. No X-Accel-Buffering (a proxy
+                # holds nothing back from a response that is complete when it starts).
+                conn.closed = True
+                stream.detach(conn)
+                with contextlib.suppress(OSError):  # the client is gone: as the pump would
+                    await respond(send, 200, conn.take(), None, session.sse_whole_headers)
+                return
         else:
             await self._feed(session, items, body)
         await self._pump(conn, receive, send, session.sse_headers, head)
@@ -788,12 +831,12 @@ class StreamableHTTPApp:
             raise HTTPRefusal(400, -32600, "Invalid Request: the body must be a request or a notification")
         id_ = obj.get("id")
         try:
-            check_modern_headers(obj, version, list(self.modern_versions), header_index(scope))
+            check_modern_headers(obj, version, self._modern_list, header_index(scope))
         except HeaderProblem as p:
             await _send_problem(send, p, id_)
             return
         if kind == "notification":
-            started = self.modern(body, _drop)
+            started = self._call_modern(body, _drop, obj)
             if started is not None and not isinstance(started, bytes):
                 await started
             await respond(send, 202)
@@ -808,11 +851,17 @@ class StreamableHTTPApp:
             await refuse_busy(send, with_null_id=False)
             return
         try:
-            await self._run_modern(receive, send, body, id_, sse_ok)
+            await self._run_modern(receive, send, body, id_, sse_ok, obj)
         finally:
             self.admission.release()
 
-    async def _run_modern(self, receive: Receive, send: Send, body: bytes, id_: Any, sse_ok: bool) -> None:
+    def _call_modern(self, body: bytes, emit: Callable[[bytes], Awaitable[None]], obj: Any) -> Any:
+        assert self.modern is not None
+        if self._modern_decoded:
+            return self.modern(body, emit, decoded=(obj, self.max_depth))  # type: ignore[call-arg]
+        return self.modern(body, emit)
+
+    async def _run_modern(self, receive: Receive, send: Send, body: bytes, id_: Any, sse_ok: bool, obj: Any = None) -> None:
         assert self.modern is not None
         started = False
 
@@ -826,7 +875,7 @@ class StreamableHTTPApp:
             await send({"type": "http.response.body", "body": sse_event(data), "more_body": True})
 
         try:
-            started_reply = self.modern(body, emit)
+            started_reply = self._call_modern(body, emit, obj)
         except Exception:
             log.exception("2026-07-28 request failed in the server")
             started_reply = codec.encode({"jsonrpc": "2.0", "id": id_, "error": {"code": -32603, "message": "Internal error"}})
@@ -941,6 +990,15 @@ def _status_for(reply: bytes) -> int:
 
 #: 2026-07-28: HTTP status of a JSON error reply (the same table as the official SDKs).
 _MODERN_STATUS = {-32700: 400, -32600: 400, -32602: 400, -32020: 400, -32021: 400, -32022: 400, -32601: 404}
+
+
+def _takes_decoded(handler: Any) -> bool:
+    if handler is None:
+        return False
+    try:
+        return "decoded" in inspect.signature(handler).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _modern_envelope(obj: Any) -> bool:

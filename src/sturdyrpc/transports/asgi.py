@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextvars
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -40,6 +40,7 @@ __all__ = [
     "current_principal",
     "current_headers",
     "request_headers",
+    "RequestHeaders",
     "header",
     "header_index",
     "read_body",
@@ -68,14 +69,61 @@ current_principal: contextvars.ContextVar[Any] = contextvars.ContextVar("sturdyr
 current_headers: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar("sturdyrpc_headers", default=None)
 
 
-def request_headers(scope: Scope) -> dict[str, str]:
-    """The request's headers as a ``str`` dict (lower-case names, repeated ones joined with ", ")."""
+def _decode_headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
     out: dict[str, str] = {}
-    for k, v in scope.get("headers", ()):
+    for k, v in raw:
         name = bytes(k).decode("latin-1").lower()
         value = bytes(v).decode("latin-1")
         out[name] = f"{out[name]}, {value}" if name in out else value
     return out
+
+
+class RequestHeaders(Mapping[str, str]):
+    """A request's headers as a read-only ``str`` mapping (lower-case names, repeated ones
+    joined with ", "), decoded on first use: most requests never look at them (``ctx.headers``)."""
+
+    __slots__ = ("_raw", "_d")
+
+    def __init__(self, raw: Iterable[tuple[bytes, bytes]]) -> None:
+        self._raw = raw
+        self._d: dict[str, str] | None = None
+
+    def _dict(self) -> dict[str, str]:
+        d = self._d
+        if d is None:
+            d = self._d = _decode_headers(self._raw)
+        return d
+
+    def __getitem__(self, name: str) -> str:
+        return self._dict()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._dict())
+
+    def __len__(self) -> int:
+        return len(self._dict())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._dict()
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self._dict().get(name, default)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, RequestHeaders):
+            other = other._dict()
+        return self._dict() == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"RequestHeaders({self._dict()!r})"
+
+
+def request_headers(scope: Scope) -> RequestHeaders:
+    """The request's headers as a ``str`` mapping (lower-case names, repeated ones joined with
+    ", "), decoded when first read."""
+    return RequestHeaders(scope.get("headers", ()))
 
 
 def header(scope: Scope, name: bytes) -> bytes | None:
