@@ -220,3 +220,18 @@ def test_http_task_asks_for_input(protocol: str) -> None:
 
     with server_process(demo_http_cmd(port, mcp=True), port):
         asyncio.run(main())
+
+
+@pytest.mark.parametrize("protocol", ["2025-11-25", "2026-07-28"])
+def test_cli_task_shows_input_required(protocol: str) -> None:
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "sturdyrpc", "mcp", "call", "--protocol", protocol, "--task", "--elicit-accept", '{"ok": true}',
+           "approve", '{"action": "x"}', "--", sys.executable, "-m", "sturdyrpc", "demo", "--mcp"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=40)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "x: approved"
+    statuses = [line.rsplit(": ", 1)[1] for line in p.stderr.splitlines() if line.startswith("task ")]
+    assert statuses[0] == "working" and "input_required" in statuses and statuses[-1] == "completed", p.stderr
+    assert "elicitation: Approve x?" in p.stderr
