@@ -16,6 +16,13 @@ Two protocol shapes over one mechanism:
   task fields, ``ttlMs``/``pollIntervalMs``); ``tasks/get`` carries ``result`` or ``error``
   once terminal; ``tasks/update`` and ``tasks/cancel`` are acknowledgements.
 
+**Input** (``input_required``): a request of the tool to the client (:meth:`TaskContext.request`,
+what ``MCPContext.elicit``/``sample``/``list_roots`` call) is parked in the record and the task
+becomes ``input_required`` until the answer is written into the record (:meth:`Tasks.answer`),
+by any worker. 2025-11-25: ``tasks/result`` delivers the parked requests on its own response
+stream, with the ``related-task`` ``_meta``, and records the client's answers. 2026-07-28:
+``tasks/get`` shows them as ``inputRequests``; ``tasks/update`` carries the ``inputResponses``.
+
 The tool runs through :meth:`.tools_call.ToolsCall.run`, the one ``tools/call`` path (binding,
 validation, timeouts, output checks, error policy); this module only parks its outcome.
 
@@ -30,7 +37,8 @@ reader that notices.
 
 **Access**: task ids are ``secrets.token_urlsafe(24)``; a task belongs to the principal that
 created it (rule 60): any other principal gets "Task not found", exactly as for an id that
-never existed. Without a principal, ``tasks/list`` lists only the tasks of the caller's session.
+never existed. Without a principal, ``tasks.list`` is not declared and ``tasks/list`` lists only
+the tasks of the caller's session.
 """
 
 from __future__ import annotations
