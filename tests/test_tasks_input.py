@@ -235,3 +235,27 @@ def test_cli_task_shows_input_required(protocol: str) -> None:
     statuses = [line.rsplit(": ", 1)[1] for line in p.stderr.splitlines() if line.startswith("task ")]
     assert statuses[0] == "working" and "input_required" in statuses and statuses[-1] == "completed", p.stderr
     assert "elicitation: Approve x?" in p.stderr
+
+
+def test_cancel_while_input_required_stops_the_tool() -> None:
+    server = make_server()
+
+    async def main() -> None:
+        async with Wire(server) as w:
+            await w.initialize("2025-11-25", {"roots": {}, "elicitation": {}})
+            tid = (await w.call("tools/call", {"name": "approve", "arguments": {}, "task": {}}, id=1))["result"]["task"]["taskId"]
+            for _ in range(100):
+                if (await w.call("tasks/get", {"taskId": tid}, id="g"))["result"]["status"] == "input_required":
+                    break
+                await asyncio.sleep(0.01)
+            cancelled = await w.call("tasks/cancel", {"taskId": tid}, id=2)
+            assert cancelled["result"]["status"] == "cancelled"
+            await asyncio.sleep(0.1)
+            assert not server.tasks._running  # the tool waiting for its answer was stopped
+            # nothing is delivered for a terminal task: tasks/result answers at once (-32602: no result)
+            res = await w.call("tasks/result", {"taskId": tid}, id=3)
+            assert res["error"]["code"] == -32602
+            assert (await w.call("tasks/get", {"taskId": tid}, id=4))["result"]["status"] == "cancelled"
+            w.validate("2025-11-25")
+
+    asyncio.run(main())
