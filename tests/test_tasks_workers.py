@@ -161,3 +161,86 @@ def test_modern_extension_across_workers(redis_server: RedisServer) -> None:
                 break
             time.sleep(t["pollIntervalMs"] / 1000)
         assert g["status"] == "completed" and g["result"]["content"][0]["text"].startswith("Report on sales")
+
+
+def test_input_required_across_workers(redis_server: RedisServer) -> None:
+    """2025-11-25: a task running on worker 0 asks for input; ``tasks/result`` on worker 1
+    delivers the elicitation on its own SSE stream, the answer (posted to worker 0) reaches the
+    tool through the store, and the result comes back on worker 1's stream."""
+    import json
+
+    import httpx
+
+    with cluster(redis_server, 2) as ws:
+        c = Client(ws)
+        c.initialize(on=0)
+        tid = result_of(c.request("tools/call", {"name": "approve", "arguments": {"action": "merge"}, "task": {}}, on=0))["task"]["taskId"]
+        deadline = time.monotonic() + 10
+        while result_of(c.request("tasks/get", {"taskId": tid}, on=1))["status"] != "input_required":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        asked: list[dict[str, Any]] = []
+        reply: dict[str, Any] = {}
+        body = {"jsonrpc": "2.0", "id": "res", "method": "tasks/result", "params": {"taskId": tid}}
+        with httpx.Client(timeout=20) as h, h.stream("POST", ws[1].url, content=json.dumps(body), headers=c.headers()) as r:
+            assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+            block: list[str] = []
+            for line in r.iter_lines():
+                if line:
+                    block.append(line)
+                    continue
+                events = sse_events("\n".join(block))
+                block = []
+                for ev in events:
+                    msg = ev.get("data")
+                    if not msg:
+                        continue
+                    if msg.get("method") == "elicitation/create":
+                        asked.append(msg)
+                        answer = {"jsonrpc": "2.0", "id": msg["id"], "result": {"action": "accept", "content": {"ok": True}}}
+                        assert c.post(answer, on=0).status_code == 202
+                    elif msg.get("id") == "res":
+                        reply = msg
+                if reply:
+                    break
+        assert len(asked) == 1 and asked[0]["params"]["_meta"]["io.modelcontextprotocol/related-task"] == {"taskId": tid}
+        assert reply["result"]["content"][0]["text"] == "merge: approved", reply
+        assert reply["result"]["_meta"]["io.modelcontextprotocol/related-task"] == {"taskId": tid}
+        assert result_of(c.request("tasks/get", {"taskId": tid}, on=0))["status"] == "completed"
+
+
+def test_modern_input_across_workers(redis_server: RedisServer) -> None:
+    """2026-07-28: input requests of a task running on worker 0 are read and answered
+    (``tasks/update``) through worker 1."""
+    import httpx
+
+    caps = {"extensions": {"io.modelcontextprotocol/tasks": {}}, "elicitation": {}}
+    with cluster(redis_server, 2) as ws:
+        def post(method: str, params: dict[str, Any], on: int) -> dict[str, Any]:
+            body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": modern_meta(caps=caps)}}
+            headers = {"accept": "application/json, text/event-stream", "content-type": "application/json",
+                       "mcp-protocol-version": "2026-07-28", "mcp-method": method, "connection": "close"}
+            if method == "tools/call":
+                headers["mcp-name"] = params["name"]
+            with httpx.Client(timeout=20) as h:
+                r = h.post(ws[on].url, json=body, headers=headers)
+            if r.headers.get("content-type", "").startswith("text/event-stream"):
+                return [e["data"] for e in sse_events(r.text) if e.get("data") and e["data"].get("id") == 1][-1]  # type: ignore[no-any-return]
+            out: dict[str, Any] = r.json()
+            return out
+
+        def until(tid: str, status: str, on: int) -> dict[str, Any]:
+            deadline = time.monotonic() + 10
+            while True:
+                g = result_of(post("tasks/get", {"taskId": tid}, on))
+                if g["status"] == status or time.monotonic() > deadline:
+                    return g
+                time.sleep(0.05)
+
+        t = result_of(post("tools/call", {"name": "approve", "arguments": {"action": "tag"}}, 0))
+        assert t["resultType"] == "task"
+        g = until(t["taskId"], "input_required", 1)
+        assert g["status"] == "input_required" and list(g["inputRequests"]) == ["elicitation-1"]
+        assert result_of(post("tasks/update", {"taskId": t["taskId"], "inputResponses": {"elicitation-1": {"action": "accept", "content": {"ok": True}}}}, 1))["resultType"] == "complete"
+        g = until(t["taskId"], "completed", 0)
+        assert g["status"] == "completed" and g["result"]["content"][0]["text"] == "tag: approved"

@@ -53,6 +53,9 @@ def register(sub: Any) -> None:
                    help="call the tool as an MCP task (2025-11-25 params.task, or the 2026-07-28 tasks extension): "
                         "prints the task's status on stderr while polling, then the result")
     c.add_argument("--task-ttl", type=int, metavar="MS", help="with --task: ask the server to keep the task MS milliseconds")
+    c.add_argument("--elicit-accept", metavar="JSON",
+                   help="answer the server's elicitation requests by accepting with this JSON object as the content "
+                        "(without it the client does not declare elicitation); a task asking for it shows input_required")
     r = msub.add_parser("resources", help="list the server's resources and resource templates")
     pr = msub.add_parser("prompts", help="list the server's prompts")
     for p in (t, c, r, pr):
@@ -202,6 +205,16 @@ def run(args: argparse.Namespace) -> int:
         if not isinstance(arguments, dict):
             _err("ARGS_JSON must be a JSON object")
             return EXIT_USAGE
+    accept = getattr(args, "elicit_accept", None)
+    if accept is not None:
+        try:
+            args.elicit_accept = json.loads(accept)
+        except ValueError as exc:
+            _err(f"--elicit-accept is not valid JSON: {exc}")
+            return EXIT_USAGE
+        if not isinstance(args.elicit_accept, dict):
+            _err("--elicit-accept must be a JSON object")
+            return EXIT_USAGE
     if args.timeout is not None and args.timeout <= 0:
         _err("--timeout must be positive")
         return EXIT_USAGE
@@ -267,12 +280,23 @@ async def _session(args: argparse.Namespace, arguments: dict[str, Any], auth: An
         sys.stderr.write(f"progress: {text}\n")
         sys.stderr.flush()
 
+    elicitation = None
+    content = getattr(args, "elicit_accept", None)
+    if isinstance(content, dict):
+
+        def elicitation(params: dict[str, Any]) -> dict[str, Any]:
+            sys.stderr.write(f"elicitation: {params.get('message')!s} -> accept {json.dumps(content)}\n")
+            sys.stderr.flush()
+            return {"action": "accept", "content": content}
+
     if args.url is not None:
         from ..mcp_http.connect import connect_http
 
-        conn_cm = connect_http(args.url, args.protocol, auth=auth, timeout=None, discover_timeout=min(10.0, args.timeout or 10.0))
+        conn_cm = connect_http(args.url, args.protocol, auth=auth, timeout=None, elicitation=elicitation,
+                               discover_timeout=min(10.0, args.timeout or 10.0))
     else:
-        conn_cm = connect(args.server_command, args.protocol, timeout=None, discover_timeout=min(10.0, args.timeout or 10.0))
+        conn_cm = connect(args.server_command, args.protocol, timeout=None, elicitation=elicitation,
+                          discover_timeout=min(10.0, args.timeout or 10.0))
     try:
         client = await conn_cm.__aenter__()
     except OSError as exc:

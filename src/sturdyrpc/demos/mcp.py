@@ -84,6 +84,17 @@ def make_mcp_demo() -> MCPServer:
                 await ctx.report_progress(i, 4, f"section {i} of 4")
         return f"Report on {topic}: 4 sections written in {seconds:g} s."
 
+    @server.tool(task_support="optional")
+    async def approve(action: str = "deploy", ctx: MCPContext | None = None) -> str:
+        """Ask the user to approve ``action`` (elicitation); as a task it waits in
+        ``input_required`` until the client answers."""
+        if ctx is None:
+            raise ToolError("approve needs its context")
+        answer = await ctx.elicit(f"Approve {action}?", {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]})
+        content = answer.get("content") if type(answer) is dict else None
+        ok = answer.get("action") == "accept" and type(content) is dict and content.get("ok") is True
+        return f"{action}: {'approved' if ok else 'not approved'}"
+
     # ------------------------------------------------------------------ conformance fixtures: tools
 
     @server.tool()

@@ -518,8 +518,13 @@ class TaskHandle:
         self.task = {k: v for k, v in got.items() if k not in ("resultType", "_meta")}
         return self.task
 
-    async def wait(self, on_status: Callable[[dict[str, Any]], Any] | None = None) -> dict[str, Any]:
-        """Poll until the task is terminal; the task then."""
+    async def wait(self, on_status: Callable[[dict[str, Any]], Any] | None = None,
+                   answer_inputs: bool = False) -> dict[str, Any]:
+        """Poll until the task is terminal; the task then. ``answer_inputs``: a task that is
+        ``input_required`` gets the server's requests answered through the client's sampling,
+        elicitation and roots handlers (2025-11-25: ``tasks/result``, on whose stream the server
+        sends them, which then returns once the task is terminal; 2026-07-28: the
+        ``inputRequests`` of ``tasks/get``, answered with ``tasks/update``)."""
         last = None
         while True:
             if self.task.get("status") != last:
@@ -528,6 +533,13 @@ class TaskHandle:
                     await _maybe(on_status(self.task))
             if last in self.TERMINAL:
                 return self.task
+            if answer_inputs and last == "input_required":
+                if not self.modern:
+                    return self.task  # result(): tasks/result delivers the requests and waits
+                requests = self.task.get("inputRequests")
+                if type(requests) is dict and requests:
+                    responses = await self.client._answer_inputs(requests)
+                    await self.client.request("tasks/update", {"taskId": self.task_id, "inputResponses": responses})
             await asyncio.sleep(self.poll_interval)
             await self.status()
 
@@ -536,7 +548,7 @@ class TaskHandle:
         failed or cancelled task that has no result)."""
         if self._final is not None:
             return self._final
-        await self.wait(on_status)
+        await self.wait(on_status, answer_inputs=True)
         if self.modern:
             if "result" in self.task:
                 return dict(self.task["result"])
@@ -544,7 +556,14 @@ class TaskHandle:
             if self.task.get("status") == "cancelled":
                 raise RPCError(self.task.get("statusMessage") or "the task was cancelled", {"taskId": self.task_id})
             raise RPCError(err.get("message") or "the task failed", err.get("data"), code=err.get("code", -32603))
-        result: dict[str, Any] = await self.client.request("tasks/result", {"taskId": self.task_id}, timeout=timeout)
+        try:
+            result: dict[str, Any] = await self.client.request("tasks/result", {"taskId": self.task_id}, timeout=timeout)
+        finally:
+            if self.task.get("status") not in self.TERMINAL:  # it was input_required: tell its end
+                with contextlib.suppress(RPCError, OSError):
+                    await self.status()
+                if on_status is not None and self.task.get("status") in self.TERMINAL:
+                    await _maybe(on_status(self.task))
         return result
 
     async def cancel(self, timeout: float | None = None) -> dict[str, Any]:

@@ -160,6 +160,9 @@ class MCPContext:
             if self.modern:
                 raise MissingRequiredClientCapability({capability: {}}, f"This request needs the client's {capability} capability")
             raise ToolError(f"The client does not support {capability}")
+        ask_input = getattr(self._ctx, "ask_input", None)
+        if self.modern and ask_input is not None:
+            return await ask_input(method, params, timeout)  # a task: input_required in its record (.tasks)
         if self.modern:
             responses = self.params.get("inputResponses")
             if type(responses) is dict and key in responses:

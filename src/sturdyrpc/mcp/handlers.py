@@ -112,10 +112,11 @@ class ProtocolHandlers:
 
     def initialize(self, **params: Any) -> dict[str, Any]:
         server = self.server
-        rules = self.current().rules
+        session = self.current()
+        rules = session.rules
         result: dict[str, Any] = {
             "protocolVersion": rules.version,
-            "capabilities": server.capabilities(rules),
+            "capabilities": server.capabilities(rules, bound=session.request_principal() is not None),
             "serverInfo": server.server_info(rules),
         }
         if server.instructions:
@@ -173,7 +174,7 @@ class ProtocolHandlers:
 
     async def tasks_result(self, ctx: Context, **params: Any) -> dict[str, Any]:
         session = self.server.session_for(ctx)
-        return await self.server.tasks.result(session, session.rules_of(params), params)
+        return await self.server.tasks.result(session, session.rules_of(params), params, ctx)
 
     async def tasks_list(self, ctx: Context, **params: Any) -> dict[str, Any]:
         session = self.server.session_for(ctx)

@@ -501,8 +501,9 @@ class MCPServer:
             info["title"] = self.title
         return info
 
-    def capabilities(self, rules: VersionRules) -> dict[str, Any]:
-        """The server capabilities advertised under ``rules``."""
+    def capabilities(self, rules: VersionRules, bound: bool = False) -> dict[str, Any]:
+        """The server capabilities advertised under ``rules``; ``bound``: the client has an
+        auth context (a principal) that tasks are bound to (``tasks.list`` is declared only then)."""
         caps: dict[str, Any] = {}
         if self.completer is not None and rules.audio:
             caps["completions"] = {}
@@ -515,7 +516,7 @@ class MCPServer:
         caps["tools"] = {"listChanged": True}
         if self.tasks.enabled():
             if rules.tasks:
-                caps["tasks"] = self.tasks.capability()
+                caps["tasks"] = self.tasks.capability(bound)
             elif rules.stateless:
                 caps["extensions"] = {TASKS_EXTENSION: {}}
         return caps

@@ -16,6 +16,13 @@ Two protocol shapes over one mechanism:
   task fields, ``ttlMs``/``pollIntervalMs``); ``tasks/get`` carries ``result`` or ``error``
   once terminal; ``tasks/update`` and ``tasks/cancel`` are acknowledgements.
 
+**Input** (``input_required``): a request of the tool to the client (:meth:`TaskContext.request`,
+what ``MCPContext.elicit``/``sample``/``list_roots`` call) is parked in the record and the task
+becomes ``input_required`` until the answer is written into the record (:meth:`Tasks.answer`),
+by any worker. 2025-11-25: ``tasks/result`` delivers the parked requests on its own response
+stream, with the ``related-task`` ``_meta``, and records the client's answers. 2026-07-28:
+``tasks/get`` shows them as ``inputRequests``; ``tasks/update`` carries the ``inputResponses``.
+
 The tool runs through :meth:`.tools_call.ToolsCall.run`, the one ``tools/call`` path (binding,
 validation, timeouts, output checks, error policy); this module only parks its outcome.
 
@@ -30,7 +37,8 @@ reader that notices.
 
 **Access**: task ids are ``secrets.token_urlsafe(24)``; a task belongs to the principal that
 created it (rule 60): any other principal gets "Task not found", exactly as for an id that
-never existed. Without a principal, ``tasks/list`` lists only the tasks of the caller's session.
+never existed. Without a principal, ``tasks.list`` is not declared and ``tasks/list`` lists only
+the tasks of the caller's session.
 """
 
 from __future__ import annotations
@@ -162,9 +170,9 @@ class TaskContext(Context):
     """The context a tool running as a task sees: the request's, outliving its reply; progress,
     log notifications and requests to the client carry the ``related-task`` ``_meta``."""
 
-    __slots__ = ("task_id", "session", "runner", "_last_progress", "_token")
+    __slots__ = ("task_id", "session", "runner", "_last_progress", "_token", "tasks", "modern", "_asked")
 
-    def __init__(self, ctx: Context, session: SessionState, task_id: str) -> None:
+    def __init__(self, ctx: Context, session: SessionState, task_id: str, tasks: Tasks | None = None, modern: bool = False) -> None:
         super().__init__(ctx.id, ctx.method, ctx.params, False)
         self.session_id = ctx.session_id
         self.principal = ctx.principal
@@ -177,6 +185,9 @@ class TaskContext(Context):
         #: The asyncio task running the tool (set when started).
         self.runner: asyncio.Task[Any] | None = None
         self._token = session.profile.read_progress_token(ctx.params)
+        self.tasks = tasks
+        self.modern = modern
+        self._asked = 0
 
     @property
     def cancelled(self) -> bool:
@@ -206,10 +217,25 @@ class TaskContext(Context):
             await peer.notify(method, self._with_meta(params))
 
     async def request(self, method: str, params: Any = None, **kw: Any) -> Any:
-        peer = self.session.peer
-        if peer is None:
-            raise RPCError("no connection to the client for this task")
-        return await peer.request(method, self._with_meta(params), **kw)
+        """A request to the client: parked in the task record, the task ``input_required``,
+        until the client answers it (2025-11-25: delivered on a ``tasks/result`` stream;
+        2026-07-28: ``inputRequests`` of ``tasks/get``, answered by ``tasks/update``)."""
+        if self.tasks is None:
+            peer = self.session.peer
+            if peer is None:
+                raise RPCError("no connection to the client for this task")
+            return await peer.request(method, self._with_meta(params), **kw)
+        self._asked += 1
+        key = f"{method.split('/')[0]}-{self._asked}"
+        sent = dict(params) if type(params) is dict else {}
+        if not self.modern:
+            sent = self._with_meta(sent)
+        return await self.tasks.ask(self.task_id, key, method, sent, kw.get("timeout"))
+
+    async def ask_input(self, method: str, params: Any = None, timeout: float | None = None) -> Any:
+        """What :class:`~.context.MCPContext` calls on 2026-07-28 instead of answering
+        ``input_required`` (a task asks through its record, see :meth:`request`)."""
+        return await self.request(method, params, timeout=timeout)
 
 
 class Tasks:
@@ -248,9 +274,14 @@ class Tasks:
     def enabled(self) -> bool:
         return any(t.task_support != "forbidden" for t in self.server.tools.values())
 
-    def capability(self) -> dict[str, Any]:
-        """The 2025-11-25 ``tasks`` server capability."""
-        return {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+    def capability(self, bound: bool = False) -> dict[str, Any]:
+        """The 2025-11-25 ``tasks`` server capability. ``list`` only with an auth context to bind
+        tasks to (``bound``): "receivers that cannot identify requestors SHOULD NOT declare the
+        ``tasks.list`` capability" (rule 60). ``tasks/list`` still answers without it, listing
+        only the tasks of the caller's own session."""
+        if bound:
+            return {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+        return {"cancel": {}, "requests": {"tools": {"call": {}}}}
 
     def mode(self, session: SessionState, ctx: Context, params: dict[str, Any], rules: VersionRules, tool: Tool | None) -> str | None:
         """How this ``tools/call`` runs: ``"task"`` (2025-11-25 ``params.task``), ``"ext"``
@@ -301,7 +332,7 @@ class Tasks:
             "poll": self.poll_interval_ms, "owner": self._owner(session), "worker": self.worker, "modern": modern,
         }
         call_params = {k: v for k, v in params.items() if k != "task"}
-        tctx = TaskContext(ctx, session, task_id)
+        tctx = TaskContext(ctx, session, task_id, self, modern)
         context = contextvars.copy_context()
         context.run(current_call.set, None)  # not the creating request's: its stream has ended
         stored = asyncio.Event()  # the tool starts once the record exists
@@ -380,6 +411,113 @@ class Tasks:
             return
         with contextlib.suppress(Exception):
             await peer.notify("notifications/tasks/status", self.describe(rec, False))
+
+
+    # ------------------------------------------------------------------ input (input_required)
+
+    async def ask(self, task_id: str, key: str, method: str, params: dict[str, Any], timeout: float | None) -> Any:
+        """Park the request ``key`` in the task's record (status ``input_required``) and wait for
+        the client's answer, written by whichever worker received it (:meth:`answer`); the
+        status goes back to ``working`` once no request is outstanding."""
+        await self._listen()
+
+        def park(rec: dict[str, Any]) -> dict[str, Any] | None:
+            if rec.get("status") in TERMINAL:
+                return None
+            inputs = dict(rec.get("inputs") or {})
+            inputs[key] = {"method": method, "params": params}
+            rec["inputs"] = inputs
+            rec["status"] = "input_required"
+            rec.pop("msg", None)
+            return rec
+
+        rec = await self.records.update(task_id, park)
+        if rec is None or rec.get("status") in TERMINAL:
+            raise asyncio.CancelledError()
+        ev = asyncio.Event()
+        self._waiters.setdefault(task_id, set()).add(ev)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            while True:
+                answers = rec.get("answers") or {}
+                if key in answers:
+                    break
+                if rec.get("status") in TERMINAL:
+                    raise asyncio.CancelledError()
+                if deadline is not None and time.monotonic() > deadline:
+                    raise RPCError(f"The client did not answer {method} in time", {"taskId": task_id})
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(ev.wait(), _RECHECK)
+                ev.clear()
+                got = await self.records.get(task_id)
+                if got is None:
+                    raise asyncio.CancelledError()
+                rec = got
+        finally:
+            waiting = self._waiters.get(task_id)
+            if waiting is not None:
+                waiting.discard(ev)
+                if not waiting:
+                    del self._waiters[task_id]
+        answer = answers[key]
+
+        def settle(r: dict[str, Any]) -> dict[str, Any] | None:
+            inputs = dict(r.get("inputs") or {})
+            answered = dict(r.get("answers") or {})
+            inputs.pop(key, None)
+            answered.pop(key, None)
+            r["inputs"], r["answers"] = inputs, answered
+            if not (set(inputs) - set(answered)) and r.get("status") == "input_required":
+                r["status"] = "working"
+            return r
+
+        with contextlib.suppress(StoreUnavailable):
+            await self.records.update(task_id, settle)
+        if "error" in answer:
+            err = answer["error"] if type(answer["error"]) is dict else {}
+            raise RPCError(str(err.get("message") or "the client refused the request"), err.get("data"), code=int(err.get("code") or -32603))
+        return answer.get("result")
+
+    @staticmethod
+    def _outstanding(rec: dict[str, Any]) -> dict[str, Any]:
+        """The parked requests of a record not answered yet."""
+        answers = rec.get("answers") or {}
+        return {k: v for k, v in (rec.get("inputs") or {}).items() if k not in answers}
+
+    async def answer(self, task_id: str, responses: dict[str, Any]) -> None:
+        """Record answers (``{key: {"result": ...} | {"error": ...}}``) to outstanding requests;
+        answers to keys that are not outstanding are ignored."""
+        def change(rec: dict[str, Any]) -> dict[str, Any] | None:
+            if rec.get("status") in TERMINAL:
+                return None
+            todo = self._outstanding(rec)
+            fresh = {k: v for k, v in responses.items() if k in todo}
+            if not fresh:
+                return None
+            rec["answers"] = {**(rec.get("answers") or {}), **fresh}
+            if len(fresh) == len(todo):
+                rec["status"] = "working"  # every request answered: the tool goes on
+            return rec
+
+        await self.records.update(task_id, change)
+
+    async def _deliver(self, ctx: Context, rec: dict[str, Any], delivering: set[str]) -> bool:
+        """2025-11-25: send the task's outstanding requests to the client on the ``tasks/result``
+        request's own stream (``ctx``), each carrying the ``related-task`` ``_meta``, and record
+        the answers. Whether any was sent."""
+        sent = False
+        for key, req in self._outstanding(rec).items():
+            if key in delivering:
+                continue
+            delivering.add(key)
+            sent = True
+            try:
+                result = await ctx.request(req["method"], req["params"])  # type: ignore[attr-defined]
+                got: dict[str, Any] = {"result": result}
+            except RPCError as exc:
+                got = {"error": exc.to_dict()}
+            await self.answer(rec["id"], {key: got})
+        return sent
 
     # ------------------------------------------------------------------ reading
 
@@ -464,14 +602,21 @@ class Tasks:
                 self._expired.add(task_id)
             t.cancel()
 
-    async def wait_terminal(self, session: SessionState, params: dict[str, Any]) -> dict[str, Any]:
+    async def wait_terminal(self, session: SessionState, params: dict[str, Any], ctx: Context | None = None) -> dict[str, Any]:
+        """Wait until the task is terminal; with ``ctx`` (``tasks/result``), deliver the task's
+        requests to the client meanwhile (on ``ctx``'s stream) and record the answers."""
         await self._listen()
         rec = await self.find(session, params)
         ev = asyncio.Event()
         task_id = rec["id"]
         self._waiters.setdefault(task_id, set()).add(ev)
+        delivering: set[str] = set()
         try:
             while rec["status"] not in TERMINAL:
+                if ctx is not None and rec["status"] == "input_required" and hasattr(ctx, "request"):
+                    if await self._deliver(ctx, rec, delivering):
+                        rec = await self.find(session, params)
+                        continue
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(ev.wait(), _RECHECK)
                 ev.clear()
@@ -497,15 +642,18 @@ class Tasks:
                 d["result"] = outcome["result"]
             elif rec["status"] == "failed":
                 d["error"] = outcome.get("error") or {"code": -32603, "message": rec.get("msg") or "Internal error"}
+            elif rec["status"] == "input_required":
+                d["inputRequests"] = self._outstanding(rec)
             return self.server.finish(rules, d)
         return self.describe(rec, False)
 
-    async def result(self, session: SessionState, rules: VersionRules, params: dict[str, Any]) -> dict[str, Any]:
-        """``tasks/result`` (2025-11-25): wait until terminal, then the original outcome."""
+    async def result(self, session: SessionState, rules: VersionRules, params: dict[str, Any], ctx: Context | None = None) -> dict[str, Any]:
+        """``tasks/result`` (2025-11-25): wait until terminal, then the original outcome; a task
+        that is ``input_required`` gets its requests delivered on this request's stream."""
         if rules.stateless:
             raise MethodNotFound("Method not found")  # the extension has no tasks/result
         self._check_version(rules)
-        rec = await self.wait_terminal(session, params)
+        rec = await self.wait_terminal(session, params, ctx)
         related = {META_RELATED_TASK: {"taskId": rec["id"]}}
         outcome = rec.get("outcome") or {}
         if "result" in outcome:
@@ -577,13 +725,18 @@ class Tasks:
         return self.describe(new, False)
 
     async def update(self, session: SessionState, rules: VersionRules, params: dict[str, Any]) -> dict[str, Any]:
-        """``tasks/update`` (2026-07-28): acknowledged; responses to keys that are not outstanding
-        are ignored (a task here never asks for input)."""
+        """``tasks/update`` (2026-07-28): the client's ``inputResponses`` to the task's
+        outstanding ``inputRequests``; acknowledged with ``{}``, responses to keys that are not
+        outstanding (unknown, already answered) ignored, as the extension says."""
         if not rules.stateless:
             raise MethodNotFound("Method not found")
-        await self.find(session, params)
-        if type(params.get("inputResponses")) is not dict:
+        rec = await self.find(session, params)
+        responses = params.get("inputResponses")
+        if type(responses) is not dict:
             raise InvalidParams("Invalid params: 'inputResponses' must be an object", {"param": "inputResponses"})
+        fresh = {k: {"result": v} for k, v in responses.items() if type(k) is str}
+        if fresh and rec["status"] not in TERMINAL:
+            await self.answer(rec["id"], fresh)
         return self.server.finish(rules, {})
 
     @staticmethod
