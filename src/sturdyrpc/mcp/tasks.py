@@ -434,8 +434,7 @@ class Tasks:
         rec = await self.records.update(task_id, park)
         if rec is None or rec.get("status") in TERMINAL:
             raise asyncio.CancelledError()
-        ev = asyncio.Event()
-        self._waiters.setdefault(task_id, set()).add(ev)
+        ev = self._wake_on(task_id)
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
             while True:
@@ -454,11 +453,7 @@ class Tasks:
                     raise asyncio.CancelledError()
                 rec = got
         finally:
-            waiting = self._waiters.get(task_id)
-            if waiting is not None:
-                waiting.discard(ev)
-                if not waiting:
-                    del self._waiters[task_id]
+            self._stop_waking(task_id, ev)
         answer = answers[key]
 
         def settle(r: dict[str, Any]) -> dict[str, Any] | None:
@@ -594,6 +589,19 @@ class Tasks:
         if t is not None and not t.done():
             asyncio.get_running_loop().create_task(self._maybe_cancel(task_id))
 
+    def _wake_on(self, task_id: str) -> asyncio.Event:
+        """An event set whenever task ``task_id`` changes (until :meth:`_stop_waking`)."""
+        ev = asyncio.Event()
+        self._waiters.setdefault(task_id, set()).add(ev)
+        return ev
+
+    def _stop_waking(self, task_id: str, ev: asyncio.Event) -> None:
+        waiting = self._waiters.get(task_id)
+        if waiting is not None:
+            waiting.discard(ev)
+            if not waiting:
+                del self._waiters[task_id]
+
     async def _maybe_cancel(self, task_id: str) -> None:
         rec = await self.records.get(task_id)
         t = self._running.get(task_id)
@@ -607,9 +615,8 @@ class Tasks:
         requests to the client meanwhile (on ``ctx``'s stream) and record the answers."""
         await self._listen()
         rec = await self.find(session, params)
-        ev = asyncio.Event()
         task_id = rec["id"]
-        self._waiters.setdefault(task_id, set()).add(ev)
+        ev = self._wake_on(task_id)
         delivering: set[str] = set()
         try:
             while rec["status"] not in TERMINAL:
@@ -622,11 +629,7 @@ class Tasks:
                 ev.clear()
                 rec = await self.find(session, params)
         finally:
-            waiting = self._waiters.get(task_id)
-            if waiting is not None:
-                waiting.discard(ev)
-                if not waiting:
-                    del self._waiters[task_id]
+            self._stop_waking(task_id, ev)
         return rec
 
     # ------------------------------------------------------------------ the methods
