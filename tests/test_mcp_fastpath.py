@@ -20,6 +20,7 @@ from _mcp_support import VERSIONS, Wire, modern_meta
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sturdyrpc import codec
 from sturdyrpc.errors import InvalidParams
 from sturdyrpc.mcp import MCPContext, MCPServer, ToolError, ToolResult
 
@@ -202,7 +203,17 @@ async def compare(version: str, batch: list[bytes], server: MCPServer = SERVER) 
         await negotiate(w, version)
         for frame in batch:
             fast = server.fast_reply(frame, w.peer)
+            try:
+                decoded = codec.decode_bounded(frame, 64)
+            except codec.DecodeFailure:
+                decoded = None
+            # given the frame as decoded already (HTTP): whatever the typed decode answers, and
+            # the general path's reply whenever it answers
+            again = None if decoded is None else server.fast_path(w.peer)(frame, decoded)
+            assert fast is None or again is not None, (version, frame, fast)
             slow = await general(w, frame)
+            if again is not None:
+                assert _INCIDENT.sub(b"incident X", again) == _INCIDENT.sub(b"incident X", slow), (version, frame, again, slow)
             if fast is not None:
                 answered += 1
                 assert _INCIDENT.sub(b"incident X", fast) == _INCIDENT.sub(b"incident X", slow), (version, frame, fast, slow)

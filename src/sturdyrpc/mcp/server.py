@@ -374,8 +374,8 @@ class MCPServer:
         """The session served on ``peer`` (made by :meth:`create_peer`), or None."""
         return self._sessions.get(peer)
 
-    def fast_path(self, peer: Peer, *, chain: bool = False) -> Callable[[bytes], bytes | None]:
-        """``answer(frame) -> reply | None`` for ``peer`` (made by :meth:`create_peer`).
+    def fast_path(self, peer: Peer, *, chain: bool = False) -> Callable[..., bytes | None]:
+        """``answer(frame, decoded=None) -> reply | None`` for ``peer`` (made by :meth:`create_peer`).
 
         For transports that can answer on the reader's turn (stdio): the one ``tools/call``
         path (:mod:`.tools_call`) entered early. A well-formed ``tools/call`` of an inline tool
@@ -387,7 +387,7 @@ class MCPServer:
         """
         session = self._sessions.get(peer)
         if session is None:
-            return lambda frame: None
+            return lambda frame, decoded=None: None
         return self.tools_call.early_answer(peer, session, chain)
 
     def fast_reply(self, frame: bytes, peer: Peer) -> bytes | None:

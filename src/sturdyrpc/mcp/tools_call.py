@@ -4,7 +4,8 @@ Decode -> bind -> execute -> render, once:
 
 - **decode**: the dispatcher decodes the envelope (stdio, HTTP, batches, stateless); the stdio
   early answer (:meth:`ToolsCall.early_answer`) decodes it as a typed msgspec struct
-  (:class:`ToolsCallRequest`) in C, and anything of another shape is left to the dispatcher;
+  (:class:`ToolsCallRequest`) in C, the HTTP one makes the same checks on the body the POST
+  decoded already, and anything of another shape is left to the dispatcher;
 - **bind**: :meth:`ToolsCall.prepare` checks name, arguments and ``requestState`` and binds
   the arguments to the tool's signature (the same code for every entry);
 - **execute**: the tool runs through :mod:`sturdyrpc.execute` (inline for sync non-blocking
@@ -316,9 +317,10 @@ class ToolsCall:
 
     # ------------------------------------------------------------------ early answer (stdio)
 
-    def early_answer(self, peer: Peer, session: SessionState, chain: bool = False) -> Callable[[bytes], bytes | None]:
-        """``answer(frame) -> reply | None`` for ``peer``: this path entered before the peer's
-        queues, for transports that can answer on the reader's turn (stdio).
+    def early_answer(self, peer: Peer, session: SessionState, chain: bool = False) -> Callable[..., bytes | None]:
+        """``answer(frame, decoded=None) -> reply | None`` for ``peer``: this path entered before
+        the peer's queues, for transports that can answer on the reader's turn (stdio, the HTTP
+        POST); ``decoded``: ``frame`` as the transport decoded it already, if it did.
 
         With middleware, None (the peer's path runs the chain) unless ``chain``: then the chain is
         started here as the peer would (:meth:`Peer.run_now`), and a chain that suspends answers
@@ -327,7 +329,7 @@ class ToolsCall:
         profile = session.profile
         d = self.server.dispatcher
         if not isinstance(d, MCPDispatcher):
-            return lambda frame: None
+            return lambda frame, decoded=None: None
         run_now = peer.run_now
         tools = self.server.tools
         check = profile.check_request
@@ -340,7 +342,7 @@ class ToolsCall:
         seen: Any = _NOT_SEEN  # profile.version when `fixed` was worked out
         fixed: VersionRules | None = None  # the rules, when the profile's checks pass every frame
 
-        def answer(frame: bytes) -> bytes | None:
+        def answer(frame: bytes, decoded: Any = None) -> bytes | None:
             nonlocal seen, fixed
             chained = d.middleware_chain
             if chained and not (chain and d.eager_chain and d.chained_call is not None):
@@ -350,16 +352,28 @@ class ToolsCall:
                 limits = d.limits
                 if n > limits.max_message_bytes or frame.count(b"[") + frame.count(b"{") > limits.max_depth:
                     return None
-            try:
-                req = decode(frame)
-            except Exception:  # another method or shape, or malformed: the dispatcher answers it
-                return None
-            params = req.params
+            if decoded is None:
+                try:
+                    req = decode(frame)
+                except Exception:  # another method or shape, or malformed: the dispatcher answers it
+                    return None
+                params: Any = req.params
+                id_: Any = req.id
+            else:
+                # ``frame`` as the transport decoded it already (HTTP): the typed decode's checks
+                # (exactly these four members, "2.0", tools/call, an object, a string or integer
+                # id) made on the dict, instead of decoding the frame a second time
+                if type(decoded) is not dict or len(decoded) != 4:
+                    return None
+                params = decoded.get("params")
+                id_ = decoded.get("id")
+                if (type(params) is not dict or decoded.get("method") != "tools/call" or decoded.get("jsonrpc") != "2.0"
+                        or (type(id_) is not str and type(id_) is not int)):
+                    return None
             name = params.get("name")
             tool = tools.get(name) if type(name) is str else None
             if tool is None or not tool.inline or "task" in params or tool.task_support != "forbidden":
                 return None  # a task call: the async path decides and parks it
-            id_ = req.id
             if profile.version is not seen:
                 seen = profile.version
                 fixed = session.rules_of(params) if profile.accepts_every("tools/call") else None

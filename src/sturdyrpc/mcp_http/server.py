@@ -404,7 +404,7 @@ class StreamableHTTPApp:
             # negotiated session) skips the round trip through the session's queues and tasks:
             # the same reply, delivered to the same stream as the server's own would be.
             # Not for a shared session: its requests pass through the store first (.shared).
-            early = None if batch or is_init or session.shared is not None else session.pipe.answer_now(body)
+            early = None if batch or is_init or session.shared is not None else session.pipe.answer_now(body, obj)
             if use_sse:
                 await self._answer_sse(session, stream, items, raw, invalid, receive, send, prime=not is_init, early=early)
             else:

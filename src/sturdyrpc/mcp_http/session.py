@@ -165,15 +165,17 @@ class SessionPipe:
         #: ``answer(message) -> reply | None``, set by whoever runs the server on this pipe
         #: (:meth:`sturdyrpc.mcp.MCPServer.fast_path`): a request the server would answer at once
         #: the same way is answered on the POST's own turn, without the round trip through the
-        #: server's queues; None means "feed it".
-        self.early_answer: Callable[[bytes], bytes | None] | None = None
+        #: server's queues; None means "feed it". Called ``answer(message, decoded)``, ``decoded``
+        #: being the message as the POST decoded it (not decoded a second time).
+        self.early_answer: Callable[[bytes, Any], bytes | None] | None = None
 
-    def answer_now(self, data: bytes) -> bytes | None:
-        """The server's reply to request ``data`` if it can be had right now, else None (then feed it)."""
+    def answer_now(self, data: bytes, decoded: Any = None) -> bytes | None:
+        """The server's reply to request ``data`` (``decoded``: as decoded already) if it can be
+        had right now, else None (then feed it)."""
         early = self.early_answer
         if early is None or self._closed:
             return None
-        return early(data)
+        return early(data, decoded)
 
     async def feed(self, data: bytes) -> None:
         if not self._closed:
