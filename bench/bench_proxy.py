@@ -95,6 +95,8 @@ def main(n: int = N_REQUESTS) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 2 or (len(sys.argv) == 2 and not sys.argv[1].isdigit()):
+        sys.exit(f"usage: {sys.argv[0]} [N_REQUESTS]  (default {N_REQUESTS}; see the module docstring)")
     res = main(int(sys.argv[1]) if len(sys.argv) > 1 else N_REQUESTS)
     for m in res["metrics"]:
         print(f"{m['name']:40} {m['value']:>12.2f} {m['unit']:6} {m['extra']}  {m['target'] or ''}")
