@@ -78,7 +78,7 @@ async def run(n: int, prof: str | None) -> None:
         p.disable()
         pstats.Stats(p).sort_stats("tottime").print_stats(30)
         return
-    for rnd in range(3):
+    for _rnd in range(3):
         line = []
         for name, (app, sc, body) in cases.items():
             bodies = [body % i for i in range(n)]
