@@ -64,17 +64,12 @@ def _verdict(checks: list[dict[str, Any]]) -> tuple[int, list[str]]:
     return ok, bad
 
 
-def test_all_server_scenarios(tmp_path: Path) -> None:
-    suite = _suite()
-    expected = _scenarios(suite, "server")
-    assert len(expected) >= 30, expected
-    port = free_port()
-    with server_process(demo_http_cmd(port, mcp=True), port):
-        r = subprocess.run(
-            suite + ["server", "--url", f"http://127.0.0.1:{port}/mcp", "--suite", "all", "-o", str(tmp_path)],
-            capture_output=True, text=True, timeout=240, env=_env(),
-        )
-    results = _results(tmp_path)
+def assert_server_scenarios_pass(url: str, out_dir: Path, expected: list[str]) -> None:
+    """Run every server scenario of the suite against ``url``; each of ``expected`` must have
+    a result with at least one success and no failure or warning."""
+    r = subprocess.run(_suite() + ["server", "--url", url, "--suite", "all", "-o", str(out_dir)],
+                       capture_output=True, text=True, timeout=240, env=_env())
+    results = _results(out_dir)
     problems = []
     for name in expected:
         runs = [v for k, v in results.items() if k.startswith(f"server-{name}-")]
@@ -86,6 +81,14 @@ def test_all_server_scenarios(tmp_path: Path) -> None:
             problems.append(f"{name}: {ok} succeeded; {bad}")
     assert not problems, "\n".join(problems) + "\n" + r.stdout[-3000:]
     assert r.returncode == 0, r.stdout[-3000:]
+
+
+def test_all_server_scenarios(tmp_path: Path) -> None:
+    expected = _scenarios(_suite(), "server")
+    assert len(expected) >= 30, expected
+    port = free_port()
+    with server_process(demo_http_cmd(port, mcp=True), port):
+        assert_server_scenarios_pass(f"http://127.0.0.1:{port}/mcp", tmp_path, expected)
 
 
 @pytest.mark.parametrize("scenario", CLIENT_SCENARIOS)

@@ -31,24 +31,9 @@ def two_workers() -> Iterator[str]:
 
 
 def test_conformance_server_scenarios_on_two_workers(two_workers: str, tmp_path: Path) -> None:
-    from test_conformance import _env, _results, _scenarios, _suite, _verdict
+    from test_conformance import _scenarios, _suite, assert_server_scenarios_pass
 
-    suite = _suite()
-    expected = _scenarios(suite, "server")
-    r = subprocess.run(suite + ["server", "--url", two_workers, "--suite", "all", "-o", str(tmp_path)],
-                       capture_output=True, text=True, timeout=240, env=_env())
-    results = _results(tmp_path)
-    problems = []
-    for name in expected:
-        runs = [v for k, v in results.items() if k.startswith(f"server-{name}-")]
-        if not runs:
-            problems.append(f"{name}: no result")
-            continue
-        ok, bad = _verdict(runs[0])
-        if ok == 0 or bad:
-            problems.append(f"{name}: {ok} succeeded; {bad}")
-    assert not problems, "\n".join(problems) + "\n" + r.stdout[-3000:]
-    assert r.returncode == 0, r.stdout[-3000:]
+    assert_server_scenarios_pass(two_workers, tmp_path, _scenarios(_suite(), "server"))
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
