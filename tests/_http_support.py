@@ -11,8 +11,12 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    import httpx
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CACHE = os.environ.get("STURDYRPC_CACHE") or os.path.join(ROOT, ".cache")
@@ -86,3 +90,19 @@ def missing_peer(reason: str) -> None:
     if IN_CI:
         pytest.fail(f"required peer missing in CI: {reason}")
     pytest.skip(reason)
+
+
+#: The Accept header a Streamable HTTP client sends on a POST.
+ACCEPT = "application/json, text/event-stream"
+
+
+async def open_session(c: httpx.AsyncClient, version: str = "2025-11-25") -> dict[str, str]:
+    """Initialize an MCP session over Streamable HTTP on ``c``; the headers of its later requests."""
+    r = await c.post("/mcp", json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+        headers={"accept": ACCEPT})
+    assert r.status_code == 200, r.text
+    h = {"accept": ACCEPT, "mcp-session-id": r.headers["mcp-session-id"], "mcp-protocol-version": version}
+    r = await c.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=h)
+    assert r.status_code == 202
+    return h

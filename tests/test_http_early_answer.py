@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+from _http_support import open_session
 
 from sturdyrpc.mcp import MCPServer, ToolError
 from sturdyrpc.mcp_http import StreamableHTTPApp, mcp_http_app
@@ -62,17 +63,6 @@ def make_server() -> MCPServer:
 
 def client(app: StreamableHTTPApp) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE, timeout=20)
-
-
-async def open_session(c: httpx.AsyncClient, version: str = "2025-11-25") -> dict[str, str]:
-    r = await c.post("/mcp", json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
-        headers={"accept": ACCEPT})
-    assert r.status_code == 200, r.text
-    h = {"accept": ACCEPT, "mcp-session-id": r.headers["mcp-session-id"], "mcp-protocol-version": version}
-    r = await c.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=h)
-    assert r.status_code == 202
-    return h
 
 
 def call(id_: Any, name: str, **args: Any) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
+from _http_support import open_session
 
 pytest.importorskip("opentelemetry.sdk")
 
@@ -53,17 +54,6 @@ def client(app: Any) -> httpx.AsyncClient:
 
 def parented(span: Any) -> bool:
     return span.parent is not None and f"{span.parent.span_id:016x}" == SPAN and f"{span.context.trace_id:032x}" == TRACE
-
-
-async def open_session(c: httpx.AsyncClient, version: str = "2025-11-25") -> dict[str, str]:
-    r = await c.post("/mcp", json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
-        headers={"accept": ACCEPT})
-    assert r.status_code == 200, r.text
-    h = {"accept": ACCEPT, "mcp-session-id": r.headers["mcp-session-id"], "mcp-protocol-version": version}
-    r = await c.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=h)
-    assert r.status_code == 202
-    return h
 
 
 def tools_call(id_: Any, name: str, meta: dict[str, Any] | None = None, **args: Any) -> dict[str, Any]:
