@@ -15,8 +15,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import jwt
-import uvicorn
-from _http_support import free_port, wait_port
+from _http_support import serve_in_thread
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 ACCEPT = "application/json, text/event-stream"
@@ -152,16 +151,8 @@ class IdP:
 @contextmanager
 def serve_app(app: Any, port: int | None = None) -> Iterator[str]:
     """Serve ``app`` with uvicorn on 127.0.0.1 in a thread; yields ``http://127.0.0.1:PORT``."""
-    port = port or free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, daemon=True, name=f"auth-app-{port}")
-    thread.start()
-    try:
-        wait_port(port)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
+    with serve_in_thread(app, port) as base:
+        yield base
 
 
 def replies(r: Any) -> list[dict[str, Any]]:

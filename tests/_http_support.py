@@ -11,7 +11,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -106,3 +106,28 @@ async def open_session(c: httpx.AsyncClient, version: str = "2025-11-25") -> dic
     r = await c.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=h)
     assert r.status_code == 202
     return h
+
+
+@contextmanager
+def serve_in_thread(app: Any, port: int | None = None) -> Iterator[str]:
+    """Serve the ASGI ``app`` with uvicorn (our serving settings: ``uvicorn_config``, lifespan on)
+    on 127.0.0.1 in a daemon thread; yields ``http://127.0.0.1:PORT`` once it accepts."""
+    import threading
+
+    import uvicorn
+
+    from sturdyrpc.transports.serve_http import uvicorn_config
+
+    port = port or free_port()
+    server = uvicorn.Server(uvicorn_config(app, "127.0.0.1", port))
+    thread = threading.Thread(target=server.run, daemon=True, name=f"uvicorn-{port}")
+    thread.start()
+    deadline = time.monotonic() + 20
+    try:
+        while not server.started:
+            assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+            time.sleep(0.01)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)

@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,8 +17,7 @@ from typing import Any
 import httpx
 import msgspec
 import pytest
-import uvicorn
-from _http_support import free_port, stop, wait_port
+from _http_support import free_port, serve_in_thread, stop, wait_port
 from _mcp_support import modern_meta
 from app_model_server import make_rpc, make_server
 from conftest import ServerProcess, wait_until
@@ -29,7 +25,6 @@ from conftest import ServerProcess, wait_until
 from sturdyrpc.mcp_http.app import mcp_http_app
 from sturdyrpc.transports.asgi import BearerAuth, HTTPSecurity
 from sturdyrpc.transports.http import JSONRPCHTTPApp
-from sturdyrpc.transports.serve_http import uvicorn_config
 
 APP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "app_model_server.py")
 RUN = [sys.executable, "-m", "sturdyrpc", "run"]
@@ -142,21 +137,8 @@ def test_run_without_attr_finds_the_server(spawn: Any) -> None:
 
 @contextmanager
 def served(app: Any) -> Iterator[str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn_config(app, "127.0.0.1", port))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
+    with serve_in_thread(app) as base:
+        yield base
 
 
 AUTH = HTTPSecurity(auth=BearerAuth(lambda token: {"alice-token": "alice", "bob-token": "bob"}.get(token)))

@@ -12,11 +12,8 @@ import asyncio
 import hashlib
 import json
 import os
-import socket
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
+from _http_support import serve_in_thread
 
 pytest.importorskip("opentelemetry.sdk")
 
@@ -443,23 +441,8 @@ def test_our_client_is_the_parent_of_the_official_sdk_server(tmp_path: Path) -> 
 
 @contextmanager
 def serve_http(app: Any) -> Iterator[str]:
-    import uvicorn
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        server.should_exit = True
-        thread.join(10)
+    with serve_in_thread(app) as base:
+        yield base + "/mcp"
 
 
 def test_http_meta_and_w3c_headers() -> None:
