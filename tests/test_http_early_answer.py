@@ -96,11 +96,15 @@ def test_sse_early_answer_is_one_whole_body_without_event_ids_or_store_writes() 
             # nothing to resume: no priming event, no event id, nothing recorded
             assert events(r) == [(None, events(r)[0][1])]
             assert r.content.startswith(b"event: message\ndata: ")
-            assert r.headers["cache-control"] == "no-cache, no-transform" and "x-accel-buffering" not in r.headers
+            # what only a stream that stays open needs is left out, as for a JSON reply
+            assert "cache-control" not in r.headers and "x-accel-buffering" not in r.headers
             msg = json.loads(events(r)[0][1])
             assert msg["id"] == 7 and msg["result"]["content"][0]["text"] == "hi"
             assert len(store._streams) == stored
             assert app.admission.in_use == 0  # the request's server-wide slot came back
+            # answered on its own turn, it never had a stream: nothing of it is left in the session
+            session = app.sessions[h["mcp-session-id"]]
+            assert session.streams == {} and not session.key_in_flight((int, 7))
             await app.aclose()
 
     asyncio.run(go())
@@ -376,5 +380,56 @@ def test_modern_requests_decoded_once_answer_as_the_server_does_on_its_own() -> 
             assert r.content == await server.handle_stateless(raw, related)
             assert b"Nesting too deep" in r.content
             await app.aclose()
+
+    asyncio.run(go())
+
+
+def test_stateless_early_answer_is_the_general_paths_reply_or_none() -> None:
+    """``MCPServer.answer_stateless_now``, the 2026-07-28 entry of the one ``tools/call`` path the
+    HTTP POST tries first: for every message it answers, the very bytes ``handle_stateless`` gives;
+    everything else (not an inline tool, a bad envelope, another method, an odd shape) is None,
+    left to the general path."""
+    server = make_server()
+
+    @server.tool(blocking=False)
+    def count(n: int) -> int:
+        return n + 1
+
+    async def related(data: bytes) -> None:
+        return None
+
+    def msg(id_: Any, name: str, args: Any, meta: Any = META, **extra: Any) -> bytes:
+        params = {"name": name, "arguments": args, **({} if meta is None else {"_meta": meta})}
+        return json.dumps({"jsonrpc": "2.0", "id": id_, "method": "tools/call", "params": params, **extra}).encode()
+
+    answered = [msg(1, "echo", {"text": 'a"\u2028b'}), msg("s", "echo", {"text": "x"}), msg(2, "count", {"n": 41}),
+                msg(3, "boom", {}), msg(4, "count", {"n": "x"}), msg(5, "echo", {})]
+    left = [msg(6, "slow", {"seconds": 0}),  # not inline
+            msg(7, "nope", {}),  # no such tool
+            msg(8, "echo", {"text": "x"}, meta=None),  # no envelope
+            msg(9, "echo", {"text": "x"}, meta={**META, "io.modelcontextprotocol/protocolVersion": "2099-01-01"}),
+            msg(10, "echo", {"text": "x"}, meta={"io.modelcontextprotocol/protocolVersion": MODERN}),  # no capabilities
+            msg(11, "echo", {"text": "x"}, meta={**META, "io.modelcontextprotocol/clientCapabilities": []}),
+            msg(1.5, "echo", {"text": "x"}), msg(None, "echo", {"text": "x"}),  # ids MCP does not allow
+            msg(12, "echo", {"text": "x"}, extra="member"),
+            json.dumps({"jsonrpc": "2.0", "id": 13, "method": "ping", "params": {"_meta": META}}).encode(),
+            json.dumps({"jsonrpc": "2.0", "id": 14, "method": "tools/list", "params": {"_meta": META}}).encode(),
+            json.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                        "params": {"requestId": 1, "_meta": META}}).encode(),
+            b"[" + msg(15, "echo", {"text": "x"}) + b"]", b"{"]
+
+    async def go() -> None:
+        for frame in answered:
+            early = server.answer_stateless_now(frame)
+            assert early is not None, frame
+            assert early == await server.handle_stateless(frame, related), frame
+            assert early == server.answer_stateless_now(frame, json.loads(frame))  # as decoded by the transport
+        assert json.loads(server.answer_stateless_now(answered[2]) or b"")["result"]["structuredContent"] == {"result": 42}
+        for frame in left:
+            assert server.answer_stateless_now(frame) is None, frame
+            await server.handle_stateless(frame, related)  # and the general path answers it (or not) as ever
+        # a server that does not speak 2026-07-28 answers nothing early, and follows a change
+        server.supported_versions = ("2025-11-25",)
+        assert server.answer_stateless_now(answered[0]) is None
 
     asyncio.run(go())

@@ -92,6 +92,8 @@ def _newest_first(versions: tuple[str, ...]) -> list[str]:
 
 #: Methods a handshake-era session refuses (see ``_check_handshake``).
 _HANDSHAKE_REFUSED = frozenset({"initialize", "server/discover", "ping"})
+#: Requests of the stateless era that are refused whatever their envelope.
+_MODERN_REFUSED = frozenset({"initialize", "ping"})
 
 
 class MCPProfile(Profile):
@@ -169,6 +171,10 @@ class MCPProfile(Profile):
             if method in _HANDSHAKE_REFUSED or method.startswith("notifications/"):
                 return self._check_handshake(method)
             return None
+        if self.era == "modern" and not is_notification and (t is str or t is int) and type(params) is dict and self.role == "server":
+            # ... and a request of the stateless era: its envelope, as below
+            if method not in _MODERN_REFUSED and not method.startswith("notifications/"):
+                return self._check_envelope(params.get("_meta"), self.supported if self.stateless else MODERN_VERSIONS)
         if not is_notification and t is not str and t is not int:
             return InvalidRequest("Invalid Request", {"reason": "an MCP request id must be a string or an integer"})
         if params is not None and type(params) is not dict:

@@ -71,7 +71,7 @@ from .scopes import required_scopes
 from .session_state import SessionPeer, SessionState, StatelessContext, current_session, reset_session, use_session
 from .tasks import TASKS_EXTENSION, Tasks
 from .tools_call import MCPDispatcher, ToolsCall
-from .versions import META_SERVER_INFO, SUPPORTED_VERSIONS, VersionRules
+from .versions import META_SERVER_INFO, RULES, SUPPORTED_VERSIONS, VersionRules
 
 if TYPE_CHECKING:
     from .client import MCPClient
@@ -130,6 +130,8 @@ class MCPServer:
         self.title = title
         self.instructions = instructions
         self.supported_versions = supported_versions
+        #: (the supported versions it was made for, the 2026-07-28 early answer): made at first use.
+        self._stateless_early: tuple[tuple[str, ...], Callable[..., bytes | None]] | None = None
         self.tools: dict[str, Tool] = {}
         self.resources: dict[str, Resource] = {}
         self.templates: dict[str, Resource] = {}
@@ -449,6 +451,28 @@ class MCPServer:
             assert isinstance(outcome, Pending)
             return asyncio.get_running_loop().create_task(self._finish_pending(call, ctx, outcome), context=outcome.context)
         return self._finish_stateless(call, session, ctx)
+
+    def answer_stateless_now(self, frame: bytes, decoded: Any = None) -> bytes | None:
+        """The reply to 2026-07-28 request ``frame`` when the one ``tools/call`` path answers it
+        at once (a ``tools/call`` of an inline tool: :meth:`.ToolsCall.early_answer`), else
+        None: then :meth:`start_stateless` serves it. ``decoded``: ``frame`` as the transport
+        decoded it already. The same reply :meth:`start_stateless` would give, without the
+        per-request session, context and dispatch it builds (an inline tool takes no context)."""
+        made = self._stateless_early
+        if made is None or made[0] is not self.supported_versions:
+            made = self._stateless_early = (self.supported_versions, self._make_stateless_early())
+        return made[1](frame, decoded)
+
+    def _make_stateless_early(self) -> Callable[..., bytes | None]:
+        """:meth:`answer_stateless_now` for the supported versions of the moment. Its session
+        only lends the profile that checks each request's ``_meta`` envelope, as the general
+        path's does."""
+        modern = [v for v in self.supported_versions if RULES[v].stateless]
+        if not modern:
+            return lambda frame, decoded=None: None
+        profile = MCPProfile(stateless=True, supported=self.supported_versions)
+        profile.set_version(max(modern))  # the stateless era: every request's envelope is checked
+        return self.tools_call.early_answer(None, SessionState(self, profile))
 
     async def _finish_pending(self, call: Call, ctx: StatelessContext, pending: Pending) -> bytes | None:
         d = self.dispatcher

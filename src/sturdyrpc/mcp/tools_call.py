@@ -317,10 +317,12 @@ class ToolsCall:
 
     # ------------------------------------------------------------------ early answer (stdio)
 
-    def early_answer(self, peer: Peer, session: SessionState, chain: bool = False) -> Callable[..., bytes | None]:
+    def early_answer(self, peer: Peer | None, session: SessionState, chain: bool = False) -> Callable[..., bytes | None]:
         """``answer(frame, decoded=None) -> reply | None`` for ``peer``: this path entered before
         the peer's queues, for transports that can answer on the reader's turn (stdio, the HTTP
-        POST); ``decoded``: ``frame`` as the transport decoded it already, if it did.
+        POST); ``decoded``: ``frame`` as the transport decoded it already, if it did. ``peer``
+        None: 2026-07-28 stateless requests (``session`` then has a stateless profile, and
+        there is no connection whose ids could repeat).
 
         With middleware, None (the peer's path runs the chain) unless ``chain``: then the chain is
         started here as the peer would (:meth:`Peer.run_now`), and a chain that suspends answers
@@ -330,10 +332,12 @@ class ToolsCall:
         d = self.server.dispatcher
         if not isinstance(d, MCPDispatcher):
             return lambda frame, decoded=None: None
-        run_now = peer.run_now
+        if peer is None and chain:
+            raise ValueError("a chained early answer needs the peer that finishes it")
+        run_now = peer.run_now if peer is not None else None
         tools = self.server.tools
         check = profile.check_request
-        accepts_id = peer.accepts_id
+        accepts_id = peer.accepts_id if peer is not None else None
         decode = _decode_request
         run_inline = self.run_inline
         # What is constant for the session once it is negotiated, worked out again whenever the
@@ -378,11 +382,14 @@ class ToolsCall:
                 seen = profile.version
                 fixed = session.rules_of(params) if profile.accepts_every("tools/call") else None
             rules = fixed
-            if rules is None and (profile.era is None or check("tools/call", params, id_, False) is not None):
-                return None  # the lifecycle, or a refused envelope: the peer answers as it must
-            if not accepts_id(id_):
+            if rules is None:
+                if profile.era is None or check("tools/call", params, id_, False) is not None:
+                    return None  # the lifecycle, or a refused envelope: the peer answers as it must
+                rules = session.rules_of(params)  # 2026-07-28: the version this request names
+            if accepts_id is not None and not accepts_id(id_):
                 return None  # the connection closing, or a duplicate id: the peer refuses it
             if chained:
+                assert run_now is not None
                 # the chain started here, in the context the peer's reader would give it
                 cv = contextvars.copy_context()
                 cv.run(use_session, session)

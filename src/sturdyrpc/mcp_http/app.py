@@ -60,6 +60,7 @@ def mcp_http_app(server: MCPServer, *, store: Store | str | None = None, **optio
             await peer.wait_closed()
 
     options.setdefault("modern", server.start_stateless)  # handle_stateless, minus the task when the reply is ready
+    options.setdefault("modern_early", server.answer_stateless_now)  # the one tools/call path, entered from the POST
     options.setdefault("limits", server.dispatcher.limits)  # the same limits as the server has on stdio
     options.setdefault("lifespan", server.lifespan.running)
     options.setdefault("scopes_for", server.required_scopes)  # per-tool/resource/prompt scopes= (over auth only)

@@ -137,7 +137,8 @@ def _acceptable(accept: bytes | None) -> tuple[bool, bool]:
 
 class StreamableHTTPApp:
     """The MCP endpoint. ``serve_session(transport)`` runs the MCP server on one session's pipe;
-    ``modern`` (optional) serves 2026-07-28 requests statelessly.
+    ``modern`` (optional) serves 2026-07-28 requests statelessly; ``modern_early`` (optional)
+    answers those it can at once (:meth:`~sturdyrpc.mcp.MCPServer.answer_stateless_now`).
 
     Options: ``json_response`` (answer requests with ``application/json`` instead of an SSE
     stream), ``stateless`` (no sessions in the handshake era), ``event_store`` (resumability;
@@ -155,6 +156,7 @@ class StreamableHTTPApp:
         serve_session: ServeSession,
         *,
         modern: ModernHandler | None = None,
+        modern_early: Callable[[bytes, Any], bytes | None] | None = None,
         path: str | None = "/mcp",
         security: HTTPSecurity | None = None,
         json_response: bool = False,
@@ -181,6 +183,9 @@ class StreamableHTTPApp:
         #: request's principal before it runs: 403 ``insufficient_scope``); None: no per-request scopes.
         self.scopes_for = scopes_for
         self.modern = modern
+        #: ``answer(body, decoded) -> reply | None``: a 2026-07-28 request the server answers at
+        #: once, answered on the POST's own turn (None: ``modern`` serves it).
+        self.modern_early = modern_early
         #: Whether ``modern`` takes ``decoded=`` (the body as decoded here: not decoded twice).
         self._modern_decoded = _takes_decoded(modern)
         self.path = path
@@ -231,15 +236,18 @@ class StreamableHTTPApp:
             return
         if kind != "http":
             return
-        auth = self.security.auth
-        if isinstance(auth, ResourceServer) and await auth.serve_metadata(scope, send):
+        security = self.security
+        auth = security.auth
+        if auth is not None and isinstance(auth, ResourceServer) and await auth.serve_metadata(scope, send):
             return  # RFC 9728 metadata: public, it is how a client learns where to get a token
         try:
-            principal = await self.security.check(scope)
+            security.check_origin(scope)  # Host and Origin; no coroutine unless there is a token to check
+            principal = None if auth is None else await security.authenticate(scope)
             if self._path is not None and scope.get("path", "").rstrip("/") != self._path:
                 raise HTTPRefusal(404, -32600, "Not found")
             method = scope["method"]
-            token = current_principal.set(principal)
+            # Set only when it changes (None, without auth: the default): a set and a reset cost.
+            token = current_principal.set(principal) if principal is not current_principal.get() else None
             htoken = current_headers.set(request_headers(scope))
             try:
                 if self.shared is not None:
@@ -255,7 +263,8 @@ class StreamableHTTPApp:
                     raise HTTPRefusal(405, -32600, "Method not allowed", [(b"allow", allow)])
             finally:
                 current_headers.reset(htoken)
-                current_principal.reset(token)
+                if token is not None:
+                    current_principal.reset(token)
         except HTTPRefusal as r:
             await respond(send, r.status, error_body(r.code, r.message, with_null_id=False), extra=r.headers)
         except Disconnected:
@@ -388,6 +397,25 @@ class StreamableHTTPApp:
             if len(session.streams) >= self.max_streams_per_session:
                 raise HTTPRefusal(503, -32600, "Too many open streams", [(b"retry-after", b"1")])
             use_sse = sse_ok and (not self.json_response or not json_ok)
+            if requests and not batch and not is_init and session.shared is None:
+                # A single request the server answers at once (a tools/call of an inline tool on
+                # a negotiated session: the one tools/call path, entered before the session's
+                # queues) is answered on this turn. Nothing else runs between taking it and
+                # sending the reply, so no other request can see it in flight: it needs no
+                # stream, and there is nothing to resume (as with a JSON reply): no priming
+                # event (it primes a stream that stays open, SEP-1699), no event id, no
+                # event-store write. Not for a shared session: its requests pass through the
+                # store first (.shared).
+                early = session.pipe.answer_now(body, obj)
+                if early is not None:
+                    with contextlib.suppress(OSError):  # the client is gone: nothing to answer
+                        if use_sse:
+                            # No X-Accel-Buffering: a proxy holds nothing back from a response
+                            # complete when it starts.
+                            await respond(send, 200, sse_event(early), None, session.sse_whole_headers)
+                        else:
+                            await respond(send, 200, early, extra=extra)
+                    return
             if not requests:
                 # Only invalid elements need an answer (the rest are notifications or responses): reply now.
                 await self._feed(session, items, raw)
@@ -400,15 +428,10 @@ class StreamableHTTPApp:
                                          keys=request_keys)
             stream.headers = current_headers.get()
             slots = 0  # the session gives them back as the requests finish
-            # A single request the server answers at once (a tools/call of an inline tool on a
-            # negotiated session) skips the round trip through the session's queues and tasks:
-            # the same reply, delivered to the same stream as the server's own would be.
-            # Not for a shared session: its requests pass through the store first (.shared).
-            early = None if batch or is_init or session.shared is not None else session.pipe.answer_now(body, obj)
             if use_sse:
-                await self._answer_sse(session, stream, items, raw, invalid, receive, send, prime=not is_init, early=early)
+                await self._answer_sse(session, stream, items, raw, invalid, receive, send, prime=not is_init)
             else:
-                await self._answer_json(session, stream, items, raw, invalid, receive, send, extra, early=early)
+                await self._answer_json(session, stream, items, raw, invalid, receive, send, extra)
         finally:
             self._give_back(slots)
             session.last_active = time.monotonic()  # idle time counts from the end of the last response
@@ -487,49 +510,27 @@ class StreamableHTTPApp:
                 await session.pipe.feed(codec.encode(m))
 
     async def _answer_sse(self, session: HTTPSession, stream: Stream, items: list[Any], body: bytes | None,
-                          invalid: list[bytes], receive: Receive, send: Send, *, prime: bool,
-                          early: bytes | None = None) -> None:
+                          invalid: list[bytes], receive: Receive, send: Send, *, prime: bool) -> None:
         conn = SSEResponse()
         stream.attach(conn)
         head = b""
-        if early is not None:
-            # The reply is ready before the response starts, so it leaves whole: one body with the
-            # headers (Content-Length, no chunks). There is nothing to resume, as with a JSON reply:
-            # no priming event (it primes a stream that stays open, SEP-1699), no event ids, no
-            # event-store writes. A stream that stays open (any other request) keeps all of them.
-            stream.resumable = False
-        elif prime and self._primes(session) and self.store is not None and session.id is not None:
+        if prime and self._primes(session) and self.store is not None and session.id is not None:
             try:
                 head = sse_priming(await self.store.store(session.id, stream.id, None), self.retry_ms)
             except StoreUnavailable as exc:  # the requests are open already: answer them, without a priming event
                 log.warning("no priming event: %s", exc)
         for e in invalid:  # a batch's invalid elements: their -32600 errors, each its own event like the replies
             await stream.emit(e)
-        if early is not None:
-            await session.deliver(key_of(items[0]["id"]), early)
-            if conn.ended and conn.chunks and not conn.closed:
-                # Complete: one response with its length, in one go. No X-Accel-Buffering (a proxy
-                # holds nothing back from a response that is complete when it starts).
-                conn.closed = True
-                stream.detach(conn)
-                with contextlib.suppress(OSError):  # the client is gone: as the pump would
-                    await respond(send, 200, conn.take(), None, session.sse_whole_headers)
-                return
-        else:
-            await self._feed(session, items, body)
+        await self._feed(session, items, body)
         await self._pump(conn, receive, send, session.sse_headers, head)
         stream.detach(conn)
 
     async def _answer_json(self, session: HTTPSession, stream: Stream, items: list[Any], body: bytes | None,
-                           invalid: list[bytes], receive: Receive, send: Send, extra: list[tuple[bytes, bytes]], *,
-                           early: bytes | None = None) -> None:
+                           invalid: list[bytes], receive: Receive, send: Send, extra: list[tuple[bytes, bytes]]) -> None:
         waiter: asyncio.Future[list[bytes]] = asyncio.get_running_loop().create_future()
         stream.json_waiter = waiter
         stream.json_replies.extend(invalid)  # a batch's invalid elements: -32600 each, in the reply array
-        if early is not None:
-            await session.deliver(key_of(items[0]["id"]), early)
-        else:
-            await self._feed(session, items, body)
+        await self._feed(session, items, body)
         if not waiter.done():
             await _until_done_or_gone(waiter, receive)
         if not waiter.done():
@@ -851,6 +852,11 @@ class StreamableHTTPApp:
             await refuse_busy(send, with_null_id=False)
             return
         try:
+            early = self.modern_early
+            reply = early(body, obj) if early is not None else None
+            if reply is not None:  # answered at once: no task, no timer, no watcher
+                await respond(send, 200 if b'"error"' not in reply else _status_for(reply), reply)
+                return
             await self._run_modern(receive, send, body, id_, sse_ok, obj)
         finally:
             self.admission.release()

@@ -100,8 +100,7 @@ class SSEResponse:
 class Stream:
     """A logical SSE stream of a session: the POST stream of some requests, or the standalone GET stream."""
 
-    __slots__ = ("id", "session", "pending", "conn", "finished", "standalone", "json_waiter", "json_replies", "headers",
-                 "resumable")
+    __slots__ = ("id", "session", "pending", "conn", "finished", "standalone", "json_waiter", "json_replies", "headers")
 
     def __init__(self, session: HTTPSession, *, standalone: bool = False) -> None:
         session.stream_counter += 1
@@ -118,14 +117,11 @@ class Stream:
         self.json_replies: list[bytes] = []
         #: The headers of the POST that opened the stream (``ctx.headers`` of its requests).
         self.headers: Mapping[str, str] | None = None
-        #: Whether its events are recorded (and get ids) for ``Last-Event-ID``: not for a POST's
-        #: stream answered whole at once (its one response carries everything, in one write).
-        self.resumable = True
 
     async def emit(self, data: bytes) -> None:
         store = self.session.store
         eid: str | None = None
-        if store is not None and self.resumable and self.session.id is not None:
+        if store is not None and self.session.id is not None:
             try:
                 eid = await store.store(self.session.id, self.id, data)
             except Exception as exc:  # a shared store that is down: deliver anyway, without resumability
@@ -254,9 +250,10 @@ class HTTPSession:
         self.response_headers: list[tuple[bytes, bytes]] = [] if session_id is None else [
             (b"mcp-session-id", session_id.encode("ascii"))]
         self.sse_headers: list[tuple[bytes, bytes]] = SSE_HEADERS + self.response_headers
-        #: The same for an SSE response complete when it starts (sent with its length): what
-        #: only matters to a stream that stays open (``X-Accel-Buffering``) left out.
-        self.sse_whole_headers: list[tuple[bytes, bytes]] = [h for h in SSE_HEADERS if h[0] != b"x-accel-buffering"] + self.response_headers
+        #: The same for an SSE response complete when it starts (sent with its length, like a
+        #: JSON reply): what only matters to a stream that stays open left out (``Cache-Control:
+        #: no-transform`` and ``X-Accel-Buffering`` keep proxies from holding events back).
+        self.sse_whole_headers: list[tuple[bytes, bytes]] = [SSE_HEADERS[0]] + self.response_headers
 
     # -------------------------------------------------------------- requests in
 

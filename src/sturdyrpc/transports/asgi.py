@@ -300,6 +300,14 @@ class HTTPSecurity:
 
     async def check(self, scope: Scope) -> Any:
         """Raise :class:`HTTPRefusal` unless the request may proceed; return the principal (or None)."""
+        self.check_origin(scope)
+        if self.auth is None:
+            return None
+        return await self.authenticate(scope)
+
+    def check_origin(self, scope: Scope) -> None:
+        """The part of :meth:`check` that needs no I/O: ``Host`` and ``Origin`` (then, when
+        :attr:`auth` is set, :meth:`authenticate`)."""
         if self._hosts is not None:
             host = header(scope, b"host")
             ok = self._host_ok.get(host) if host is not None else False
@@ -313,6 +321,10 @@ class HTTPSecurity:
         origin = header(scope, b"origin")
         if origin is not None and not self.origin_allowed(origin.decode("latin-1")):
             raise HTTPRefusal(403, -32600, "Forbidden: origin not allowed")
+
+    async def authenticate(self, scope: Scope) -> Any:
+        """The principal of the request's bearer token (None without :attr:`auth`); raises
+        :class:`HTTPRefusal` (401, 403, 503) when there is none to be had."""
         auth = self.auth
         if auth is None:
             return None

@@ -130,7 +130,9 @@ class JSONRPCHTTPApp:
         if kind != "http":
             return  # websockets are not served here; returning closes them
         try:
-            principal = await self.security.check(scope)
+            security = self.security
+            security.check_origin(scope)
+            principal = None if security.auth is None else await security.authenticate(scope)
             if self.path is not None and scope.get("path") != self.path:
                 raise HTTPRefusal(404, -32600, "Not found")
             if scope["method"] != "POST":
@@ -151,13 +153,15 @@ class JSONRPCHTTPApp:
             return
         except Disconnected:
             return
-        token = current_principal.set(principal)
+        # Set only when it changes (None, without auth: the default): a set and a reset cost.
+        token = current_principal.set(principal) if principal is not current_principal.get() else None
         htoken = current_headers.set(request_headers(scope))
         try:
             reply = await self._serve(body, receive)
         finally:
             current_headers.reset(htoken)
-            current_principal.reset(token)
+            if token is not None:
+                current_principal.reset(token)
         if reply is _GONE:
             return
         if reply is _BUSY:
