@@ -240,8 +240,31 @@ class MCPProfile(Profile):
             return MethodNotFound("Method not found")
         return None
 
+    def rules_if_accepted(self, method: str, params: dict[str, Any], id_: Id) -> VersionRules | None:
+        """The rules request ``method`` (object ``params``) is served under when
+        :meth:`check_request` accepts it, else None (check_request then says why): for the
+        common case of the stateless era (a string or integer id, an envelope naming a version
+        served here) without building anything."""
+        if self.era == "modern" and self.role == "server" and method not in _MODERN_REFUSED and not method.startswith("notifications/"):
+            t = type(id_)
+            v = self._envelope_version(params.get("_meta")) if t is str or t is int else None
+            return RULES[v] if v is not None else None
+        if self.version is None or self.check_request(method, params, id_, False) is not None:
+            return None
+        return RULES[self.version]
+
+    def _envelope_version(self, meta: Any) -> str | None:
+        """The version a well-formed 2026-07-28 ``_meta`` envelope names, when served here; else None."""
+        if type(meta) is dict:
+            v = meta.get(META_PROTOCOL_VERSION)
+            if type(v) is str and type(meta.get(META_CLIENT_CAPABILITIES)) is dict and v in MODERN_VERSIONS and v in self.supported:
+                return v
+        return None
+
     def _check_envelope(self, meta: Any, supported: tuple[str, ...]) -> RPCError | None:
         """The 2026-07-28 ``_meta`` envelope; ``supported``: the versions an error names (newest first there)."""
+        if self._envelope_version(meta) is not None:
+            return None
         if type(meta) is not dict:
             return InvalidParams("Invalid params", {"reason": "params._meta with the protocol version and client capabilities is required"})
         version = meta.get(META_PROTOCOL_VERSION)

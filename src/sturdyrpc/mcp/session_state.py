@@ -106,7 +106,12 @@ class SessionState:
         """:meth:`rules_for` the ``_meta`` of request ``params``."""
         profile = self.profile
         if profile.era == "modern" and type(params) is dict:
-            return self.rules_for(params.get("_meta"))
+            meta = params.get("_meta")  # rules_for(meta), one call less: every 2026-07-28 tools/call asks
+            if type(meta) is dict:
+                mv = meta.get(META_PROTOCOL_VERSION)
+                if isinstance(mv, str) and mv in RULES:
+                    return RULES[mv]
+            return self.rules
         v = profile.version
         return RULES[v] if v is not None else RULES[LATEST]
 

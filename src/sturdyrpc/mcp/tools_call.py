@@ -336,7 +336,6 @@ class ToolsCall:
             raise ValueError("a chained early answer needs the peer that finishes it")
         run_now = peer.run_now if peer is not None else None
         tools = self.server.tools
-        check = profile.check_request
         accepts_id = peer.accepts_id if peer is not None else None
         decode = _decode_request
         run_inline = self.run_inline
@@ -383,9 +382,10 @@ class ToolsCall:
                 fixed = session.rules_of(params) if profile.accepts_every("tools/call") else None
             rules = fixed
             if rules is None:
-                if profile.era is None or check("tools/call", params, id_, False) is not None:
+                # 2026-07-28: the version this request's envelope names, if the profile accepts it
+                rules = profile.rules_if_accepted("tools/call", params, id_) if profile.era is not None else None
+                if rules is None:
                     return None  # the lifecycle, or a refused envelope: the peer answers as it must
-                rules = session.rules_of(params)  # 2026-07-28: the version this request names
             if accepts_id is not None and not accepts_id(id_):
                 return None  # the connection closing, or a duplicate id: the peer refuses it
             if chained:

@@ -104,7 +104,7 @@ def check_modern_headers(obj: dict[str, Any], version: str, supported: list[str]
     if raw_method is None:
         raise HeaderProblem(400, -32020, "Header mismatch: Mcp-Method header is required")
     try:
-        hdr_method = decode_header_value(raw_method)
+        hdr_method = _DECODED.get(raw_method) or decode_header_value(raw_method)  # the cache, without a call
     except ValueError:
         raise HeaderProblem(400, -32020, "Header mismatch: Mcp-Method header is malformed") from None
     if hdr_method != method:
@@ -119,7 +119,7 @@ def check_modern_headers(obj: dict[str, Any], version: str, supported: list[str]
                 raise HeaderProblem(400, -32020, "Header mismatch: Mcp-Name header is required")
         else:
             try:
-                hdr_name = decode_header_value(raw_name)
+                hdr_name = _DECODED.get(raw_name) or decode_header_value(raw_name)
             except ValueError:
                 raise HeaderProblem(400, -32020, "Header mismatch: Mcp-Name header is malformed") from None
             if hdr_name != body_name:

@@ -243,7 +243,8 @@ class StreamableHTTPApp:
         try:
             security.check_origin(scope)  # Host and Origin; no coroutine unless there is a token to check
             principal = None if auth is None else await security.authenticate(scope)
-            if self._path is not None and scope.get("path", "").rstrip("/") != self._path:
+            path = scope.get("path", "")
+            if self._path is not None and path != self._path and path.rstrip("/") != self._path:
                 raise HTTPRefusal(404, -32600, "Not found")
             method = scope["method"]
             # Set only when it changes (None, without auth: the default): a set and a reset cost.
@@ -408,13 +409,13 @@ class StreamableHTTPApp:
                 # store first (.shared).
                 early = session.pipe.answer_now(body, obj)
                 if early is not None:
-                    with contextlib.suppress(OSError):  # the client is gone: nothing to answer
+                    try:
                         if use_sse:
-                            # No X-Accel-Buffering: a proxy holds nothing back from a response
-                            # complete when it starts.
                             await respond(send, 200, sse_event(early), None, session.sse_whole_headers)
                         else:
                             await respond(send, 200, early, extra=extra)
+                    except OSError:
+                        pass  # the client is gone: nothing to answer
                     return
             if not requests:
                 # Only invalid elements need an answer (the rest are notifications or responses): reply now.

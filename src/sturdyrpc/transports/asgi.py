@@ -158,11 +158,11 @@ def error_body(code: int, message: str, *, with_null_id: bool = True) -> bytes:
 async def respond(send: Send, status: int, body: bytes = b"", content_type: bytes | None = b"application/json",
                   extra: Iterable[tuple[bytes, bytes]] = ()) -> None:
     """Send a whole response in one go."""
-    headers: list[tuple[bytes, bytes]] = []
+    length = (b"content-length", b"%d" % len(body))
     if body and content_type is not None:
-        headers.append((b"content-type", content_type))
-    headers.append((b"content-length", str(len(body)).encode()))
-    headers.extend(extra)
+        headers = [(b"content-type", content_type), length, *extra]
+    else:
+        headers = [length, *extra]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
