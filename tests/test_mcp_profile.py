@@ -341,3 +341,58 @@ def test_a_jsonrpc_1_0_request_with_the_id_of_a_2_0_one_gets_its_own_reply_with_
             await w.nothing(0.05)
 
     asyncio.run(main())
+
+
+def _profiles() -> list[tuple[str, MCPProfile]]:
+    from sturdyrpc.mcp.versions import HANDSHAKE_VERSIONS
+
+    out: list[tuple[str, MCPProfile]] = []
+    for stateless in (False, True):
+        p = MCPProfile(stateless=stateless)
+        p.set_version("2026-07-28")
+        out.append((f"modern-stateless={stateless}", p))
+    narrow = MCPProfile(stateless=True, supported=("2025-11-25",))  # 2026-07-28 not served here
+    narrow.set_version("2026-07-28")
+    out.append(("modern-unsupported", narrow))
+    client = MCPProfile(role="client")
+    client.set_version("2026-07-28")
+    out.append(("modern-client", client))
+    for v in HANDSHAKE_VERSIONS:
+        p = MCPProfile()
+        p.set_version(v)
+        out.append((v, p))
+    out.append(("not-negotiated", MCPProfile()))
+    return out
+
+
+@pytest.mark.parametrize("name,profile", _profiles(), ids=[n for n, _ in _profiles()])
+def test_rules_if_accepted_is_check_request_then_the_requests_rules(name: str, profile: MCPProfile) -> None:
+    """``rules_if_accepted`` (the early answers' one step) accepts exactly what ``check_request``
+    accepts, and gives the rules the request is then served under: the version its envelope
+    names in the stateless era, the negotiated one before."""
+    from sturdyrpc.mcp.versions import RULES
+
+    good = modern_meta()
+    metas: list[Any] = [None, good, {}, [], "x", {**good, "io.modelcontextprotocol/protocolVersion": "2099-01-01"},
+                        {**good, "io.modelcontextprotocol/protocolVersion": "2025-11-25"},
+                        {**good, "io.modelcontextprotocol/protocolVersion": 20260728},
+                        {**good, "io.modelcontextprotocol/clientCapabilities": None},
+                        {"io.modelcontextprotocol/protocolVersion": "2026-07-28"},
+                        {"io.modelcontextprotocol/clientCapabilities": {}}]
+    accepted = 0
+    for method in ("tools/call", "tools/list", "ping", "initialize", "server/discover", "notifications/progress"):
+        for id_ in (1, "a", None, 1.5, True):
+            for meta in metas:
+                params: dict[str, Any] = {"name": "x"} if meta is None else {"name": "x", "_meta": meta}
+                rules = profile.rules_if_accepted(method, params, id_)
+                ok = profile.version is not None and profile.check_request(method, params, id_, False) is None
+                assert (rules is not None) == ok, (method, id_, meta)
+                if rules is not None:
+                    accepted += 1
+                    by_envelope = profile.era == "modern" and profile.role == "server"
+                    expected = RULES[meta["io.modelcontextprotocol/protocolVersion"]] if by_envelope else RULES[profile.version]  # type: ignore[index]
+                    assert rules is expected
+    if name in ("modern-unsupported", "not-negotiated"):
+        assert accepted == 0
+    else:
+        assert accepted > 0
