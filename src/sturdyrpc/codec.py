@@ -147,6 +147,8 @@ def decode_bounded(data: bytes, max_depth: int) -> Any:
         raise DecodeFailure("JSON is malformed") from None
     if len(data) > 2 * max_depth and data.count(b"[") + data.count(b"{") > max_depth and depth_exceeds(value, max_depth):
         raise DecodeFailure(f"nesting deeper than {max_depth} levels", too_deep=True)
+    if type(value) is dict and type(value.get("id")) is not float:
+        return value  # _with_exact_ids' common case, without the call
     return _with_exact_ids(data, value)
 
 

@@ -363,7 +363,7 @@ class StreamableHTTPApp:
         if is_init and batch:
             raise HTTPRefusal(400, -32600, "Invalid Request: initialize must not be part of a batch")
         # Every request that will run holds a server-wide slot from here until it is answered.
-        if requests and not self._admit(len(requests)):
+        if requests and not (self.admission.try_acquire() if len(requests) == 1 else self._admit(len(requests))):
             await refuse_busy(send, with_null_id=False)
             return
         slots = len(requests)
@@ -492,6 +492,9 @@ class StreamableHTTPApp:
         return True
 
     def _give_back(self, n: int) -> None:
+        if n == 1:
+            self.admission.release()
+            return
         for _ in range(n):
             self.admission.release()
 
