@@ -56,9 +56,9 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"replay: non-JSON output of the server: {line[:200]!r}\n")
 
     result = replay_session(records, command, ignore=tuple(args.ignore), framing=framing, timeout=args.timeout, on_junk=junk)
-    for d in result.differences:
-        print(f"--- {d.method} (recorded id {d.id!r}) differs:")
-        print(d.diff if d.got is not None else "no reply (timeout, or the server ended)")
+    for d in result.differences:  # the report is the command's output (stdout), as call's and mcp's results are
+        detail = d.diff if d.got is not None else "no reply (timeout, or the server ended)"
+        sys.stdout.write(f"--- {d.method} (recorded id {d.id!r}) differs:\n{detail}\n")
     verdict = "same behaviour" if not result.differences else f"{len(result.differences)} difference(s)"
     print(f"replay: {result.compared} replies compared, {verdict}", file=sys.stderr)
     return 1 if result.differences else 0
