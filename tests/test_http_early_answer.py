@@ -22,9 +22,9 @@ from sturdyrpc.mcp import MCPServer, ToolError
 from sturdyrpc.mcp_http import StreamableHTTPApp, mcp_http_app
 from sturdyrpc.mcp_http.events import MemoryEventStore
 from sturdyrpc.mcp_http.modern import decode_header_value
-from sturdyrpc.mcp_http.session import close_current_stream, current_session
+from sturdyrpc.mcp_http.session import close_current_stream, current_http_session
 from sturdyrpc.mcp_http.sse import SSEParser
-from sturdyrpc.transports.asgi import current_headers
+from sturdyrpc.request_context import current_headers
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -50,7 +50,7 @@ def make_server() -> MCPServer:
     @server.tool(blocking=False)
     def where() -> str:
         """Inline: says whether it runs in the session's own task (the peer) or on the POST's turn."""
-        return "peer" if current_session.get() is not None else "post"
+        return "peer" if current_http_session.get() is not None else "post"
 
     @server.tool()
     async def slow(seconds: float) -> str:

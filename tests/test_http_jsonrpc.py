@@ -11,7 +11,8 @@ import pytest
 from _http_support import demo_http_cmd, free_port, server_process
 
 from sturdyrpc.demos.jsonrpc import make_demo
-from sturdyrpc.transports.asgi import BearerAuth, HTTPSecurity, current_principal
+from sturdyrpc.request_context import current_principal
+from sturdyrpc.transports.asgi import BearerAuth, HTTPSecurity
 from sturdyrpc.transports.http import JSONRPCHTTPApp
 
 pytestmark = pytest.mark.timeout(60)

@@ -11,7 +11,7 @@ from _redis_support import unique_prefix
 from sturdyrpc.errors import InvalidParams
 from sturdyrpc.mcp.request_state import KEYS_ENV, RequestStateSigner, keys_from_env, new_keys_env
 from sturdyrpc.store import MemoryStore, open_store
-from sturdyrpc.transports.asgi import current_principal
+from sturdyrpc.request_context import current_principal
 
 KEYS = {"k1": b"\x01" * 32}
 

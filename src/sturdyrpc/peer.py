@@ -35,7 +35,8 @@ from .errors import InternalError, RPCError, ServerError
 from .framing import BadHeader, FrameTooLarge
 from .messages import ErrorResponse, Id, InvalidMessage, Message, Response
 from .profile import NO_CANCEL, JSONRPCProfile, Profile
-from .runner import Runner, current_call
+from .request_context import current_call
+from .runner import Runner
 
 __all__ = [
     "Peer",
@@ -271,7 +272,7 @@ class Peer:
         self.context_class = context_class
         self.name = name
         #: Called with each outgoing message as it is queued, in the sending task's context (where
-        #: ``runner.current_call`` still names the request being handled; the writer task cannot
+        #: ``request_context.current_call`` still names the request being handled; the writer task cannot
         #: see it). Streamable HTTP uses it to put a request's notifications on that request's stream.
         self.on_enqueue = on_enqueue
         #: Called with the error of an error reply whose id is null (the other side could not read

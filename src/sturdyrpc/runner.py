@@ -35,15 +35,12 @@ from .execute import Outcome, Pending, execute, run_call, run_call_now, shared_p
 from .framing import BadHeader, FrameTooLarge
 from .messages import Id, InvalidMessage, Message
 from .profile import Profile
+from .request_context import current_call
 
-__all__ = ["Runner", "current_call"]
+__all__ = ["Runner", "current_call"]  # current_call: re-exported from request_context
 
 log = logging.getLogger("sturdyrpc")
 
-#: The call whose handler is running in this task (None outside handlers). Transports that route
-#: messages by the request they belong to (Streamable HTTP puts a request's progress and
-#: notifications on that request's own response stream) read it when a message is sent.
-current_call: contextvars.ContextVar[Call | None] = contextvars.ContextVar("sturdyrpc_current_call", default=None)
 
 
 def _key(id_: Id) -> tuple[type, Any]:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..transports.asgi import current_principal
+from ..request_context import current_principal
 
 __all__ = ["Principal", "parse_scopes", "scopes_of", "missing_scopes", "principal_source", "request_principal"]
 
@@ -20,7 +20,7 @@ principal_source: contextvars.ContextVar[Callable[[], Any] | None] = contextvars
 def request_principal() -> Any:
     """The principal of the request being served: the connection's latest one where a
     transport tracks it (:data:`principal_source`), else
-    :data:`~sturdyrpc.transports.asgi.current_principal` (None without authentication)."""
+    :data:`~sturdyrpc.request_context.current_principal` (None without authentication)."""
     source = principal_source.get()
     return source() if source is not None else current_principal.get()
 

@@ -6,7 +6,7 @@ When a handler needs input from the client, the ``input_required`` result carrie
     base64url(payload) "." key-id "." base64url(HMAC-SHA256(key, payload)[:16])
 
 where the payload names the method, its target (tool name, resource URI, prompt name), a digest
-of the arguments, a digest of the principal (:data:`~sturdyrpc.transports.asgi.current_principal`),
+of the arguments, a digest of the principal (:data:`~sturdyrpc.request_context.current_principal`),
 an expiry time (``ttl``, 10 minutes by default) and a nonce. A token that does not verify, has
 expired, names an unknown key, or was made for another method, target, arguments or principal is
 refused with -32602 "invalid requestState".
@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import codec
 from ..errors import InvalidParams
-from ..transports.asgi import current_principal
+from ..request_context import current_principal
 
 if TYPE_CHECKING:
     from ..store import Store

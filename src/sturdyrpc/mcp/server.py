@@ -50,7 +50,7 @@ from ..errors import InvalidRequest
 from ..execute import Pending, run_call, run_call_now, shared_pool
 from ..limits import DEFAULT_LIMITS, Limits
 from ..peer import MessageTransport, Peer, PeerContext
-from ..transports.asgi import current_headers, current_principal
+from ..request_context import current_headers, current_principal
 from .content import (
     ToolError,
     ToolResult,

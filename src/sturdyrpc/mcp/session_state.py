@@ -19,6 +19,7 @@ from .. import codec
 from ..auth.principal import request_principal
 from ..dispatch import Call, Context
 from ..peer import Peer
+from ..request_context import current_session as current_session_var
 from .profile import MCPProfile
 from .versions import LATEST, META_PROTOCOL_VERSION, RULES, VersionRules
 
@@ -152,7 +153,7 @@ def is_replayed(params: Any) -> bool:
     return type(meta) is dict and meta.get(REPLAY_MARK) == REPLAY_TOKEN
 
 
-_SESSION: contextvars.ContextVar[SessionState | None] = contextvars.ContextVar("sturdyrpc_mcp_session", default=None)
+_SESSION: contextvars.ContextVar[SessionState | None] = current_session_var
 
 
 def current_session() -> SessionState | None:

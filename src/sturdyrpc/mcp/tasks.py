@@ -58,7 +58,7 @@ import msgspec
 from .. import codec
 from ..dispatch import Context
 from ..errors import InvalidParams, MethodNotFound, RPCError
-from ..runner import current_call
+from ..request_context import current_call
 from ..store import Store, StoreUnavailable, Subscription
 from ..store.memory import MemoryStore
 from .pages import Pages

@@ -14,7 +14,7 @@ from ..mcp.server import MCPServer
 from ..peer import Peer
 from ..store import Store, open_store
 from .server import StreamableHTTPApp
-from .session import SessionPipe, current_session, note_outgoing
+from .session import SessionPipe, current_http_session, note_outgoing
 
 __all__ = ["mcp_http_app", "tag_outgoing"]
 
@@ -22,7 +22,7 @@ __all__ = ["mcp_http_app", "tag_outgoing"]
 def tag_outgoing(peer: Peer, pipe: SessionPipe) -> None:
     """Make ``peer`` tag each message a handler queues with the request being handled.
 
-    The peer writes from its own task, where the handler's :data:`~sturdyrpc.runner.current_call`
+    The peer writes from its own task, where the handler's :data:`~sturdyrpc.request_context.current_call`
     is no longer visible; tagging at queue time keeps which request a notification or a
     server-to-client request belongs to, so it goes out on that request's SSE stream.
     """
@@ -48,7 +48,7 @@ def mcp_http_app(server: MCPServer, *, store: Store | str | None = None, **optio
         options["shared"] = shared
 
     async def serve_session(pipe: SessionPipe) -> None:
-        http = current_session.get()  # set by the app for the task serving this session
+        http = current_http_session.get()  # set by the app for the task serving this session
         if http is not None:
             peer = server.create_peer(pipe, name="mcp-http", session_id=http.id, principal=http.principal, headers_of=http.headers_of)
         else:

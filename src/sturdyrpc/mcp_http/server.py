@@ -48,6 +48,7 @@ from ..errors import InvalidRequest, RPCError
 from ..limits import DEFAULT_LIMITS, Limits
 from ..mcp.versions import HANDSHAKE_VERSIONS, META_PROTOCOL_VERSION, MODERN_VERSIONS
 from ..messages import InvalidMessage, classify
+from ..request_context import current_headers, current_principal
 from ..store import StoreUnavailable
 from ..transports.asgi import (
     BodyTooLarge,
@@ -57,8 +58,6 @@ from ..transports.asgi import (
     Receive,
     Scope,
     Send,
-    current_headers,
-    current_principal,
     error_body,
     header,
     header_index,
@@ -69,7 +68,7 @@ from ..transports.asgi import (
 )
 from .events import SSE_HEADERS, EventStore, MemoryEventStore, sse_event, sse_priming
 from .modern import HeaderProblem, check_modern_headers
-from .session import HTTPSession, Key, SSEResponse, Stream, current_session, key_of
+from .session import HTTPSession, Key, SSEResponse, Stream, current_http_session, key_of
 
 if TYPE_CHECKING:
     from .shared import SharedSessions
@@ -679,7 +678,7 @@ class StreamableHTTPApp:
 
     def _start(self, session: HTTPSession) -> None:
         async def run() -> None:
-            current_session.set(session)
+            current_http_session.set(session)
             principal_source.set(lambda: session.principal)
             try:
                 await self.serve_session(session.pipe)

@@ -9,7 +9,7 @@ through :meth:`HTTPSession.route`:
   once all its requests are answered);
 - a request or notification the server sends while handling a client request goes to that
   request's stream, before its response. Which request it belongs to is read from
-  :data:`sturdyrpc.runner.current_call` when the message is queued (see :func:`note_outgoing`),
+  :data:`sturdyrpc.request_context.current_call` when the message is queued (see :func:`note_outgoing`),
   else from the progress token it carries, else it is the only request in flight;
 - anything unrelated goes to the standalone GET stream (held, bounded, until one is open).
 
@@ -36,17 +36,17 @@ from typing import Any
 from .. import codec
 from ..admission import Admission
 from ..dispatch import Call
-from ..runner import current_call
+from ..request_context import current_call
 from .events import SSE_HEADERS, EventStore, sse_event
 
-__all__ = ["HTTPSession", "SessionPipe", "Stream", "SSEResponse", "current_session", "close_current_stream", "note_outgoing"]
+__all__ = ["HTTPSession", "SessionPipe", "Stream", "SSEResponse", "current_http_session", "close_current_stream", "note_outgoing"]
 
 log = logging.getLogger("sturdyrpc.http")
 
 Key = tuple[type, Any]
 
 #: The session whose server task is running (set around the MCP server's run; handler tasks inherit it).
-current_session: contextvars.ContextVar[HTTPSession | None] = contextvars.ContextVar("sturdyrpc_http_session", default=None)
+current_http_session: contextvars.ContextVar[HTTPSession | None] = contextvars.ContextVar("sturdyrpc_http_session", default=None)
 
 
 def key_of(id_: Any) -> Key:
@@ -450,7 +450,7 @@ def close_current_stream() -> bool:
     """From inside a handler: close the SSE response carrying the current request, keeping the
     request running; the client reconnects (GET + ``Last-Event-ID``) after the ``retry`` delay
     and receives the rest. Returns False where there is no such stream (stdio, JSON responses)."""
-    session = current_session.get()
+    session = current_http_session.get()
     call = current_call.get()
     if session is None or call is None or call.is_notification:
         return False

@@ -19,7 +19,6 @@ request is echoed back.
 
 from __future__ import annotations
 
-import contextvars
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
@@ -37,8 +36,6 @@ __all__ = [
     "HTTPSecurity",
     "HTTPRefusal",
     "LOCAL_HOSTS",
-    "current_principal",
-    "current_headers",
     "request_headers",
     "RequestHeaders",
     "header",
@@ -60,13 +57,6 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 #: Host names a local server answers to by default.
 LOCAL_HOSTS: frozenset[str] = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
 
-#: The authenticated principal of the HTTP request being served (None without auth). Set by
-#: the transports before a handler runs so that handlers can make their own decisions.
-current_principal: contextvars.ContextVar[Any] = contextvars.ContextVar("sturdyrpc_principal", default=None)
-
-#: The headers of the HTTP request being served (lower-case names; repeated ones joined with
-#: ", "), set by the transports beside :data:`current_principal`; None off HTTP.
-current_headers: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar("sturdyrpc_headers", default=None)
 
 
 def _decode_headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:

@@ -34,7 +34,7 @@ from ..admission import Admission
 from ..dispatch import BatchJob, Call, Context, Dispatcher
 from ..execute import Pending, run_call, run_call_now, shared_pool
 from ..profile import Profile
-from ..runner import current_call
+from ..request_context import current_call, current_headers, current_principal
 from .asgi import (
     BodyTooLarge,
     Disconnected,
@@ -43,8 +43,6 @@ from .asgi import (
     Receive,
     Scope,
     Send,
-    current_headers,
-    current_principal,
     header,
     read_body,
     refuse,
