@@ -83,22 +83,32 @@ def test_short_circuit_and_exceptions_are_answered_like_a_handlers() -> None:
     assert call(rpc, "seen_count")["result"] == before + 2
 
 
-def test_an_empty_chain_keeps_the_inline_path() -> None:
+def test_an_empty_chain_keeps_the_inline_plan() -> None:
+    from sturdyrpc.dispatch import INLINE, NOW, TASK
+
     rpc = Dispatcher()
 
     @rpc.method(blocking=False)
     def add(a: int, b: int) -> int:
         return a + b
 
-    # receive_and_run answers inline handlers at once: bytes, not a Call to schedule
-    assert isinstance(rpc.receive_and_run(b'{"jsonrpc":"2.0","method":"add","params":[1,2],"id":1}'), bytes)
+    @rpc.method
+    async def later(a: int) -> int:
+        return a
+
+    # planned at registration: an inline handler runs on the reader's turn, an async one as a task
+    assert rpc.get("add").plan is INLINE  # type: ignore[union-attr]
+    assert rpc.get("later").plan is TASK  # type: ignore[union-attr]
 
     @rpc.middleware
     async def nothing(ctx: Context, call_next: Any) -> Any:
         return await call_next(ctx)
 
-    # with a chain to await, the same request becomes a Call for the path that awaits it
-    assert not isinstance(rpc.receive_and_run(b'{"jsonrpc":"2.0","method":"add","params":[1,2],"id":1}'), bytes)
+    # planned again when the chain changes: started on the reader's turn through the chain
+    assert rpc.get("add").plan is NOW  # type: ignore[union-attr]
+    assert rpc.get("later").plan is TASK  # type: ignore[union-attr]
+    rpc.eager_chain = False
+    assert rpc.get("add").plan is TASK  # type: ignore[union-attr]
 
 
 def test_runner_runs_the_chain_for_inline_handlers_and_batch_elements() -> None:

@@ -288,8 +288,10 @@ def test_mcp_inline_tools_run_the_chain_on_the_readers_turn(protocol: str, suspe
     assert [v for k, v, *_ in log if k == "tool"] == ["req 2"]  # in the context the chain set up
 
 
-def test_mcp_stateless_start_returns_a_task_in_the_requests_context_when_the_chain_suspends() -> None:
+def test_mcp_stateless_request_goes_on_in_a_task_in_the_requests_context_when_the_chain_suspends() -> None:
     import json
+
+    from sturdyrpc.envelope import read
 
     log: list[Any] = []
     server = make_mcp(log, suspend=True)
@@ -302,9 +304,9 @@ def test_mcp_stateless_start_returns_a_task_in_the_requests_context_when_the_cha
     async def go() -> None:
         body = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
                            "params": {"name": "echo", "arguments": {"text": "hi"}, "_meta": meta}}).encode()
-        later = server.start_stateless(body, related)
-        assert not isinstance(later, bytes) and later is not None
-        reply = json.loads(await later)  # type: ignore[misc]
+        later = server.serve_stateless(read(body, server.dispatcher.limits), related)
+        assert not later.done and later.task is not None
+        reply = json.loads(await later.wait() or b"")
         assert reply["result"]["content"][0]["text"] == "hi"
         assert _seen.get() == "-"
 
@@ -312,7 +314,7 @@ def test_mcp_stateless_start_returns_a_task_in_the_requests_context_when_the_cha
     assert ("tool", "req 7") in log  # the tool ran in the context the chain's first step set up
 
 
-def test_stdio_early_answer_starts_the_chain_and_hands_a_suspended_one_to_the_peer() -> None:
+def test_stdio_starts_the_chain_on_the_readers_turn_and_finishes_a_suspended_one_in_a_task() -> None:
     import sys
     from pathlib import Path
 

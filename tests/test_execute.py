@@ -77,19 +77,27 @@ def test_handle_sync_answers_sys_exit_keyboard_interrupt_and_generator_exit_with
 
 
 @pytest.mark.parametrize("kind", sorted(RAISERS))
-def test_inline_fast_path_run_inline_and_the_executor_agree_on_handler_errors(kind: str) -> None:
-    # The sans-I/O core applies the executor's policy (HANDLER_ERRORS) itself, since it cannot
-    # import execute.py: the inline fast path, run_inline() and call_now() must agree.
+def test_run_inline_and_the_invoker_agree_on_handler_errors(kind: str) -> None:
     rpc = make_rpc()
-    fast = rpc.receive_and_run(req(f"{kind}_inline"))
     call = rpc.receive(req(f"{kind}_inline"))
-    slow = rpc.run_inline(call)  # type: ignore[arg-type]
-    assert type(fast) is bytes and type(slow) is bytes
-    a, b = msgspec.json.decode(fast), msgspec.json.decode(slow)
-    assert a["error"]["code"] == b["error"]["code"] == -32603
-    assert set(a["error"]["data"]) == set(b["error"]["data"]) == {"incident"}
+    out = rpc.run_inline(call)  # type: ignore[arg-type]
+    assert type(out) is bytes
+    err = msgspec.json.decode(out)["error"]
+    assert err["code"] == -32603 and set(err["data"]) == {"incident"}
     ok, exc = call_now(call.entry.fn, (), {})  # type: ignore[union-attr]
     assert not ok and type(exc) is type(RAISERS[kind])
+
+
+def test_the_error_policy_has_one_home() -> None:
+    """What user code raises is caught in one module (sturdyrpc.invoke) and nowhere else: every
+    path (stdio, peer, HTTP, batches, stateless, tools, tasks) reaches user code through it."""
+    import pathlib
+
+    import sturdyrpc
+
+    root = pathlib.Path(sturdyrpc.__file__).parent
+    sites = sorted(str(p.relative_to(root)) for p in root.rglob("*.py") if "except HANDLER_ERRORS" in p.read_text())
+    assert sites == ["invoke.py"], sites
 
 
 @pytest.mark.parametrize("kind", sorted(RAISERS))

@@ -355,17 +355,16 @@ def test_a_return_value_its_type_refuses_is_an_incident(version: str, caplog: py
     run(main())
 
 
-def test_output_check_on_the_stdio_early_answer() -> None:
-    """``count`` is inline: on stdio its call is answered by the early path, which checks too."""
+def test_output_check_on_an_inline_tool() -> None:
+    """``count`` is inline: its call is answered on the reader's turn, and checked all the same."""
     server = make_server(page_size=None)
 
     async def main() -> None:
         async with Wire(server) as w:
             await w.initialize(V)
-            answer = server.fast_path(w.peer)
-            good = json.loads(answer(b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"count","arguments":{"n":7}}}') or b"null")
+            good = await w.call("tools/call", {"name": "count", "arguments": {"n": 7}}, id=5)
             assert good["result"]["structuredContent"] == {"result": 7}
-            bad = json.loads(answer(b'{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"count","arguments":{"n":13}}}') or b"null")
+            bad = await w.call("tools/call", {"name": "count", "arguments": {"n": 13}}, id=6)
             assert "incident" in error_text(bad["result"])
             validate_server_message(V, good, {(int, 5): "tools/call"})
             validate_server_message(V, bad, {(int, 6): "tools/call"})

@@ -140,11 +140,10 @@ def test_every_notification_with_params_that_are_not_a_structure_gets_minus_3260
     asyncio.run(main())
 
 
-def test_a_message_the_early_answer_leaves_to_the_peer_is_decoded_once(monkeypatch: Any) -> None:
-    """Before: the stdio early answer decoded every frame twice (typed, then as a dict) and the
-    MCP dispatcher once more before its own decode; now one dict decode by the dispatcher (and a
-    typed decode only for a ``tools/call`` the early answer could not answer)."""
-    from sturdyrpc import codec
+def test_every_message_to_a_peer_is_decoded_once(monkeypatch: Any) -> None:
+    """A frame is read once (sturdyrpc.envelope.read, typed in C for the usual shapes) and never
+    decoded again on its way to the handler, whatever the method, plan or tool kind."""
+    from sturdyrpc import codec, envelope, peer
 
     server = _failing_server()
 
@@ -152,36 +151,44 @@ def test_a_message_the_early_answer_leaves_to_the_peer_is_decoded_once(monkeypat
     async def later(text: str) -> str:
         return text
 
-    decoded: list[bytes] = []
-    real = codec.decode_bounded
+    reads: list[bytes] = []
+    decodes: list[bytes] = []
+    real_read, real_bounded, real_decode = envelope.read, codec.decode_bounded, codec.decode
 
-    def counting(data: bytes, max_depth: int) -> Any:
-        decoded.append(data)
-        return real(data, max_depth)
+    def counting_read(data: bytes, limits: Any) -> Any:
+        reads.append(data)
+        return real_read(data, limits)
+
+    def counting_bounded(data: bytes, max_depth: int) -> Any:
+        decodes.append(data)
+        return real_bounded(data, max_depth)
+
+    def counting_decode(data: Any, max_depth: int = 256) -> Any:
+        decodes.append(bytes(data))
+        return real_decode(data, max_depth)
 
     async def main() -> None:
         async with Wire(server) as w:
             await w.initialize("2025-11-25")
             await w.call("ping", id="settled")  # notifications/initialized has been read
-            early = server.fast_path(w.peer)
-            monkeypatch.setattr(codec, "decode_bounded", counting)
+            monkeypatch.setattr(peer, "read", counting_read)
+            monkeypatch.setattr(codec, "decode_bounded", counting_bounded)
+            monkeypatch.setattr(codec, "decode", counting_decode)
             for i, msg in enumerate(
                 [
                     {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
                     {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "later", "arguments": {"text": "x"}}},
                     {"jsonrpc": "2.0", "id": 3, "method": "ping"},
+                    {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "y"}}},
                 ]
             ):
                 frame = msgspec.json.encode(msg)
-                assert early(frame) is None  # left to the peer
-                decoded.clear()
+                reads.clear()
+                decodes.clear()
                 await w.send(frame)
                 r = await w.recv()
                 assert r["id"] == i + 1 and "result" in r, r
-                assert decoded == [frame], decoded
-            frame = msgspec.json.encode({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "y"}}})
-            decoded.clear()
-            assert early(frame) is not None and decoded == []  # answered early: no dict decode at all
+                assert reads == [frame] and decodes == [], (reads, decodes)
 
     asyncio.run(main())
 

@@ -333,7 +333,7 @@ def test_stateless_multi_round_trip() -> None:
     run(main())
 
 
-def test_inline_tool_fast_path_keeps_the_rules() -> None:
+def test_inline_tools_keep_the_rules() -> None:
     """echo/add run inline (no task); the rules still apply to them."""
 
     async def main() -> None:
@@ -421,7 +421,7 @@ def test_tool_failures_never_leak_or_kill_the_server() -> None:
     run(main())
 
 
-def test_stdio_fast_path_keeps_the_rules(spawn: Any) -> None:
+def test_stdio_inline_tools_keep_the_rules(spawn: Any) -> None:
     """Over real stdio, inline tools are answered on the reader's turn; the rules still hold."""
     import sys
 

@@ -66,7 +66,8 @@ META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontex
 
 def _check(obj: dict[str, object], **hdrs: str) -> HeaderProblem | None:
     try:
-        check_modern_headers(obj, hdrs.pop("version", "2026-07-28"), ["2026-07-28"], {k.replace("_", "-").encode(): v.encode() for k, v in hdrs.items()})
+        check_modern_headers(obj.get("method"), obj.get("params"), "id" in obj, hdrs.pop("version", "2026-07-28"),  # type: ignore[arg-type]
+                             ["2026-07-28"], {k.replace("_", "-").encode(): v.encode() for k, v in hdrs.items()})
     except HeaderProblem as p:
         return p
     return None

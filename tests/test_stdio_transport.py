@@ -125,27 +125,6 @@ async def test_frames_are_bounded_an_oversized_one_is_reported_and_the_next_rece
 
 
 @aio
-async def test_early_answer_replies_at_once_and_the_frame_is_not_received() -> None:
-    seen: list[bytes] = []
-
-    def early(frame: bytes) -> bytes | None:
-        seen.append(frame)
-        return b'{"early":%s}' % frame[-2:-1] if b'"fast"' in frame else None
-
-    async with transport(early_answer=early) as (t, pipes):
-        pipes.feed(b'{"fast":1,"n":1}\n{"fast":1,"n":2}\n' + line(3) + b"\n")
-        assert await asyncio.wait_for(t.receive(), 5) == line(3)
-        # A frame that would be answered early is delivered instead while an earlier one still
-        # waits to be received: it must not overtake it.
-        pipes.feed(line(4) + b"\n" + b'{"fast":1,"n":5}\n')
-        await asyncio.sleep(0.1)
-        pipes.end_input()
-        assert await receive_all(t) == [line(4), b'{"fast":1,"n":5}']
-        await t.close()
-        assert pipes.read_all() == b'{"early":1}\n{"early":2}\n'
-
-
-@aio
 async def test_every_reply_written_before_close_leaves_even_when_the_reader_is_slow() -> None:
     async with transport() as (t, pipes):
         payload = b'{"r":"' + b"y" * 1000 + b'"}'

@@ -1,10 +1,13 @@
 """The dispatcher: method registry and the request/response logic, sans I/O.
 
-:meth:`Dispatcher.receive` takes the bytes of one message and returns what to
-do: nothing, bytes to send at once, one :class:`Call` to run, or a
-:class:`BatchJob`. Running a call (inline, in a thread or as a task) is the
-transport's business (:mod:`sturdyrpc.runner`); turning its outcome into bytes
-is the dispatcher's again (:meth:`Dispatcher.result`, :meth:`Dispatcher.failure`).
+:meth:`Dispatcher.receive` takes the bytes of one message (:mod:`sturdyrpc.envelope` reads
+them, once) and :meth:`Dispatcher.accept` takes what was read; both say what is to be done:
+nothing, bytes to send at once (an error), one :class:`Call` to run, or a :class:`BatchJob`.
+Each registered entry knows its :data:`plan` (how it runs: inline on the reader's turn, on the
+reader's turn with its context or middleware, or as a task), worked out once at registration and
+again when the middleware changes. Running a call is the runner's business
+(:mod:`sturdyrpc.runner`, the one executor); turning its outcome into bytes is the
+dispatcher's again (:meth:`Dispatcher.result`, :meth:`Dispatcher.failure`).
 
 Nothing here reads a socket, starts a thread or touches an event loop.
 """
@@ -13,28 +16,25 @@ from __future__ import annotations
 
 import inspect
 import logging
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Literal, TypeVar, overload
 
 import msgspec
 
 from . import codec
-from .errors import (
-    HANDLER_ERRORS,
-    INTERNAL_ERROR,
-    InternalError,
-    InvalidRequest,
-    MethodNotFound,
-    ParseError,
-    RPCError,
-    incident_of,
-)
+from .envelope import UNSET, Envelope, Refused, read
+from .errors import HANDLER_ERRORS, INTERNAL_ERROR, InternalError, InvalidRequest, MethodNotFound, RPCError, incident_of
+from .invoke import call_async, call_now
 from .limits import DEFAULT_LIMITS, Limits
-from .messages import ErrorResponse, Id, InvalidMessage, Message, Response, classify, is_valid_id
+from .messages import ErrorResponse, Id, InvalidMessage, Message, Response, is_valid_id
 from .params import Binder, compile_binder
 from .profile import Profile
 
-__all__ = ["Dispatcher", "Call", "BatchJob", "Context", "MethodEntry", "Received", "HANDLER_ERRORS", "Middleware", "CallNext"]
+__all__ = [
+    "Dispatcher", "Call", "BatchJob", "Context", "MethodEntry", "Received", "HANDLER_ERRORS", "Middleware", "CallNext",
+    "Plan", "INLINE", "NOW", "TASK",
+]
 
 log = logging.getLogger("sturdyrpc")
 
@@ -42,40 +42,27 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _NOTIFICATION: Any = object()  # the id slot of a call that must not be answered
 _encode = codec.encode
-_UNSET: Any = msgspec.UNSET
+_EMPTY: dict[str, Any] = {}
 _encode_result = msgspec.json.Encoder().encode
 #: What encoding a value may raise: NaN/inf, unsupported types, and RecursionError for a cyclic or
 #: too deeply nested result (a RuntimeError, so it needs naming).
 _UNENCODABLE = (codec.NonFiniteFloat, TypeError, ValueError, OverflowError, RecursionError)
 
-
-class _Request(msgspec.Struct, gc=False, forbid_unknown_fields=True):
-    """A message of the usual shape, as the hot path decodes it (faster than a dict).
-
-    A request or notification whose members are well-typed, or something with ``result`` /
-    ``error`` (a response, told apart by classify()). Anything else fails the decode and
-    takes the general path, which answers it. Other members fail it too, so nothing in a
-    message goes unvalidated (msgspec skips unknown members without checking their UTF-8).
-    """
-
-    jsonrpc: Literal["2.0"]
-    method: str | msgspec.UnsetType = msgspec.UNSET
-    params: dict[str, Any] | list[Any] | msgspec.UnsetType = msgspec.UNSET
-    # Integers of any size stay exact here too; booleans are refused. A fractional id takes the
-    # general path, where codec checks that it can be echoed as the number it was sent as.
-    id: int | str | None | msgspec.UnsetType = msgspec.UNSET
-    result: Any = msgspec.UNSET
-    error: Any = msgspec.UNSET
-
-
-_MEMBERS = ("jsonrpc", "method", "params", "id", "result", "error")
-
-
-_decode_request = msgspec.json.Decoder(_Request).decode
+#: How an entry runs (:attr:`MethodEntry.plan`):
+#: ``INLINE``: a sync ``blocking=False`` handler that takes no context, with no middleware: called
+#: on the reader's turn, its reply ready at once;
+#: ``NOW``: a sync ``blocking=False`` handler that takes a context, or runs through the middleware
+#: chain (``Dispatcher.eager_chain``): started on the reader's turn, answered at once unless the
+#: chain suspends (then it goes on in a task);
+#: ``TASK``: an async or blocking handler: a task (blocking ones on the bounded thread pool).
+Plan = Literal["inline", "now", "task"]
+INLINE: Plan = "inline"
+NOW: Plan = "now"
+TASK: Plan = "task"
 
 
 class _Result(msgspec.Struct, gc=False):
-    """A result response as the hot path encodes it (a struct encodes faster than a dict)."""
+    """A result response as the encoder writes it (a struct encodes faster than a dict)."""
 
     jsonrpc: str
     result: Any
@@ -130,27 +117,58 @@ class Context:
         return None
 
 
+#: ``route(params) -> entry``: the entry that serves one request of a routed method (MCP's
+#: ``tools/call``: the called tool's own entry); raises an ``RPCError`` to refuse the request.
+Route = Callable[[Any], "MethodEntry"]
+
+
 class MethodEntry:
-    """One registered method: the function and what registration learnt about it."""
+    """One registered method: the function and what registration learnt about it.
 
-    __slots__ = ("name", "fn", "is_async", "blocking", "binder", "inline")
+    ``raw``: the function takes the request's params as they are and the request's context,
+    ``fn(params, ctx)`` (``ctx`` None when it runs inline without one): the protocol layer's
+    own handlers, which check their params themselves. ``route``: see :data:`Route`.
+    """
 
-    def __init__(self, name: str, fn: Callable[..., Any], blocking: bool | None) -> None:
+    __slots__ = ("name", "fn", "is_async", "blocking", "binder", "raw", "route", "plan", "__weakref__")
+
+    def __init__(self, name: str, fn: Callable[..., Any], blocking: bool | None, *, raw: bool = False,
+                 route: Route | None = None) -> None:
         self.name = name
         self.fn = fn
         self.is_async = inspect.iscoroutinefunction(fn)
         # Sync handlers run in a thread unless declared non-blocking: a slow one must not stall
         # the event loop. Async handlers always run on the loop.
         self.blocking = (not self.is_async) if blocking is None else (blocking and not self.is_async)
-        self.binder: Binder = compile_binder(fn, Context)
-        #: Runs at once on the caller's thread: sync, non-blocking, takes no context.
-        self.inline = not self.is_async and not self.blocking and self.binder.context_name is None
+        self.raw = raw
+        self.binder: Binder = compile_binder(_no_params if raw else fn, Context)
+        self.route = route
+        #: How it runs (see :data:`Plan`); set by the dispatcher that made it.
+        self.plan: Plan = TASK
+
+    @property
+    def takes_context(self) -> bool:
+        """Whether the handler is given the request's context."""
+        return self.raw or self.binder.context_name is not None
+
+    @property
+    def inline(self) -> bool:
+        """Runs at once on the caller's thread: sync, non-blocking, takes no context."""
+        return not self.is_async and not self.blocking and not self.raw and self.binder.context_name is None
+
+
+def _no_params() -> None:
+    """The signature of a raw entry as far as binding goes: params are not bound."""
 
 
 class Call:
-    """A request or notification, validated and bound, ready to run."""
+    """A request or notification, validated and bound, ready to run.
 
-    __slots__ = ("id", "method", "entry", "args", "kwargs", "params", "job", "slot")
+    ``origin``: where its reply goes when the transport gave one (see
+    :meth:`sturdyrpc.runner.Runner.feed_envelope`); None: the connection's own ``send``.
+    """
+
+    __slots__ = ("id", "method", "entry", "args", "kwargs", "params", "job", "origin")
 
     def __init__(self, id: Any, method: str, entry: MethodEntry, args: tuple[Any, ...], kwargs: dict[str, Any], params: Any) -> None:
         self.id = id
@@ -160,7 +178,7 @@ class Call:
         self.kwargs = kwargs
         self.params = params
         self.job: BatchJob | None = None
-        self.slot = -1
+        self.origin: Any = None
 
     @property
     def is_notification(self) -> bool:
@@ -172,12 +190,14 @@ class Call:
         return None if self.id is _NOTIFICATION else self.id
 
     def make_context(self, cls: type[Context] = Context, **extra: Any) -> Context:
-        ctx = cls(self.request_id, self.method, self.params, self.id is _NOTIFICATION, **extra)
-        return ctx
+        return cls(self.request_id, self.method, self.params, self.id is _NOTIFICATION, **extra)
 
     def arguments(self, context: Context | None = None) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """The handler's ``(args, kwargs)``, with ``context`` (or a plain one) where it asks for one."""
-        name = self.entry.binder.context_name
+        entry = self.entry
+        if entry.raw:
+            return (self.params, context), _EMPTY
+        name = entry.binder.context_name
         if name is None:
             return self.args, self.kwargs
         kwargs = dict(self.kwargs)
@@ -194,14 +214,17 @@ class Call:
 
 
 class BatchJob:
-    """A batch in progress: calls to run, and the answers collected so far."""
+    """A batch in progress: calls to run, and the answers collected so far.
 
-    __slots__ = ("calls", "_answers", "_dispatcher")
+    ``origin``: as for :class:`Call`, for the batch's one reply."""
+
+    __slots__ = ("calls", "_answers", "_dispatcher", "origin")
 
     def __init__(self, dispatcher: Dispatcher) -> None:
         self.calls: list[Call] = []
         self._answers: list[dict[str, Any]] = []
         self._dispatcher = dispatcher
+        self.origin: Any = None
 
     def add_answer(self, answer: dict[str, Any]) -> None:
         self._answers.append(answer)
@@ -221,6 +244,8 @@ CallNext = Callable[[Context], Awaitable[Any]]
 #: ``async def mw(ctx, call_next) -> result``: may return ``await call_next(ctx)``, return a
 #: result of its own, or raise (an ``RPCError`` goes out as it is; anything else as a handler's).
 Middleware = Callable[[Context, CallNext], Awaitable[Any]]
+
+OnResponse = Callable[[Message | InvalidMessage], None]
 
 
 def _compose(chain: tuple[Middleware, ...]) -> Callable[[Context, CallNext], Awaitable[Any]]:
@@ -252,23 +277,16 @@ class Dispatcher:
     b'{"jsonrpc":"2.0","result":3,"id":1}'
     """
 
-    #: Whether a chain around a sync ``blocking=False`` handler is started on the reader's turn
-    #: (:func:`sturdyrpc.execute.run_call_now`): one that does not suspend answers with no task.
-    #: Its first step then runs outside any task (no ``asyncio.current_task()``, no
-    #: ``asyncio.timeout()`` before the first suspension); False runs every chain in a task.
-    eager_chain: bool = True
-
     def __init__(self, limits: Limits = DEFAULT_LIMITS, *, logger: logging.Logger | None = None) -> None:
-        self._small = 0  # messages up to this size need no size or depth check (set with limits)
-        # A subclass that overrides receive() keeps the last word: receive_and_run() defers to it.
-        self._own_receive = type(self).receive is Dispatcher.receive
         self.limits = limits
         self.log = logger or log
         self._methods: dict[str, MethodEntry] = {}
-        #: The middleware, outermost first; every path runs a call through it (when not empty,
-        #: inline handlers have it started on the reader's turn: ``execute.run_call_now``).
+        #: Every entry made here (routed ones too), so a change of the middleware re-plans them all.
+        self._entries: weakref.WeakSet[MethodEntry] = weakref.WeakSet()
+        #: The middleware, outermost first; every path runs a call through it.
         self.middleware_chain: tuple[Middleware, ...] = ()
         self._composed = _compose(())
+        self._eager_chain = True
         self.stats: dict[str, int] = {
             "responses_ignored": 0,
             "parse_errors": 0,
@@ -277,15 +295,17 @@ class Dispatcher:
         }
 
     @property
-    def limits(self) -> Limits:
-        """The limits this dispatcher enforces (may be replaced; a :class:`Limits` is immutable)."""
-        return self._limits
+    def eager_chain(self) -> bool:
+        """Whether a chain around a sync ``blocking=False`` handler is started on the reader's turn
+        (plan ``NOW``): one that does not suspend answers with no task. Its first step then runs
+        outside any task (no ``asyncio.current_task()``, no ``asyncio.timeout()`` before the first
+        suspension); False runs every chain in a task (plan ``TASK``)."""
+        return self._eager_chain
 
-    @limits.setter
-    def limits(self, value: Limits) -> None:
-        self._limits = value
-        # Valid JSON of n bytes nests at most n // 2 deep.
-        self._small = min(value.max_message_bytes, 2 * value.max_depth)
+    @eager_chain.setter
+    def eager_chain(self, value: bool) -> None:
+        self._eager_chain = bool(value)
+        self._replan()
 
     # ----------------------------------------------------------------- registry
 
@@ -310,19 +330,42 @@ class Dispatcher:
             return register(fn)
         return register
 
-    def add_method(self, fn: Callable[..., Any], name: str | None = None, *, blocking: bool | None = None, allow_reserved: bool = False) -> MethodEntry:
-        """Register ``fn`` under ``name`` (signature inspected here, once)."""
+    def add_method(self, fn: Callable[..., Any], name: str | None = None, *, blocking: bool | None = None, allow_reserved: bool = False,
+                   raw: bool = False, route: Route | None = None) -> MethodEntry:
+        """Register ``fn`` under ``name`` (signature inspected here, once). ``raw`` and ``route``:
+        see :class:`MethodEntry` (for protocol layers)."""
         method_name = name if name is not None else fn.__name__
         if not isinstance(method_name, str) or not method_name:
             raise ValueError("method name must be a non-empty string")
         if method_name.startswith("rpc.") and not allow_reserved:
             raise ValueError("names starting with 'rpc.' are reserved by JSON-RPC 2.0")
-        entry = MethodEntry(method_name, fn, blocking)
+        entry = self.make_entry(fn, method_name, blocking=blocking, raw=raw, route=route)
         self._methods[method_name] = entry
+        return entry
+
+    def make_entry(self, fn: Callable[..., Any], name: str, *, blocking: bool | None = None, raw: bool = False,
+                   route: Route | None = None) -> MethodEntry:
+        """An entry for ``fn``, planned by this dispatcher but registered under no name: what a
+        :data:`Route` returns (re-planned with the others when the middleware changes)."""
+        entry = MethodEntry(name, fn, blocking, raw=raw, route=route)
+        entry.plan = self._plan_of(entry)
+        self._entries.add(entry)
         return entry
 
     def get(self, name: str) -> MethodEntry | None:
         return self._methods.get(name)
+
+    def _plan_of(self, entry: MethodEntry) -> Plan:
+        if entry.is_async or entry.blocking:
+            return TASK
+        if self.middleware_chain:
+            return NOW if self._eager_chain else TASK
+        # a raw entry runs inline without a context; a handler that takes one needs it made first
+        return INLINE if entry.raw or entry.binder.context_name is None else NOW
+
+    def _replan(self) -> None:
+        for entry in list(self._entries):
+            entry.plan = self._plan_of(entry)
 
     # --------------------------------------------------------------- middleware
 
@@ -341,6 +384,7 @@ class Dispatcher:
             raise TypeError(f"middleware must be an async function (ctx, call_next), not {fn!r}")
         self.middleware_chain = (fn, *self.middleware_chain) if outermost else (*self.middleware_chain, fn)
         self._composed = _compose(self.middleware_chain)
+        self._replan()
         return fn
 
     def run_chain(self, ctx: Context, endpoint: CallNext) -> Awaitable[Any]:
@@ -357,237 +401,50 @@ class Dispatcher:
 
     # ---------------------------------------------------------------- receiving
 
-    def receive(
-        self,
-        data: bytes,
-        on_response: Callable[[Message | InvalidMessage], None] | None = None,
-        profile: Profile | None = None,
-        *,
-        decoded: tuple[Any, int] | None = None,
-    ) -> Received:
-        """Parse and validate one message (or batch); say what is to be done.
+    def receive(self, data: bytes, on_response: OnResponse | None = None, profile: Profile | None = None) -> Received:
+        """Read and validate one message (or batch); say what is to be done.
 
         Responses (and malformed responses) are never answered: they go to
         ``on_response`` when given, else they are counted and dropped.
         ``profile`` (per connection) adds a protocol's rules: whether arrays are
         served as batches, extra checks before a call runs, and whether an
         unreadable id is answered as null or left out.
-        ``decoded`` (with a ``profile``): ``(obj, depth)``, ``data`` as the transport decoded it
-        already with :func:`codec.decode_bounded` at most ``depth`` deep; used instead of a second
-        decode when ``depth`` is within :attr:`limits` (every other check is the same).
         """
-        if profile is not None:
-            return self._receive_profiled(data, on_response, profile, decoded)
-        n = len(data)
-        limits = self._limits
-        if n <= self._small or n <= limits.max_message_bytes and data.count(b"[") + data.count(b"{") <= limits.max_depth:
-            try:
-                req = _decode_request(data)  # the usual shapes, checked by msgspec in C
-            except Exception:
-                pass  # anything else: the general path below
-            else:
-                return self._received(req, on_response)
-        if n > limits.max_message_bytes:
-            self.stats["invalid_requests"] += 1
-            return self._error_bytes(
-                InvalidRequest("Message too large", {"limit": "max_message_bytes", "max": limits.max_message_bytes}), None
-            )
-        try:
-            obj = codec.decode_bounded(data, limits.max_depth)
-        except codec.DecodeFailure as exc:
-            if exc.too_deep:
-                self.stats["invalid_requests"] += 1
-                return self._error_bytes(InvalidRequest("Nesting too deep", {"limit": "max_depth", "max": limits.max_depth}), None)
-            self.stats["parse_errors"] += 1
-            self.log.debug("parse error: %s", exc.reason)
-            return self._error_bytes(ParseError("Parse error"), None)
-        if type(obj) is list:
-            return self._receive_batch(obj, on_response)
-        # Hot path: a well-formed single request, checked inline without building a message
-        # object; anything unusual (including every error) takes the general path.
-        if type(obj) is dict and obj.get("jsonrpc") == "2.0":
-            method = obj.get("method")
-            if type(method) is str:
-                params = obj.get("params")
-                t = type(params)
-                if t is dict or t is list or params is None and "params" not in obj:
-                    id_ = obj.get("id", _NOTIFICATION)
-                    t = type(id_)
-                    if t is int or t is str or id_ is _NOTIFICATION or id_ is None or t is float:
-                        entry = self._methods.get(method)
-                        if entry is not None:
-                            try:
-                                args, kwargs = entry.binder.bind(params)
-                            except RPCError:
-                                return self._prepare(method, params, id_)  # answers the error
-                            return Call(id_, method, entry, args, kwargs, params)
-                        return self._prepare(method, params, id_)
-        return self._receive_slow(obj, on_response, None)
+        got = read(data, self._limits)
+        if type(got) is Envelope:
+            return self.accept(got, profile, on_response)
+        return self.accept_read(got, profile, on_response)
 
-    def receive_and_run(self, data: bytes, on_response: Callable[[Message | InvalidMessage], None] | None = None) -> Received:
-        """:meth:`receive`, and a request for an inline handler (sync, ``blocking=False``, no
-        context) is run at once: its reply comes back as bytes (None for a notification).
+    def accept_read(self, got: Any, profile: Profile | None = None, on_response: OnResponse | None = None) -> Received:
+        """:meth:`receive` for what :func:`sturdyrpc.envelope.read` returned (any of its shapes)."""
+        t = type(got)
+        if t is Envelope:
+            return self.accept(got, profile, on_response)
+        if t is list:
+            return self.accept_batch(got, profile, on_response)
+        if t is Refused:
+            omit = profile is not None and profile.omit_unreadable_id()
+            err = got.error
+            self.stats["parse_errors" if err.code == -32700 else "invalid_requests"] += 1
+            return self._error_bytes(err, None, omit)
+        return self._invalid(got, profile, on_response, None)
 
-        The hot path of the stdio server and of :meth:`handle_sync`. Only the common case
-        (one well-formed request for an inline handler, params that bind) is handled here;
-        everything else, every error included, goes through :meth:`receive` unchanged.
-        """
-        if not self._own_receive:
-            todo = self.receive(data, on_response)
-            if type(todo) is Call and todo.entry.inline and not self.middleware_chain:
-                return self.run_inline(todo)
-            return todo
-        n = len(data)
-        if n > self._small:
-            limits = self._limits
-            if n > limits.max_message_bytes or data.count(b"[") + data.count(b"{") > limits.max_depth:
-                return self.receive(data, on_response)  # too large, or it might nest too deep
-        try:
-            # The types of the members are checked by msgspec, in C (see _Request).
-            req = _decode_request(data)
-        except Exception:  # not a request of the usual shape, or malformed: receive() sorts it out
-            return self.receive(data, on_response)
-        method: Any = req.method
-        entry = self._methods.get(method) if method is not _UNSET else None
-        if entry is None or not entry.inline or self.middleware_chain:
-            # a Call to run elsewhere (through the middleware chain, when there is one), a response, an error
-            return self._received(req, on_response)
-        params: Any = req.params
-        tp = type(params)
-        if params is _UNSET:
+    def accept(self, env: Envelope, profile: Profile | None = None, on_response: OnResponse | None = None,
+               job: BatchJob | None = None) -> Received:
+        """What is to be done with one message read as ``env``: a :class:`Call` (added to ``job``
+        for a batch element, then None), error bytes, or None (a response, or a notification
+        refused: never answered)."""
+        method: Any = env.method
+        if method is UNSET:  # a response (read() checked its shape: it has an id)
+            rid: Any = env.id
+            self._response_arrived(Response(rid, env.result) if env.error is UNSET else ErrorResponse(rid, env.error), on_response)
+            return None
+        params: Any = env.params
+        if params is UNSET:
             params = None
-        id_: Any = req.id
-        if id_ is _UNSET:
+        id_: Any = env.id
+        if id_ is UNSET:
             id_ = _NOTIFICATION
-        binder = entry.binder
-        args: Any = ()
-        kwargs: Any = params
-        # The executor's error policy (HANDLER_ERRORS, the same tuple execute.call_now uses):
-        # the sans-I/O core sits below the executor and cannot import it, and the call it would
-        # add costs about 90 ns, 10% of a request on this path. test_execute checks that this
-        # path, run_inline() and the executor answer alike.
-        try:
-            # Params that need no checks bind as they are (Binder.bind's shortcuts, inlined);
-            # passed by position when the signature allows: a cheaper call than by name.
-            one = binder.one_name
-            names = binder.simple_names
-            if tp is dict and one is not None and len(params) == 1 and one in params:
-                value = entry.fn(params[one])
-            elif tp is dict and names is not None and len(params) == len(names) and names.issuperset(params):
-                getter = binder.dict_args
-                value = entry.fn(*getter(params)) if getter is not None else entry.fn(**params)
-            elif tp is list and binder.list_min <= len(params) <= binder.list_max:
-                args, kwargs = params, {}
-                value = entry.fn(*params)
-            else:
-                try:
-                    args, kwargs = binder.bind(params)
-                except RPCError:
-                    return self._prepare(method, params, id_)  # answers the error
-                value = entry.fn(*args, **kwargs)
-        except HANDLER_ERRORS as exc:
-            return self.failure(Call(id_, method, entry, tuple(args), dict(kwargs or {}), params), exc)
-        if id_ is _NOTIFICATION:
-            return None
-        try:
-            out: bytes = _encode_result(_Result("2.0", value, id_))
-        except Exception:
-            return self.result(Call(id_, method, entry, tuple(args), dict(kwargs or {}), params), value)
-        t = type(value)
-        # msgspec writes NaN/Infinity as null (see codec.encode): only a reply that
-        # holds null and a value that can hold a float needs the careful way.
-        if t is str or t is int or t is bool or value is None or out.find(b"null") < 0:
-            return out
-        return self.result(Call(id_, method, entry, tuple(args), dict(kwargs or {}), params), value)
-
-    def _received(self, req: _Request, on_response: Callable[[Message | InvalidMessage], None] | None) -> Received:
-        """What :meth:`receive` makes of a message decoded as a :class:`_Request`."""
-        method: Any = req.method
-        if method is _UNSET:  # a response (or an invalid message): classify() tells which
-            obj = {k: v for k in _MEMBERS if (v := getattr(req, k)) is not _UNSET}
-            return self._receive_slow(obj, on_response, None)
-        params = None if req.params is _UNSET else req.params
-        id_ = _NOTIFICATION if req.id is _UNSET else req.id
-        entry = self._methods.get(method)
-        if entry is not None:
-            try:
-                args, kwargs = entry.binder.bind(params)
-            except RPCError:
-                return self._prepare(method, params, id_)  # answers the error
-            return Call(id_, method, entry, args, kwargs, params)
-        return self._prepare(method, params, id_)
-
-    def _receive_profiled(self, data: bytes, on_response: Callable[[Message | InvalidMessage], None] | None, profile: Profile,
-                          decoded: tuple[Any, int] | None = None) -> Received:
-        omit = profile.omit_unreadable_id()
-        limits = self.limits
-        if len(data) > limits.max_message_bytes:
-            self.stats["invalid_requests"] += 1
-            return self._error_bytes(
-                InvalidRequest("Message too large", {"limit": "max_message_bytes", "max": limits.max_message_bytes}), None, omit
-            )
-        try:
-            obj = decoded[0] if decoded is not None and decoded[1] <= limits.max_depth else codec.decode_bounded(data, limits.max_depth)
-        except codec.DecodeFailure as exc:
-            if exc.too_deep:
-                self.stats["invalid_requests"] += 1
-                return self._error_bytes(InvalidRequest("Nesting too deep", {"limit": "max_depth", "max": limits.max_depth}), None, omit)
-            self.stats["parse_errors"] += 1
-            return self._error_bytes(ParseError("Parse error"), None, omit)
-        if type(obj) is list:
-            if not profile.batches_allowed():
-                self.stats["invalid_requests"] += 1
-                return self._error_bytes(InvalidRequest("Invalid Request", {"reason": "batches are not supported"}), None, omit)
-            return self._receive_batch(obj, on_response, profile)
-        # Same hot path as receive(): a well-formed single request skips classify(); the
-        # profile's rules still apply in _prepare().
-        if type(obj) is dict and obj.get("jsonrpc") == "2.0":
-            method = obj.get("method")
-            if type(method) is str:
-                params = obj.get("params")
-                if params is None and "params" not in obj or type(params) is dict or type(params) is list:
-                    if "id" not in obj:
-                        return self._prepare(method, params, _NOTIFICATION, None, profile)
-                    id_ = obj["id"]
-                    if is_valid_id(id_):
-                        return self._prepare(method, params, id_, None, profile)
-        return self._receive_slow(obj, on_response, None, profile)
-
-    def _receive_slow(
-        self,
-        obj: Any,
-        on_response: Callable[[Message | InvalidMessage], None] | None,
-        job: BatchJob | None,
-        profile: Profile | None = None,
-    ) -> Received:
-        try:
-            msg = classify(obj)
-        except InvalidMessage as bad:
-            if bad.is_response:
-                self._response_arrived(bad, on_response)
-                return None
-            self.stats["invalid_requests"] += 1
-            bad_id = bad.id
-            if profile is not None and bad_id is not None and not profile.answerable_id(bad_id):
-                bad_id = None  # an id the protocol does not allow is answered as unreadable
-            omit = profile is not None and bad_id is None and profile.omit_unreadable_id()
-            if job is not None:
-                job.add_answer(_error_dict(bad.error, bad_id, omit))
-                return None
-            return self._error_bytes(bad.error, bad_id, omit)
-        if isinstance(msg, (Response, ErrorResponse)):
-            self._response_arrived(msg, on_response)
-            return None
-        return self._prepare(msg.method, msg.params, getattr(msg, "id", _NOTIFICATION), job, profile)
-
-    def _response_arrived(self, msg: Message | InvalidMessage, on_response: Callable[[Message | InvalidMessage], None] | None) -> None:
-        if on_response is not None:
-            on_response(msg)
-        else:
-            self.stats["responses_ignored"] += 1
-            self.log.debug("ignored a response sent to a server-only endpoint")
-
-    def _prepare(self, method: str, params: Any, id_: Any, job: BatchJob | None = None, profile: Profile | None = None) -> Received:
         entry = self._methods.get(method)
         try:
             if profile is not None:
@@ -596,19 +453,17 @@ class Dispatcher:
                     raise refusal
             if entry is None:
                 raise MethodNotFound("Method not found")
-            # The profile may hide protocol members (progress token, _meta) from the signature.
-            args, kwargs = entry.binder.bind(params if profile is None else profile.params_for_handler(params))
+            route = entry.route
+            if route is not None:
+                entry = route(params)
+            if entry.raw:
+                args: tuple[Any, ...] = ()
+                kwargs: dict[str, Any] = _EMPTY
+            else:
+                # The profile may hide protocol members (progress token, _meta) from the signature.
+                args, kwargs = entry.binder.bind(params if profile is None else profile.params_for_handler(params))
         except RPCError as err:
-            if id_ is _NOTIFICATION:
-                return None  # notifications are never answered, not even with an error
-            omit = False
-            if profile is not None and not profile.answerable_id(id_):
-                # e.g. MCP forbids null and fractional ids: answer as if the id were unreadable
-                id_, omit = None, profile.omit_unreadable_id()
-            if job is not None:
-                job.add_answer(_error_dict(err, id_, omit))
-                return None
-            return self._error_bytes(err, id_, omit)
+            return self._refuse(err, id_, profile, job)
         call = Call(id_, method, entry, args, kwargs, params)
         if job is not None:
             call.job = job
@@ -616,23 +471,56 @@ class Dispatcher:
             return None
         return call
 
-    def _receive_batch(
-        self, items: list[Any], on_response: Callable[[Message | InvalidMessage], None] | None, profile: Profile | None = None
-    ) -> Received:
-        if not items:
+    def accept_batch(self, items: list[Envelope | InvalidMessage], profile: Profile | None = None,
+                     on_response: OnResponse | None = None) -> Received:
+        """What is to be done with a batch read as ``items``: a :class:`BatchJob` with the calls to
+        run (the errors of the others collected in it), its finished reply, or None."""
+        if profile is not None and not profile.batches_allowed():
             self.stats["invalid_requests"] += 1
-            return self._error_bytes(InvalidRequest("Invalid Request"), None)
-        if len(items) > self.limits.max_batch:
-            self.stats["invalid_requests"] += 1
-            return self._error_bytes(
-                InvalidRequest("Batch too large", {"limit": "max_batch", "max": self.limits.max_batch}), None
-            )
+            return self._error_bytes(InvalidRequest("Invalid Request", {"reason": "batches are not supported"}), None,
+                                     profile.omit_unreadable_id())
         job = BatchJob(self)
         for item in items:
-            self._receive_slow(item, on_response, job, profile)
+            if type(item) is Envelope:
+                self.accept(item, profile, on_response, job)
+            else:
+                self._invalid(item, profile, on_response, job)  # type: ignore[arg-type]
         if not job.calls:
             return job.finish()
         return job
+
+    def _invalid(self, bad: InvalidMessage, profile: Profile | None, on_response: OnResponse | None, job: BatchJob | None) -> Received:
+        if bad.is_response:
+            self._response_arrived(bad, on_response)
+            return None
+        self.stats["invalid_requests"] += 1
+        bad_id = bad.id
+        if profile is not None and bad_id is not None and not profile.answerable_id(bad_id):
+            bad_id = None  # an id the protocol does not allow is answered as unreadable
+        omit = profile is not None and bad_id is None and profile.omit_unreadable_id()
+        if job is not None:
+            job.add_answer(_error_dict(bad.error, bad_id, omit))
+            return None
+        return self._error_bytes(bad.error, bad_id, omit)
+
+    def _refuse(self, err: RPCError, id_: Any, profile: Profile | None, job: BatchJob | None) -> Received:
+        if id_ is _NOTIFICATION:
+            return None  # notifications are never answered, not even with an error
+        omit = False
+        if profile is not None and not profile.answerable_id(id_):
+            # e.g. MCP forbids null and fractional ids: answer as if the id were unreadable
+            id_, omit = None, profile.omit_unreadable_id()
+        if job is not None:
+            job.add_answer(_error_dict(err, id_, omit))
+            return None
+        return self._error_bytes(err, id_, omit)
+
+    def _response_arrived(self, msg: Message | InvalidMessage, on_response: OnResponse | None) -> None:
+        if on_response is not None:
+            on_response(msg)
+        else:
+            self.stats["responses_ignored"] += 1
+            self.log.debug("ignored a response sent to a server-only endpoint")
 
     # ---------------------------------------------------------------- answering
 
@@ -674,6 +562,10 @@ class Dispatcher:
             call.job.add_answer(_error_dict(err, call.id))
             return None
         return self._error_bytes(err, call.id)
+
+    def answer(self, call: Call, ok: bool, value: Any) -> bytes | None:
+        """:meth:`result` or :meth:`failure` of an outcome ``(ok, value)``."""
+        return self.result(call, value) if ok else self.failure(call, value)
 
     def _internal(self, call: Call, exc: BaseException, what: str) -> InternalError:
         incident = incident_of(exc)
@@ -718,25 +610,26 @@ class Dispatcher:
 
     # -------------------------------------------------------------- convenience
 
-    def run_inline(self, call: Call) -> bytes | None:
-        """Run ``call`` on this thread (through the executor's error policy: ``sys.exit()`` in a
-        handler is a -32603 reply, never the end of the server). Async handlers must finish
-        without suspending."""
+    def run_inline(self, call: Call, context: Context | None = None) -> bytes | None:
+        """Run ``call`` to its reply on this thread, without an event loop (``handle_sync``, and
+        the runner's ``INLINE`` plan). An async handler (and the middleware chain) must finish
+        without suspending. User code runs under the one error policy
+        (:mod:`sturdyrpc.invoke`): ``sys.exit()`` in a handler is a -32603 reply, never the end
+        of the server."""
         entry = call.entry
         if self.middleware_chain:
-            return self._run_chain_inline(call)
-        args, kwargs = call.arguments() if entry.binder.context_name is not None else (call.args, call.kwargs)
-        # The executor's policy (see receive_and_run): the core cannot import execute.py.
-        try:
-            value = _drive(entry.fn(*args, **kwargs)) if entry.is_async else entry.fn(*args, **kwargs)
-        except HANDLER_ERRORS as exc:
-            return self.failure(call, exc)
-        return self.result(call, value)
+            return self._run_chain_inline(call, context)
+        args, kwargs = call.arguments(context) if entry.takes_context else (call.args, call.kwargs)
+        if entry.is_async:
+            ok, value = _drive(call_async(entry.fn, args, kwargs))
+        else:
+            ok, value = call_now(entry.fn, args, kwargs)
+        return self.result(call, value) if ok else self.failure(call, value)
 
-    def _run_chain_inline(self, call: Call) -> bytes | None:
+    def _run_chain_inline(self, call: Call, context: Context | None) -> bytes | None:
         """:meth:`run_inline` through the middleware chain (which must not suspend either)."""
         entry = call.entry
-        ctx = call.make_context()
+        ctx = context if context is not None else call.make_context()
         self.prepare_context(ctx)
 
         async def endpoint(c: Context) -> Any:
@@ -744,11 +637,8 @@ class Dispatcher:
             value = entry.fn(*args, **kwargs)
             return await value if entry.is_async else value
 
-        try:
-            value = _drive(self.run_chain(ctx, endpoint))
-        except HANDLER_ERRORS as exc:
-            return self.failure(call, exc)
-        return self.result(call, value)
+        ok, value = _drive(call_async(self.run_chain, (ctx, endpoint), {}))
+        return self.result(call, value) if ok else self.failure(call, value)
 
     def handle_sync(self, data: bytes) -> bytes | None:
         """Bytes in, bytes out, all on this thread (batch elements one after another).
@@ -756,7 +646,7 @@ class Dispatcher:
         For tests, benchmarks and embedding in synchronous code; servers use
         :class:`sturdyrpc.runner.Runner`, which runs calls concurrently.
         """
-        todo = self.receive_and_run(data)
+        todo = self.receive(data)
         if todo is None or type(todo) is bytes:
             return todo
         if type(todo) is Call:
@@ -766,6 +656,15 @@ class Dispatcher:
             self.run_inline(call)
         return todo.finish()
 
+    @property
+    def limits(self) -> Limits:
+        """The limits this dispatcher enforces (may be replaced; a :class:`Limits` is immutable)."""
+        return self._limits
+
+    @limits.setter
+    def limits(self, value: Limits) -> None:
+        self._limits = value
+
 
 def _error_dict(err: RPCError, id_: Id, omit_id: bool = False) -> dict[str, Any]:
     if omit_id:
@@ -774,10 +673,11 @@ def _error_dict(err: RPCError, id_: Id, omit_id: bool = False) -> dict[str, Any]
 
 
 def _drive(coro: Any) -> Any:
-    """Run a coroutine that finishes without suspending, with no event loop (``handle_sync``)."""
+    """Run a coroutine that finishes without suspending, with no event loop (``handle_sync``).
+    A coroutine that suspends is closed and its outcome is a failure."""
     try:
         coro.send(None)
     except StopIteration as stop:
         return stop.value
     coro.close()
-    raise RuntimeError("async handler suspended; run it with an async runner")
+    return False, RuntimeError("async handler suspended; run it with an async runner")

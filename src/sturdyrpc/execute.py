@@ -31,15 +31,12 @@ from collections.abc import Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any
 
 from .errors import HANDLER_ERRORS
+from .invoke import Outcome, call_async, call_now
 
 if TYPE_CHECKING:
     from .dispatch import Call, Context, Dispatcher
 
 __all__ = ["HANDLER_ERRORS", "DaemonThreadPool", "Outcome", "Pending", "call_now", "execute", "run_call", "run_call_now", "shared_pool"]
-
-
-#: ``(True, value)`` when the handler returned, ``(False, exception)`` when it raised.
-Outcome = tuple[bool, Any]
 
 
 class DaemonThreadPool(concurrent.futures.Executor):
@@ -156,22 +153,9 @@ async def execute(
             return False, exc
         outcome: Outcome = await asyncio.wrap_future(future)
         return outcome
-    try:
-        if is_async:
-            return True, await fn(*args, **kwargs)
-        return True, fn(*args, **kwargs)
-    except asyncio.CancelledError:
-        raise
-    except HANDLER_ERRORS as exc:
-        return False, exc
-
-
-def call_now(fn: Callable[..., Any], args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any]) -> Outcome:
-    """:func:`execute` for a non-blocking sync handler, without a coroutine: the inline path."""
-    try:
-        return True, fn(*args, **kwargs)
-    except HANDLER_ERRORS as exc:
-        return False, exc
+    if is_async:
+        return await call_async(fn, args, kwargs)
+    return call_now(fn, args, kwargs)
 
 
 class Pending:
@@ -289,10 +273,7 @@ async def _chain(dispatcher: Dispatcher, call: Call, context: Context | None, po
             return value
         raise value
 
-    try:
-        dispatcher.prepare_context(ctx)
-        return True, await dispatcher.run_chain(ctx, endpoint)
-    except asyncio.CancelledError:
-        raise
-    except HANDLER_ERRORS as exc:
-        return False, exc
+    ok, value = call_now(dispatcher.prepare_context, (ctx,), {})
+    if not ok:
+        return ok, value
+    return await call_async(dispatcher.run_chain, (ctx, endpoint), {})

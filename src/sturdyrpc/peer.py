@@ -23,20 +23,20 @@ import asyncio
 import contextvars
 import inspect
 import logging
-import re
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from . import codec
 from .dispatch import Call, Context, Dispatcher
+from .envelope import UNSET, Envelope, read
 from .errors import InternalError, RPCError, ServerError
 from .framing import BadHeader, FrameTooLarge
 from .messages import ErrorResponse, Id, InvalidMessage, Message, Response
 from .profile import NO_CANCEL, JSONRPCProfile, Profile
 from .request_context import current_call
-from .runner import Runner
+from .runner import Origin, Runner
 
 __all__ = [
     "Peer",
@@ -92,11 +92,9 @@ class InvalidReply(InternalError):
 class MessageTransport(Protocol):
     """Whole messages in and out. Framing (lines, Content-Length) lives below this.
 
-    Optional, used when present (the stdio, stream and memory transports have them):
-    ``send_nowait(data) -> bool`` takes a message at once, or declines (False, nothing sent)
-    when :meth:`send` would have to wait or fail; ``receive_nowait() -> frame | None`` returns
-    a frame already buffered, or None (the end of the stream is reported by :meth:`receive`).
-    They spare a task switch to the writer and a coroutine per message.
+    A transport may also be a :class:`FrameSource` (it pushes what it reads: the stdio
+    transport) and a :class:`NowaitSender` (it takes a message without waiting); the peer then
+    uses those instead of :meth:`receive` and the writer task.
     """
 
     async def send(self, data: bytes) -> None:
@@ -107,6 +105,29 @@ class MessageTransport(Protocol):
 
     async def close(self) -> None:
         """Close the connection (idempotent)."""
+
+
+@runtime_checkable
+class FrameSource(Protocol):
+    """A transport that hands over each frame as soon as it is read, instead of being read."""
+
+    def deliver(self, on_frame: Callable[[bytes | FrameTooLarge | BadHeader], None]) -> None:
+        """Call ``on_frame`` with every frame, in order, from now on."""
+
+    def hold(self, on: bool) -> None:
+        """Stop (True) or resume (False) delivering frames and reading."""
+
+    async def wait_input_done(self) -> None:
+        """Return once the input has ended and every frame read before the end was delivered."""
+
+
+@runtime_checkable
+class NowaitSender(Protocol):
+    """A transport that can take a message at once."""
+
+    def send_nowait(self, data: bytes) -> bool:
+        """Take ``data`` now (True), or decline (False, nothing sent) when :meth:`send` would have
+        to wait (flow control) or would fail: then it goes through ``send``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,6 +331,7 @@ class Peer:
         self._runner = Runner(
             self.dispatcher,
             self._enqueue,
+            deliver=self._deliver_reply,
             on_response=self._on_response,
             on_pressure=self._on_runner_pressure,
             context_factory=self._make_context,
@@ -321,7 +343,8 @@ class Peer:
         self._abandoned: dict[tuple[type, Any], None] = {}  # recently timed out/cancelled, for stats
         self._slots = asyncio.Semaphore(max_outgoing)
         # outgoing queue
-        self._outq: deque[bytes] = deque()
+        # what the writer sends, in order; a (origin, reply) pair is handed to its origin in its place
+        self._outq: deque[bytes | tuple[Origin, bytes]] = deque()
         self._out_bytes = 0
         self._writer_wake: asyncio.Future[None] | None = None
         self._writing = False
@@ -330,15 +353,14 @@ class Peer:
         # incoming pressure and held frames
         self._runner_pressure = False
         self._write_pressure = False
-        self._held: deque[tuple[bytes | FrameTooLarge | BadHeader, tuple[type, Any] | None]] = deque()
+        # (what was read, its origin, the request's id key or None, the context it came in), in order
+        self._held: deque[tuple[Any, Origin | None, tuple[type, Any] | None, contextvars.Context]] = deque()
         self._max_held = max(1, max_held)
         self._resume_reading: asyncio.Event | None = None
         self._release_scheduled = False
-        # cached byte patterns of the current profile's cancel and progress methods
-        self._pat_profile: Profile | None = None
-        self._pat_cancel: bytes | None = None
-        self._pat_progress: bytes | None = None
-        self._pat_search: Callable[[bytes], re.Match[bytes] | None] | None = None  # finds either
+        self._context = contextvars.copy_context()  # made again when the peer starts
+        #: The transport when it pushes frames (:class:`FrameSource`): the peer does not read it.
+        self._source: FrameSource | None = transport if isinstance(transport, FrameSource) else None
         # lifecycle
         self._started = False
         self._closing = False
@@ -354,22 +376,35 @@ class Peer:
         self._bg: set[asyncio.Task[Any]] = set()
         #: ``transport.send_nowait(data) -> bool`` when the transport has one (optional): takes a
         #: message at once (True) or declines (False: it must go through ``send``).
-        self._send_nowait: Callable[[bytes], bool] | None = getattr(transport, "send_nowait", None)
+        self._send_nowait: Callable[[bytes], bool] | None = transport.send_nowait if isinstance(transport, NowaitSender) else None
 
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
         """Start reading and writing. Idempotent."""
+        self.start_now()
+
+    def start_now(self) -> None:
+        """:meth:`start`, on the running loop, without a coroutine (a transport that must feed
+        the peer on the same turn it made it: an HTTP session's first POST). Idempotent."""
         if self._started:
             return
         self._started = True
         loop = asyncio.get_running_loop()
+        # Everything incoming is handled in this context (what the protocol layer set before
+        # starting the peer, e.g. the MCP session, is seen by every handler), whoever delivers it.
+        self._context = contextvars.copy_context()
         self._resume_reading = asyncio.Event()
         self._resume_reading.set()
         self._below_water = asyncio.Event()
         self._below_water.set()
         self._writer = loop.create_task(self._write_loop(), name=f"{self.name}-writer")
-        self._reader = loop.create_task(self._read_loop(), name=f"{self.name}-reader")
+        source = self._source
+        if source is not None:
+            source.deliver(self.feed)
+            self._reader = loop.create_task(self._wait_input(source), name=f"{self.name}-reader")
+        else:
+            self._reader = loop.create_task(self._read_loop(), name=f"{self.name}-reader")
 
     async def __aenter__(self) -> Peer:
         await self.start()
@@ -490,8 +525,7 @@ class Peer:
     def _wake_all_waiters(self) -> None:
         if self._below_water is not None:
             self._below_water.set()
-        if self._resume_reading is not None:
-            self._resume_reading.set()
+        self._reading(True)
         for w in self._flush_waiters:
             if not w.done():
                 w.set_result(None)
@@ -839,6 +873,19 @@ class Peer:
 
     # ----------------------------------------------------------- outgoing queue
 
+    def _deliver_reply(self, origin: Origin, data: bytes | None) -> None:
+        """A reply that goes to its request's origin (an HTTP POST), kept in order with what this
+        peer sent before it: a handler's notifications still queued go first."""
+        if data is not None and (self._outq or self._writing):
+            self._outq.append((origin, data))
+            w = self._writer_wake
+            if w is not None:
+                self._writer_wake = None
+                if not w.done():
+                    w.set_result(None)
+            return
+        origin.reply(data)
+
     def _enqueue(self, data: bytes) -> None:
         """Queue one message for the writer (sync: the runner calls it from callbacks)."""
         if self._writer is None or self._writer.done():
@@ -886,7 +933,12 @@ class Peer:
                     await w
                     continue
                 self._writing = True
-                data = q.popleft()
+                item = q.popleft()
+                if type(item) is tuple:  # a reply to an origin, in its place in the order
+                    item[0].reply(item[1])
+                    continue
+                assert type(item) is bytes
+                data = item
                 self._out_bytes -= len(data)
                 await send(data)
                 if self._write_pressure and len(q) <= self.out_high_messages // 2 and self._out_bytes <= self.out_high_bytes // 2:
@@ -933,10 +985,8 @@ class Peer:
         return self.context_class(call.request_id, call.method, call.params, call.is_notification, self)
 
     async def _read_loop(self) -> None:
+        """Pull mode: take frames from ``transport.receive()`` until it ends."""
         receive = self.transport.receive
-        # Optional ``receive_nowait() -> frame | None``: a frame already buffered, without a
-        # coroutine per frame (None: nothing buffered now; end of stream comes from receive()).
-        poll: Callable[[], bytes | FrameTooLarge | BadHeader | None] | None = getattr(self.transport, "receive_nowait", None)
         reason = "connection closed by the other side"
         burst = 0
         try:
@@ -944,21 +994,16 @@ class Peer:
                 rr = self._resume_reading
                 if rr is not None and not rr.is_set():
                     await rr.wait()
-                frame = poll() if poll is not None else None
+                frame = await receive()
                 if frame is None:
-                    frame = await receive()
-                    if frame is None:
-                        break
+                    break
                 burst += 1
                 if burst >= 32:
                     # A transport with many frames ready never suspends: let the writer (and
                     # the handlers) run, or replies pile up and push us into backpressure.
                     burst = 0
                     await asyncio.sleep(0)
-                try:
-                    self._handle_frame(frame)
-                except Exception:  # a bug of ours must not stop the peer
-                    log.exception("%s: internal error while handling a message", self.name)
+                self.feed(frame)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -966,51 +1011,73 @@ class Peer:
             log.debug("%s: receive failed: %r", self.name, exc)
         self._connection_lost(reason, eof=True)
 
-    def _patterns(self, profile: Profile) -> None:
-        self._pat_profile = profile
-        cm, pm = profile.cancel_method, profile.progress_method
-        self._pat_cancel = codec.encode(cm) if cm else None
-        self._pat_progress = codec.encode(pm) if pm else None
-        pats = [re.escape(p) for p in (self._pat_cancel, self._pat_progress) if p is not None]
-        # One regex scan for both names: about 3x cheaper than two `in` searches of a frame.
-        self._pat_search = re.compile(b"|".join(pats)).search if pats else None
+    async def _wait_input(self, source: FrameSource) -> None:
+        """Push mode: the transport delivers frames to :meth:`feed`; wait for the end of its input."""
+        reason = "connection closed by the other side"
+        try:
+            await source.wait_input_done()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            reason = f"connection lost: {exc!r}"
+        self._connection_lost(reason, eof=True)
 
-    def _handle_frame(self, frame: bytes | FrameTooLarge | BadHeader) -> None:
+    def feed(self, frame: bytes | FrameTooLarge | BadHeader) -> None:
+        """Handle one incoming frame now (a push transport calls this for each frame it reads;
+        pull transports are read by the peer itself), in the context the peer was started in,
+        whoever calls. Never raises."""
+        self._context.run(self._feed, frame)
+
+    def _feed(self, frame: bytes | FrameTooLarge | BadHeader) -> None:
+        try:
+            got: Any = read(frame, self.dispatcher.limits) if type(frame) is bytes else frame
+            self._incoming(got, None)
+        except Exception:  # a bug of ours must not stop the peer
+            log.exception("%s: internal error while handling a message", self.name)
+
+    def feed_envelope(self, got: Any, origin: Origin | None = None) -> None:
+        """Handle a message read already (what :func:`sturdyrpc.envelope.read` returns), its reply
+        going to ``origin`` (see :class:`sturdyrpc.runner.Origin`; None: this peer's transport)."""
+        self._incoming(got, origin)
+
+    def _incoming(self, got: Any, origin: Origin | None) -> None:
         profile = self.profile
-        if type(frame) is bytes:
-            if profile is not self._pat_profile:
-                self._patterns(profile)
-            # A byte search is far cheaper than a decode; only frames that name the cancel or
-            # progress method (rare) are decoded here before the dispatcher sees them.
-            search = self._pat_search
-            if search is not None and search(frame) is not None:
-                if self._intercept(frame, profile):
-                    return
-            if self._closing or self._runner_pressure or self._write_pressure or self._held:
-                self._handle_slow(frame)
+        t = type(got)
+        if t is Envelope:
+            method = got.method
+            if method is not UNSET and got.id is UNSET and (method == profile.cancel_method or method == profile.progress_method):
+                self._notice(method, got.params, profile)
+                if origin is not None:
+                    origin.reply(None)
                 return
-        elif self._closing:
-            return  # a framing error while closing: nobody waits for its answer
-        elif self._runner_pressure or self._write_pressure or self._held:
-            self._hold(frame, None)
+            if method is UNSET:  # a reply: taken whatever the pressure, so calls waiting on it can finish
+                self._to_runner(got, origin, profile)
+                return
+        elif t is InvalidMessage and got.is_response:
+            self._to_runner(got, origin, profile)
             return
+        if self._closing:
+            if t is Envelope and got.id is not UNSET:
+                self._refuse(got.id, origin)
+            elif origin is not None:
+                origin.reply(None)  # a notification, batch or framing error while closing: nobody waits for it
+            return
+        if self._runner_pressure or self._write_pressure or self._held:
+            self._hold(got, origin)
+            return
+        self._to_runner(got, origin, profile)
+
+    def _to_runner(self, got: Any, origin: Origin | None, profile: Profile) -> None:
         runner = self._runner
         runner.profile = profile
-        runner.feed(frame)
+        if type(got) is FrameTooLarge or type(got) is BadHeader:
+            runner.feed(got)
+        else:
+            runner.feed_envelope(got, origin)
 
-    def _intercept(self, frame: bytes, profile: Profile) -> bool:
-        try:
-            obj = codec.decode_bounded(frame, self.dispatcher.limits.max_depth)
-        except codec.DecodeFailure:
-            return False
-        if type(obj) is not dict or "id" in obj or obj.get("jsonrpc") != "2.0":
-            return False
-        method = obj.get("method")
-        params = obj.get("params")
-        if "params" in obj and type(params) is not dict and type(params) is not list:
-            return False  # not a valid message at all: the dispatcher answers -32600, as for any method
-        if method is None or (method != profile.cancel_method and method != profile.progress_method):
-            return False
+    def _notice(self, method: str, params: Any, profile: Profile) -> None:
+        """A cancellation or progress notification: handled here, never by the dispatcher."""
+        params = None if params is UNSET else params
         hook = self.notice_hook
         if hook is not None:
             try:
@@ -1021,46 +1088,45 @@ class Peer:
             self._on_cancel(profile.read_cancel(params))
         else:
             self._on_progress(profile, params)
-        return True
 
-    def _handle_slow(self, frame: bytes) -> None:
-        """Under pressure or while closing: replies are still taken; requests wait or are refused."""
-        try:
-            obj = codec.decode_bounded(frame, self.dispatcher.limits.max_depth)
-        except codec.DecodeFailure:
-            obj = None
-        is_call = type(obj) is dict and "method" in obj
-        if not is_call and obj is not None and type(obj) is not list:
-            runner = self._runner
-            runner.profile = self.profile
-            runner.feed(frame)  # a reply (or an invalid object, answered at once)
-            return
-        key = _key(obj["id"]) if is_call and "id" in obj and type(obj) is dict else None
-        if self._closing:
-            self._refuse(obj, key)
-            return
-        self._hold(frame, key)
-
-    def _hold(self, frame: bytes | FrameTooLarge | BadHeader, key: tuple[type, Any] | None) -> None:
+    def _hold(self, got: Any, origin: Origin | None) -> None:
         self.stats["held_requests"] += 1
-        self._held.append((frame, key))
+        t = type(got)
+        # what is refused with an answer if closing comes first: a request, or a message that is
+        # none (it would have been answered -32600), by the id it carries (null when unreadable)
+        key = _key(got.id) if (t is Envelope and got.id is not UNSET) or t is InvalidMessage else None
+        # the context it arrived in goes with it (an HTTP request's principal and headers)
+        self._held.append((got, origin, key, contextvars.copy_context()))
         if not self._full():
             self._schedule_release()
-        if len(self._held) >= self._max_held and self._resume_reading is not None:
-            self._resume_reading.clear()  # bounded: stop reading until some are started
+        if len(self._held) >= self._max_held:
+            self._reading(False)  # bounded: stop reading until some are started
 
-    def _refuse(self, obj: Any, key: tuple[type, Any] | None) -> None:
-        if key is None:
-            return  # a notification (or batch) while closing: dropped
+    def _reading(self, on: bool) -> None:
+        source = self._source
+        if source is not None:
+            source.hold(not on)
+        elif self._resume_reading is not None:
+            if on:
+                self._resume_reading.set()
+            else:
+                self._resume_reading.clear()
+
+    def _refuse(self, id_: Any, origin: Origin | None) -> None:
         self.stats["refused_while_closing"] += 1
-        err = ServerError("Connection closing", code=-32000)
-        self._enqueue(self.dispatcher.error_reply(err, key[1]))
+        reply = self.dispatcher.error_reply(ServerError("Connection closing", code=-32000), id_)
+        if origin is not None:
+            origin.reply(reply)
+        else:
+            self._enqueue(reply)
 
     def _refuse_held(self) -> None:
         held, self._held = self._held, deque()
-        for frame, key in held:
-            if key is not None and type(frame) is bytes:
-                self._refuse(None, key)
+        for _got, origin, key, _cv in held:
+            if key is not None:
+                self._refuse(key[1], origin)
+            elif origin is not None:
+                origin.reply(None)
 
     def _full(self) -> bool:
         """Whether a new incoming request must wait: the outgoing queue is above its high water,
@@ -1081,16 +1147,15 @@ class Peer:
     def _release(self) -> None:
         """Start held requests, oldest first, while there is room."""
         self._release_scheduled = False
-        runner = self._runner
+        profile = self.profile
         while self._held and not (self._full() or self._refusing):
-            frame, _key_ = self._held.popleft()
-            runner.profile = self.profile
+            got, origin, _key_, cv = self._held.popleft()
             try:
-                runner.feed(frame)
+                cv.run(self._to_runner, got, origin, profile)
             except Exception:
                 log.exception("%s: internal error while handling a message", self.name)
-        if len(self._held) < self._max_held and self._resume_reading is not None:
-            self._resume_reading.set()
+        if len(self._held) < self._max_held:
+            self._reading(True)
 
     def _on_cancel(self, id_: Any) -> None:
         self.stats["cancels_received"] += 1
@@ -1100,7 +1165,7 @@ class Peer:
         if self._runner.cancel(id_):
             return
         key = _key(id_)
-        for i, (_f, k) in enumerate(self._held):
+        for i, (_g, _origin, k, _cv) in enumerate(self._held):
             if k == key and k is not None and k[0] is key[0]:
                 del self._held[i]  # not started yet: it never runs and is never answered
                 return
@@ -1201,13 +1266,6 @@ class Peer:
     def is_running(self, id_: Id) -> bool:
         """Whether an incoming request with exactly this id (type and value) is being handled."""
         return self._runner.is_running(id_)
-
-    def run_now(self, call: Call, cv: contextvars.Context) -> bytes | None:
-        """Run ``call`` (a sync ``blocking=False`` handler under middleware) on this turn, in
-        ``cv``, as this peer would (:meth:`sturdyrpc.runner.Runner.run_now`): its reply, or
-        ``runner.STARTED`` when the chain suspended (the peer sends the reply when it is ready).
-        For a transport's early answer; check :meth:`accepts_id` first."""
-        return self._runner.run_now(call, cv)
 
     def accepts_id(self, id_: Id) -> bool:
         """Whether a new incoming request with id ``id_`` would not be refused now: the peer is

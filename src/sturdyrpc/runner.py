@@ -1,21 +1,29 @@
-"""Running the dispatcher's calls on asyncio: the bridge between the sans-I/O core and transports.
+"""The one executor: running the dispatcher's calls on asyncio, for every transport.
 
-A :class:`Runner` is fed whole frames (synchronously, straight from a protocol's
-``data_received``) and sends each reply through a callback as soon as it is ready,
-so replies leave in completion order and a slow request never blocks a fast one.
+A :class:`Runner` is fed whole frames (:meth:`Runner.feed`, synchronously, straight from a
+transport's reader) or messages read already (:meth:`Runner.feed_envelope`, the HTTP apps), and
+hands each reply to its destination as soon as it is ready, so replies leave in completion order
+and a slow request never blocks a fast one. Stdio, TCP, the peer (and so MCP sessions on stdio,
+on Streamable HTTP and the test client), plain JSON-RPC over HTTP and 2026-07-28 stateless
+requests all run their calls here.
 
-- handlers run through :func:`sturdyrpc.execute.execute` (one error policy for every path):
-  async handlers as tasks on the loop, sync handlers on the process's bounded pool of daemon
-  threads (``Limits.max_threads``), sync handlers registered with ``blocking=False`` inline;
-- every request that runs as a task, alone or as a batch element, takes one slot of
-  ``Limits.max_in_flight`` (:attr:`Runner.admission`) before its handler starts; batch
-  elements beyond the free slots wait for one, in order. Inline handlers, which finish on
-  the spot, need none;
-- the batch reply is sent when all its elements are done;
-- while no slot is free the runner asks its transport to stop reading
-  (``on_pressure(True)``) and to resume once one is (:attr:`Runner.accepting` says the
-  same, for a transport that must decide whether to feed the rest of a chunk it has read),
-  so the input is never buffered without bound and never dropped.
+How a call runs is its entry's plan (:data:`sturdyrpc.dispatch.Plan`, worked out once):
+
+- ``INLINE``: called on the feeding turn; the reply is handed on before :meth:`feed` returns;
+- ``NOW``: started on the feeding turn with its context (and the middleware chain); answered
+  before :meth:`feed` returns unless the chain suspends, then finished in a task;
+- ``TASK``: a task (async handlers on the loop, blocking ones on the process's bounded pool of
+  daemon threads, ``Limits.max_threads``).
+
+Every call that runs as a task, alone or as a batch element, takes one slot of the connection's
+``max_in_flight`` (:attr:`Runner.admission`) before its handler starts; batch elements beyond the
+free slots wait for one, in order. While no slot is free the runner asks its transport to stop
+reading (``on_pressure(True)``) and to resume once one is (:attr:`Runner.accepting` says the same),
+so the input is never buffered without bound and never dropped. A batch's reply is sent when all
+its elements are done.
+
+A reply goes to the call's *origin* when the transport gave one (:class:`Origin`: the HTTP POST
+that carried the request), else to the connection's ``send``.
 """
 
 from __future__ import annotations
@@ -26,21 +34,22 @@ import contextvars
 import functools
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from .admission import Admission
-from .dispatch import HANDLER_ERRORS, BatchJob, Call, Context, Dispatcher
-from .errors import InvalidRequest, ParseError
-from .execute import Outcome, Pending, execute, run_call, run_call_now, shared_pool
+from .dispatch import INLINE, NOW, BatchJob, Call, Context, Dispatcher
+from .envelope import Envelope, limit_error
+from .errors import InvalidRequest, ParseError, RPCError
+from .execute import Outcome, Pending, run_call, run_call_now, shared_pool
 from .framing import BadHeader, FrameTooLarge
+from .invoke import call_now
 from .messages import Id, InvalidMessage, Message
 from .profile import Profile
 from .request_context import current_call
 
-__all__ = ["Runner", "current_call"]  # current_call: re-exported from request_context
+__all__ = ["Runner", "Origin", "current_call"]  # current_call: re-exported from request_context
 
 log = logging.getLogger("sturdyrpc")
-
 
 
 def _key(id_: Id) -> tuple[type, Any]:
@@ -48,15 +57,27 @@ def _key(id_: Id) -> tuple[type, Any]:
     return (type(id_), id_)
 
 
-#: What :meth:`Runner.run_now` returns for a call whose chain suspended (its reply comes later).
-STARTED = b""
+class Origin(Protocol):
+    """Where the reply of one request (or batch) goes, when it is not the connection's ``send``."""
+
+    def reply(self, data: bytes | None) -> None:
+        """The reply, once (None: the call is done and nothing is to be answered: a notification).
+        Never called for a cancelled call."""
+
+
+_DUPLICATE = InvalidRequest("Invalid Request", {"reason": "duplicate id of a request in flight"})
 
 
 class Runner:
-    """Executes incoming messages for one connection.
+    """Executes incoming messages for one connection (or, for HTTP, one app).
 
+    ``send(bytes)`` takes the replies of calls without an origin. ``max_in_flight``: the
+    connection's bound of calls running as tasks (default ``Limits.max_in_flight``; None: no
+    bound of its own, where the transport bounds them itself, as HTTP does server-wide).
     ``executor`` (optional) runs blocking sync handlers instead of the shared daemon pool of
-    ``Limits.max_threads``; it stays the caller's to shut down.
+    ``Limits.max_threads``; it stays the caller's to shut down. ``context_factory(call)`` makes
+    the context of a call whose handler (or the middleware chain) takes one. ``deliver(origin,
+    reply)`` hands a reply to its origin (default: ``origin.reply(reply)``).
     """
 
     def __init__(
@@ -69,16 +90,23 @@ class Runner:
         on_pressure: Callable[[bool], None] | None = None,
         context_factory: Callable[[Call], Context] | None = None,
         profile: Profile | None = None,
+        max_in_flight: int | None = -1,
+        deliver: Callable[[Origin, bytes | None], None] | None = None,
     ) -> None:
         self.dispatcher = dispatcher
         self.send = send
+        #: ``deliver(origin, reply)``: how a reply reaches its origin (default: ``origin.reply``);
+        #: a peer keeps it in order with what it sends itself.
+        self._deliver = deliver
         self.on_response = on_response
         self.on_pressure = on_pressure
         self.context_factory = context_factory
         self.profile = profile
-        self.max_in_flight = dispatcher.limits.max_in_flight
-        #: The slots of ``max_in_flight``: one per request whose handler runs (or is about to).
-        self.admission = Admission(self.max_in_flight, on_pressure=self._pressure)
+        if max_in_flight == -1:
+            max_in_flight = dispatcher.limits.max_in_flight
+        self.max_in_flight = max_in_flight
+        #: The slots of ``max_in_flight``: one per call that runs as a task (or is about to).
+        self.admission = Admission(max_in_flight if max_in_flight is not None else 2**62, on_pressure=self._pressure)
         self._pool: concurrent.futures.Executor = executor if executor is not None else shared_pool(dispatcher.limits.max_threads)
         self._tasks: set[asyncio.Task[None]] = set()
         self._call_of: dict[asyncio.Task[None], Call] = {}  # tasks whose call may hold a slot
@@ -119,7 +147,7 @@ class Runner:
         by_id = self._by_id
         if not by_id:
             return False  # the common case on a busy connection of inline calls: no key to build
-        return (type(id_), id_) in by_id  # _key(id_), without the call
+        return (type(id_), id_) in by_id
 
     def owns(self, task: asyncio.Task[Any] | None) -> bool:
         """Whether ``task`` is one of the tasks running this connection's handlers."""
@@ -129,95 +157,113 @@ class Runner:
 
     def feed(self, frame: bytes | FrameTooLarge | BadHeader) -> None:
         """Handle one frame from the framer. Never raises for bad input."""
-        if type(frame) is not bytes:
-            omit = self.profile is not None and self.profile.omit_unreadable_id()
-            if isinstance(frame, FrameTooLarge):
-                err = self.dispatcher.error_reply(
-                    InvalidRequest("Message too large", {"limit": "max_message_bytes", "max": frame.limit}), omit_id=omit
-                )
-            else:
-                err = self.dispatcher.error_reply(
-                    ParseError("Parse error", {"reason": getattr(frame, "reason", "bad frame")}), omit_id=omit
-                )
-            self.send(err)
-            return
-        if self.profile is None:
-            # Requests for inline handlers run right there: their reply comes back as bytes.
-            todo = self.dispatcher.receive_and_run(frame, self.on_response)
+        d = self.dispatcher
+        if type(frame) is bytes:
+            todo = d.receive(frame, self.on_response, self.profile)
         else:
-            todo = self.dispatcher.receive(frame, self.on_response, self.profile)
+            omit = self.profile is not None and self.profile.omit_unreadable_id()
+            err: RPCError
+            if isinstance(frame, FrameTooLarge):
+                err = limit_error("max_message_bytes", frame.limit)
+            else:
+                err = ParseError("Parse error", {"reason": getattr(frame, "reason", "bad frame")})
+            todo = d.error_reply(err, omit_id=omit)
+        if todo is not None:
+            self.start(todo, None)
+
+    def feed_envelope(self, got: Any, origin: Origin | None = None) -> asyncio.Task[None] | None:
+        """Handle a message read already (anything :func:`sturdyrpc.envelope.read` returns);
+        its reply goes to ``origin`` (None: ``send``). ``origin`` hears ``reply(None)`` when
+        nothing is to be answered. Returns the task finishing it, or None when it is done."""
+        d = self.dispatcher
+        todo = d.accept(got, self.profile, self.on_response) if type(got) is Envelope else d.accept_read(got, self.profile, self.on_response)
         if todo is None:
-            return
+            if origin is not None:
+                origin.reply(None)
+            return None
+        return self.start(todo, origin)
+
+    def start(self, todo: bytes | Call | BatchJob, origin: Origin | None = None) -> asyncio.Task[None] | None:
+        """Run what the dispatcher made of a message: reply bytes, a :class:`Call` or a
+        :class:`BatchJob`. Returns the task that finishes it, or None when it is done already
+        (its reply handed on)."""
         t = type(todo)
         if t is bytes:
-            self.send(todo)  # type: ignore[arg-type]
-            return
+            self._reply(origin, todo)  # type: ignore[arg-type]
+            return None
         if t is Call:
             call: Call = todo  # type: ignore[assignment]
-            if self.profile is not None and self.profile.refuse_duplicate_ids and not call.is_notification and _key(call.id) in self._by_id:
-                self.send(self.dispatcher.error_reply(InvalidRequest("Invalid Request", {"reason": "duplicate id of a request in flight"}), call.id))
-                return
-            entry = call.entry
-            if not entry.is_async and not entry.blocking:
-                if not self.dispatcher.middleware_chain:
-                    # Inline unless the handler needs a context from the factory (only made when asked for).
-                    if self.context_factory is None or entry.binder.context_name is None:
-                        reply = self.dispatcher.run_inline(call)
-                        if reply is not None:
-                            self.send(reply)
-                        return
-                elif self.dispatcher.eager_chain:
-                    reply = self.run_now(call)
-                    if reply:
-                        self.send(reply)
-                    return
-            # A slot now if one is free (the transport learns at once that it must stop
-            # reading); otherwise the task waits for one, behind those already waiting.
-            admitted = self.admission.try_acquire()
-            if admitted:
-                self._holding[call] = 0
-            task = self._start(self._run_call(call, admitted), call)
-            if not call.is_notification:
-                key = _key(call.id)
-                self._by_id[key] = task
-                task.add_done_callback(functools.partial(self._forget, key))
-            return
+            call.origin = origin
+            return self._start_call(call)
         job: BatchJob = todo  # type: ignore[assignment]
-        # Elements for inline handlers run now, as they would alone: a batch of notifications
-        # has taken effect before the next message is read. The others run in order as slots allow.
-        factory = self.context_factory
-        chain = self.dispatcher.middleware_chain
+        job.origin = origin
+        return self._start_batch(job)
+
+    def _reply(self, origin: Origin | None, data: bytes | None) -> None:
+        if origin is not None:
+            deliver = self._deliver
+            if deliver is None:
+                origin.reply(data)
+            else:
+                deliver(origin, data)
+        elif data is not None:
+            self.send(data)
+
+    def _start_call(self, call: Call) -> asyncio.Task[None] | None:
+        profile = self.profile
+        if profile is not None and profile.refuse_duplicate_ids and not call.is_notification \
+                and self._by_id and _key(call.id) in self._by_id:
+            self._reply(call.origin, self.dispatcher.failure(call, _DUPLICATE))
+            return None
+        plan = call.entry.plan
+        if plan is INLINE:
+            self._reply(call.origin, self.dispatcher.run_inline(call))
+            return None
+        if plan is NOW:
+            return self._run_now(call)
+        # A slot now if one is free (the transport learns at once that it must stop reading);
+        # otherwise the task waits for one, behind those already waiting.
+        admitted = self.admission.try_acquire()
+        if admitted:
+            self._holding[call] = 0
+        task = self._start(self._run_call(call, admitted), call)
+        self._track(call, task)
+        return task
+
+    def _track(self, call: Call, task: asyncio.Task[None]) -> None:
+        if not call.is_notification:
+            key = _key(call.id)
+            self._by_id[key] = task
+            task.add_done_callback(functools.partial(self._forget, key))
+
+    def _start_batch(self, job: BatchJob) -> asyncio.Task[None] | None:
+        # Elements that run inline run now, as they would alone: a batch of notifications has
+        # taken effect before the next message is read. The others run in order as slots allow.
+        d = self.dispatcher
+        profile = self.profile
         waiting: list[Call] = []
-        seen: set[tuple[type, Any]] | None = set() if self.profile is not None and self.profile.refuse_duplicate_ids else None
+        seen: set[tuple[type, Any]] | None = set() if profile is not None and profile.refuse_duplicate_ids else None
         for c in job.calls:
             if seen is not None and not c.is_notification:
                 k = _key(c.id)
                 if k in seen or k in self._by_id:  # same rule as for a single request: -32600, nothing runs
-                    self.dispatcher.failure(c, InvalidRequest("Invalid Request", {"reason": "duplicate id of a request in flight"}))
+                    d.failure(c, _DUPLICATE)
                     continue
                 seen.add(k)
-            e = c.entry
-            if not e.is_async and not e.blocking and (factory is None or e.binder.context_name is None) and not chain:
-                self.dispatcher.run_inline(c)
+            if c.entry.plan is INLINE:
+                d.run_inline(c)
             else:
                 waiting.append(c)
         job.calls = waiting
         if not waiting:
-            reply = job.finish()
-            if reply is not None:
-                self.send(reply)
-            return
-        self._start(self._run_batch(job), None)
+            self._reply(job.origin, job.finish())
+            return None
+        return self._start(self._run_batch(job), None)
 
-    def run_now(self, call: Call, cv: contextvars.Context | None = None) -> bytes | None:
-        """``call`` (a sync ``blocking=False`` handler) through the middleware chain, started on
-        this turn (:func:`run_call_now`) in ``cv`` (default: a copy of the current context).
-
-        Returns the reply (None: a notification's, nothing), or :data:`STARTED` when the chain
-        suspended: a task finishes it like any other request (holding a slot from now on) and
-        sends its reply."""
-        if cv is None:
-            cv = contextvars.copy_context()
+    def _run_now(self, call: Call) -> asyncio.Task[None] | None:
+        """A ``NOW`` call: started on this turn in a copy of the current context; answered now
+        unless its chain suspends, then a task finishes it (holding a slot from then on)."""
+        cv = contextvars.copy_context()
         ok, value = cv.run(self._context, call)
         if ok:
             outcome = run_call_now(self.dispatcher, call, value, cv)
@@ -226,22 +272,20 @@ class Runner:
                 self.admission.force_acquire()  # already running: over the limit for a moment at most
                 self._holding[call] = 0
                 task = self._start(self._finish(call, outcome), call, outcome.context)
-                if not call.is_notification:
-                    key = _key(call.id)
-                    self._by_id[key] = task
-                    task.add_done_callback(functools.partial(self._forget, key))
-                return STARTED
+                self._track(call, task)
+                return task
             ok, value = outcome
-        return self.dispatcher.result(call, value) if ok else self.dispatcher.failure(call, value)
+        self._reply(call.origin, self.dispatcher.answer(call, ok, value))
+        return None
 
     async def _finish(self, call: Call, pending: Pending) -> None:
         try:
             ok, value = await pending
         except asyncio.CancelledError:
             return  # cancelled requests are not answered
-        reply = self.dispatcher.result(call, value) if ok else self.dispatcher.failure(call, value)
-        if reply is not None and asyncio.current_task() not in self._suppressed:
-            self.send(reply)
+        reply = self.dispatcher.answer(call, ok, value)
+        if asyncio.current_task() not in self._suppressed:
+            self._reply(call.origin, reply)
 
     def _forget(self, key: tuple[type, Any], task: asyncio.Task[None]) -> None:
         if self._by_id.get(key) is task:
@@ -305,66 +349,37 @@ class Runner:
 
     # -------------------------------------------------------------- execution
 
-    def _arguments(self, call: Call) -> Outcome:
-        """``(True, (args, kwargs))`` for ``call``, with the factory's context where the handler
-        takes one; ``(False, exc)`` when making the context failed."""
-        current_call.set(call)  # each task has its own context copy: this never leaks across calls
-        factory = self.context_factory
-        if factory is not None and call.entry.binder.context_name is not None:
-            try:
-                return True, call.arguments(factory(call))
-            except HANDLER_ERRORS as exc:
-                return False, exc
-        return True, call.arguments()
-
     def _context(self, call: Call) -> Outcome:
-        """``(True, context or None)`` for ``call`` run through the middleware chain (the factory's
-        context, which the chain and the handler share); ``(False, exc)`` when making it failed."""
+        """``(True, context or None)`` for ``call`` (the factory's context when the handler or the
+        chain takes one; the chain and the handler share it); ``(False, exc)`` when making it
+        failed. Sets :data:`current_call` in the running context (each call runs in its own)."""
         current_call.set(call)
         factory = self.context_factory
-        if factory is None:
+        if factory is None or not (call.entry.takes_context or self.dispatcher.middleware_chain):
             return True, None
-        try:
-            return True, factory(call)
-        except HANDLER_ERRORS as exc:
-            return False, exc
+        return call_now(factory, (call,), {})
 
     async def _execute(self, call: Call) -> Outcome:
-        if self.dispatcher.middleware_chain:
-            ok, ctx = self._context(call)
-            return await run_call(self.dispatcher, call, ctx, self._pool) if ok else (ok, ctx)
-        ok, bound = self._arguments(call)
+        ok, ctx = self._context(call)
         if not ok:
-            return ok, bound
-        entry = call.entry
-        return await execute(entry.fn, bound[0], bound[1], is_async=entry.is_async, blocking=entry.blocking, pool=self._pool)
+            return ok, ctx
+        return await run_call(self.dispatcher, call, ctx, self._pool)
 
     async def _run_call(self, call: Call, admitted: bool) -> None:
         try:
             if not admitted:
                 await self.admission.acquire()
                 self._holding[call] = 0
-            if self.dispatcher.middleware_chain:
-                ok, value = await self._execute(call)
-            else:
-                ok, value = self._arguments(call)
-                if ok:  # execute() awaited here, not through _execute(): one coroutine less per request
-                    entry = call.entry
-                    ok, value = await execute(entry.fn, value[0], value[1], is_async=entry.is_async, blocking=entry.blocking,
-                                              pool=self._pool)
+            ok, value = await self._execute(call)
         except asyncio.CancelledError:
             return  # cancelled requests are not answered
-        reply = self.dispatcher.result(call, value) if ok else self.dispatcher.failure(call, value)
-        task = asyncio.current_task()
-        if reply is not None and task not in self._suppressed:
-            self.send(reply)
+        reply = self.dispatcher.answer(call, ok, value)
+        if asyncio.current_task() not in self._suppressed:
+            self._reply(call.origin, reply)
 
     async def _run_element(self, call: Call) -> None:
         ok, value = await self._execute(call)
-        if ok:
-            self.dispatcher.result(call, value)
-        else:
-            self.dispatcher.failure(call, value)
+        self.dispatcher.answer(call, ok, value)
 
     async def _run_batch(self, job: BatchJob) -> None:
         elements: list[asyncio.Task[None]] = []
@@ -380,8 +395,8 @@ class Runner:
                 t.cancel()
             return
         reply = job.finish()
-        if reply is not None and asyncio.current_task() not in self._suppressed:
-            self.send(reply)
+        if asyncio.current_task() not in self._suppressed:
+            self._reply(job.origin, reply)
 
     # ---------------------------------------------------------------- control
 

@@ -13,9 +13,7 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from msgspec import Raw
-
-from ..dispatch import Context, Dispatcher, MethodEntry
+from ..dispatch import Context, Dispatcher
 from ..errors import InvalidParams, InvalidRequest, MethodNotFound, RPCError
 from ..execute import execute, shared_pool
 from .content import ToolError
@@ -24,7 +22,6 @@ from .listen import agree
 from .registry import HandlerFunction, Prompt, find_resource
 from .scopes import may_use
 from .session_state import SessionState, current_session
-from .tools_call import MCPDispatcher
 from .versions import VersionRules
 
 if TYPE_CHECKING:
@@ -43,19 +40,20 @@ class ProtocolHandlers:
     def __init__(self, server: MCPServer) -> None:
         self.server = server
 
-    def register(self, d: Dispatcher) -> MethodEntry:
-        """Register every method on ``d``; returns the async ``tools/call`` entry (for tools that
-        do not run inline; the sync one is registered under the name)."""
+    def register(self, d: Dispatcher) -> None:
+        """Register every method on ``d`` (``tools/call`` routed per tool by :mod:`.tools_call`)."""
 
-        def add(fn: Callable[..., Any], name: str) -> MethodEntry:
+        def add(fn: Callable[..., Any], name: str) -> None:
             # Handlers that never wait are sync and non-blocking: the runner runs them inline.
-            return d.add_method(fn, name, blocking=False)
+            d.add_method(fn, name, blocking=False)
 
         add(self.initialize, "initialize")
         add(self.ping, "ping")
         add(self.discover, "server/discover")
         add(self.tools_list, "tools/list")
-        add(self.tools_call_inline, "tools/call")
+        tools_call = self.server.tools_call
+        tools_call.use_dispatcher(d, d.make_entry(self.tools_call, "tools/call", raw=True))
+        d.add_method(self.tools_call, "tools/call", raw=True, route=tools_call.route)
         add(self.resources_list, "resources/list")
         add(self.templates_list, "resources/templates/list")
         add(self.resources_read, "resources/read")
@@ -74,9 +72,6 @@ class ProtocolHandlers:
         add(self.on_initialized, "notifications/initialized")
         add(self.on_cancelled, "notifications/cancelled")
         add(self.on_roots_changed, "notifications/roots/list_changed")
-        if isinstance(d, MCPDispatcher):
-            d.set_chained_tools_call(MethodEntry("tools/call", self.tools_call_chained, False))
-        return MethodEntry("tools/call", self.tools_call, None)
 
     # ------------------------------------------------------------------ helpers
 
@@ -143,20 +138,15 @@ class ProtocolHandlers:
         rules = self.current().rules_of(params)
         return self._listed(rules, "tools", "tools", self.server.tools.values(), params)
 
-    def tools_call_inline(self, **params: Any) -> Any:
-        """``tools/call`` of a tool that runs inline (sync, non-blocking, no context)."""
-        result = self.server.tools_call.run_inline(self.current(), params)
-        return Raw(result) if type(result) is bytes else result  # rendered: embedded as it is
-
-    def tools_call_chained(self, ctx: Context, **params: Any) -> Any:
-        """``tools/call`` of a tool that runs inline, under middleware: still sync, so the chain
-        around it finishes on the reader's turn when it does not suspend (the result as data)."""
-        return self.server.tools_call.run_inline(self.current(), params, ctx=ctx)
-
-    async def tools_call(self, ctx: Context, **params: Any) -> Any:
-        """``tools/call`` of any tool, in a task of its own; a task call (:mod:`.tasks`) is answered
-        with its handle at once while the same call runs in the background."""
+    async def tools_call(self, params: Any, ctx: Context | None) -> Any:
+        """``tools/call`` of any tool that does not run inline, in a task of its own (inline tools
+        have entries of their own: :meth:`.ToolsCall.route`); a task call (:mod:`.tasks`) is
+        answered with its handle at once while the same call runs in the background."""
         server = self.server
+        if ctx is None:  # run without a context (the caller is not a runner): make a plain one
+            ctx = Context(None, "tools/call", params, False)
+        if params is None:
+            params = {}
         session = server.session_for(ctx)
         name = params.get("name")
         tool = server.tools.get(name) if type(name) is str else None

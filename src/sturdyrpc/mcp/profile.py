@@ -164,8 +164,8 @@ class MCPProfile(Profile):
         return _is_id(id_)
 
     def check_request(self, method: str, params: Any, id_: Id, is_notification: bool) -> RPCError | None:
-        # Runs for every request (the stdio early answer included): the common case first, a
-        # request on a negotiated handshake-era session, answered by the same rules as below.
+        # Runs for every request: the common case first, a request on a negotiated
+        # handshake-era session, answered by the same rules as below.
         t = type(id_)
         if self.era == "handshake" and not is_notification and (t is str or t is int) and type(params) is dict and self.role == "server":
             if method in _HANDSHAKE_REFUSED or method.startswith("notifications/"):
@@ -216,18 +216,6 @@ class MCPProfile(Profile):
             return MethodNotFound("Method not found")
         return self._check_envelope(meta, self.supported if self.stateless else MODERN_VERSIONS)
 
-    def accepts_every(self, method: str) -> bool:
-        """Whether :meth:`check_request` passes every request of ``method`` with a string or
-        integer id and object params on this connection, whatever else the request holds, for
-        as long as the negotiated version stays the same.
-
-        True on a server's negotiated handshake-era session for a method that era serves (its
-        checks then look at the method only: ``initialize`` was accepted, the era is pinned);
-        False where the answer may depend on the message (the 2026-07-28 envelope, before
-        negotiation, a client). Lets a caller skip checks that are constant per session.
-        """
-        return self.era == "handshake" and self.role == "server" and self.version is not None and self._check_handshake(method) is None
-
     def _check_handshake(self, method: str) -> RPCError | None:
         """A request on a session in the handshake era, after the message checks."""
         if method.startswith("notifications/"):
@@ -239,19 +227,6 @@ class MCPProfile(Profile):
         if method == "ping" and self.rules is not None and not self.rules.ping:
             return MethodNotFound("Method not found")
         return None
-
-    def rules_if_accepted(self, method: str, params: dict[str, Any], id_: Id) -> VersionRules | None:
-        """The rules request ``method`` (object ``params``) is served under when
-        :meth:`check_request` accepts it, else None (check_request then says why): for the
-        common case of the stateless era (a string or integer id, an envelope naming a version
-        served here) without building anything."""
-        if self.era == "modern" and self.role == "server" and method not in _MODERN_REFUSED and not method.startswith("notifications/"):
-            t = type(id_)
-            v = self._envelope_version(params.get("_meta")) if t is str or t is int else None
-            return RULES[v] if v is not None else None
-        if self.version is None or self.check_request(method, params, id_, False) is not None:
-            return None
-        return RULES[self.version]
 
     def _envelope_version(self, meta: Any) -> str | None:
         """The version a well-formed 2026-07-28 ``_meta`` envelope names, when served here; else None."""

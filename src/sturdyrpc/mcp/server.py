@@ -6,8 +6,8 @@ One :class:`MCPServer` object serves any number of connections, over any transpo
   version, handshake or 2026-07-28) over a :class:`~sturdyrpc.peer.MessageTransport`, on a
   :class:`~sturdyrpc.peer.Peer` (stdio uses this, as does Streamable HTTP for handshake-era
   sessions);
-- :meth:`MCPServer.handle_stateless`: one 2026-07-28 request in, its reply out, with the
-  request's progress and log notifications passed to a callback (Streamable HTTP 2026-07-28).
+- :meth:`MCPServer.serve_stateless` / :meth:`MCPServer.handle_stateless`: one 2026-07-28 request
+  on its own, its progress and log notifications passed to a callback (Streamable HTTP 2026-07-28).
 
 Tools::
 
@@ -42,15 +42,14 @@ import contextlib
 import logging
 import os
 import weakref
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..dispatch import Call, Context, Dispatcher, Middleware
+from ..dispatch import Context, Dispatcher, Middleware
+from ..envelope import read
 from ..errors import InvalidRequest
-from ..execute import Pending, run_call, run_call_now, shared_pool
 from ..limits import DEFAULT_LIMITS, Limits
 from ..peer import MessageTransport, Peer, PeerContext
-from ..request_context import current_headers, current_principal
 from .content import (
     ToolError,
     ToolResult,
@@ -68,10 +67,11 @@ from .profile import MCPProfile
 from .registry import Prompt, Resource, Tool
 from .request_state import RequestStateSigner
 from .scopes import required_scopes
-from .session_state import SessionPeer, SessionState, StatelessContext, current_session, reset_session, use_session
+from .session_state import SessionPeer, SessionState, StatelessContext, current_session
+from .stateless import StatelessRequest, StatelessServing
 from .tasks import TASKS_EXTENSION, Tasks
 from .tools_call import MCPDispatcher, ToolsCall
-from .versions import META_SERVER_INFO, RULES, SUPPORTED_VERSIONS, VersionRules
+from .versions import META_SERVER_INFO, SUPPORTED_VERSIONS, VersionRules
 
 if TYPE_CHECKING:
     from .client import MCPClient
@@ -99,7 +99,8 @@ class MCPServer:
     """An MCP server: register tools, resources, prompts and completions, then serve.
 
     Transport-agnostic: :meth:`serve` / :meth:`create_peer` run one stateful session over any
-    message transport; :meth:`handle_stateless` answers one 2026-07-28 request.
+    message transport; :meth:`serve_stateless` / :meth:`handle_stateless` answer one 2026-07-28
+    request.
     """
 
     def __init__(
@@ -130,8 +131,6 @@ class MCPServer:
         self.title = title
         self.instructions = instructions
         self.supported_versions = supported_versions
-        #: (the supported versions it was made for, the 2026-07-28 early answer): made at first use.
-        self._stateless_early: tuple[tuple[str, ...], Callable[..., bytes | None]] | None = None
         self.tools: dict[str, Tool] = {}
         self.resources: dict[str, Resource] = {}
         self.templates: dict[str, Resource] = {}
@@ -152,10 +151,12 @@ class MCPServer:
         self.tools_call = ToolsCall(self)
         #: Tasks: tool calls answered with a handle and run in the background (see :mod:`.tasks`).
         self.tasks = Tasks(self)
-        dispatcher = MCPDispatcher(self.tools, limits, log)
+        dispatcher = MCPDispatcher(limits, log)
         self.dispatcher: Dispatcher = dispatcher
-        dispatcher.set_async_tools_call(ProtocolHandlers(self).register(dispatcher))
+        ProtocolHandlers(self).register(dispatcher)
         dispatcher.set_tool_failure(self.tools_call.failed_call)
+        #: 2026-07-28 requests, each served on its own (see :mod:`.stateless`).
+        self._stateless = StatelessServing(self)
         #: Startup and shutdown around serving (see :mod:`.lifespan`); its value is ``ctx.lifespan``.
         self.lifespan = LifespanRunner(self, lifespan)
 
@@ -354,20 +355,19 @@ class MCPServer:
         default_timeout: float | None = 60.0,
         session_id: str | None = None,
         principal: Any = None,
-        headers_of: Callable[[Any], Mapping[str, str] | None] | None = None,
     ) -> Peer:
         """A :class:`~sturdyrpc.peer.Peer` (not started) serving one MCP session on ``transport``.
 
         The session (version, capabilities, log level, subscriptions, ``ctx.state``) lives as
         long as the peer. Start it with ``async with peer:`` and wait with ``await peer.wait_closed()``.
         A transport that knows more passes it on: ``session_id`` (default: a random one),
-        ``principal`` (its security step's), ``headers_of(request_id)`` (the HTTP headers that
-        carried a request).
+        ``principal`` (its security step's, for the session). Each request's own principal and
+        headers are the transport's to make current (:mod:`sturdyrpc.request_context`).
         """
         profile = MCPProfile(supported=self.supported_versions)
         peer = SessionPeer(transport, self.dispatcher, profile=profile, default_timeout=default_timeout, name=name)
         session = SessionState(self, profile, peer, session_id=session_id if session_id is not None else os.urandom(16).hex(),
-                               principal=principal, headers_of=headers_of)
+                               principal=principal)
         peer.mcp_session = session
         self._sessions[peer] = session
         return peer
@@ -376,31 +376,20 @@ class MCPServer:
         """The session served on ``peer`` (made by :meth:`create_peer`), or None."""
         return self._sessions.get(peer)
 
-    def fast_path(self, peer: Peer, *, chain: bool = False) -> Callable[..., bytes | None]:
-        """``answer(frame, decoded=None) -> reply | None`` for ``peer`` (made by :meth:`create_peer`).
-
-        For transports that can answer on the reader's turn (stdio): the one ``tools/call``
-        path (:mod:`.tools_call`) entered early. A well-formed ``tools/call`` of an inline tool
-        on the negotiated session is answered at once with the reply the peer would send;
-        anything else (another method, an unusual shape, a duplicate of a running id, the
-        connection closing) returns None and takes the peer's path, which answers it.
-        ``chain=True`` (stdio): with middleware too, the chain started here; ``b""`` then means
-        taken, the reply to come from the peer (see :meth:`.ToolsCall.early_answer`).
-        """
-        session = self._sessions.get(peer)
-        if session is None:
-            return lambda frame, decoded=None: None
-        return self.tools_call.early_answer(peer, session, chain)
-
-    def fast_reply(self, frame: bytes, peer: Peer) -> bytes | None:
-        """:meth:`fast_path` for one frame (tests, tools)."""
-        return self.fast_path(peer)(frame)
-
     async def serve(self, transport: MessageTransport, *, name: str = "mcp-server") -> None:
         """Serve one session on ``transport`` until the other side closes it."""
         peer = self.create_peer(transport, name=name)
         async with peer:
             await peer.wait_closed()
+
+    def serve_stateless(self, got: Any, emit: Callable[[bytes], Awaitable[None]]) -> StatelessRequest:
+        """Start serving one 2026-07-28 message read already (anything
+        :func:`sturdyrpc.envelope.read` returns: the HTTP app reads each body once), in the
+        caller's context (the HTTP request's principal and headers). The returned request is
+        ``done`` at once when the reply is ready (an error, a notification, an inline tool);
+        otherwise ``await request.wait()``. ``emit`` gets the request's notifications (progress,
+        log) before its reply."""
+        return self._stateless.serve(got, emit)
 
     async def handle_stateless(self, body: bytes, send_related: Callable[[bytes], Awaitable[None]]) -> bytes | None:
         """Serve one 2026-07-28 message (``body``: its JSON bytes); return the reply bytes.
@@ -409,89 +398,12 @@ class MCPServer:
         ``send_related`` before the reply is returned. Returns None for a notification.
         Errors in the message itself (bad JSON, missing ``_meta`` fields, unsupported
         version) come back as error replies; the caller picks the HTTP status. The handler
-        runs through :func:`sturdyrpc.execute.execute`: whatever it raises (``SystemExit``
-        included) is a -32603 reply with an incident id, or a tool's ``isError`` result.
-        Cancel by cancelling the task that awaits this coroutine (nothing is returned then).
+        runs through the one executor: whatever it raises (``SystemExit`` included) is a
+        -32603 reply with an incident id, or a tool's ``isError`` result. Cancel by cancelling
+        the task that awaits this coroutine (nothing is returned then).
         """
-        started = self.start_stateless(body, send_related)
-        if started is None or isinstance(started, bytes):
-            return started
-        return await started
-
-    def start_stateless(
-        self, body: bytes, send_related: Callable[[bytes], Awaitable[None]], decoded: tuple[Any, int] | None = None
-    ) -> bytes | None | Awaitable[bytes | None]:
-        """:meth:`handle_stateless` started now: the reply itself when it is ready at once (an
-        error, a notification, an inline handler such as a sync ``blocking=False`` tool), else
-        an awaitable of it. Lets a transport answer without a task where nothing waits.
-        ``decoded``: ``(body decoded, max depth checked)`` when the transport has decoded it
-        already (see :meth:`~sturdyrpc.dispatch.Dispatcher.receive`): not decoded twice."""
-        d = self.dispatcher
-        profile = MCPProfile(stateless=True, supported=self.supported_versions)
-        todo = d.receive(body, None, profile, decoded=decoded)
-        if todo is None or isinstance(todo, bytes):
-            return todo
-        if not isinstance(todo, Call):
-            return d.error_reply(InvalidRequest("Invalid Request", {"reason": "batches are not supported"}), omit_id=True)
-        call = todo
-        session = SessionState(self, profile, principal=current_principal.get(), headers=current_headers.get())
-        ctx = StatelessContext(call, session, send_related)
-        outcome = None
-        token = use_session(session)
-        try:
-            outcome = run_call_now(d, call, ctx)
-            if type(outcome) is tuple:  # an inline handler (and a chain that did not wait): the reply now, no task
-                ok, value = outcome
-                return d.result(call, value) if ok else d.failure(call, value)
-        finally:
-            if type(outcome) is tuple:
-                ctx.done = True
-            reset_session(token)
-        if outcome is not None:  # the chain suspended: it goes on in a task, in its own context
-            assert isinstance(outcome, Pending)
-            return asyncio.get_running_loop().create_task(self._finish_pending(call, ctx, outcome), context=outcome.context)
-        return self._finish_stateless(call, session, ctx)
-
-    def answer_stateless_now(self, frame: bytes, decoded: Any = None) -> bytes | None:
-        """The reply to 2026-07-28 request ``frame`` when the one ``tools/call`` path answers it
-        at once (a ``tools/call`` of an inline tool: :meth:`.ToolsCall.early_answer`), else
-        None: then :meth:`start_stateless` serves it. ``decoded``: ``frame`` as the transport
-        decoded it already. The same reply :meth:`start_stateless` would give, without the
-        per-request session, context and dispatch it builds (an inline tool takes no context)."""
-        made = self._stateless_early
-        if made is None or made[0] is not self.supported_versions:
-            made = self._stateless_early = (self.supported_versions, self._make_stateless_early())
-        return made[1](frame, decoded)
-
-    def _make_stateless_early(self) -> Callable[..., bytes | None]:
-        """:meth:`answer_stateless_now` for the supported versions of the moment. Its session
-        only lends the profile that checks each request's ``_meta`` envelope, as the general
-        path's does."""
-        modern = [v for v in self.supported_versions if RULES[v].stateless]
-        if not modern:
-            return lambda frame, decoded=None: None
-        profile = MCPProfile(stateless=True, supported=self.supported_versions)
-        profile.set_version(max(modern))  # the stateless era: every request's envelope is checked
-        return self.tools_call.early_answer(None, SessionState(self, profile))
-
-    async def _finish_pending(self, call: Call, ctx: StatelessContext, pending: Pending) -> bytes | None:
-        d = self.dispatcher
-        try:
-            ok, value = await pending  # in the request's context: its session is current there
-            return d.result(call, value) if ok else d.failure(call, value)
-        finally:
-            ctx.done = True
-
-    async def _finish_stateless(self, call: Call, session: SessionState, ctx: StatelessContext) -> bytes | None:
-        d = self.dispatcher
-        token = use_session(session)
-        try:
-            ok, value = await run_call(d, call, ctx, shared_pool(d.limits.max_threads))
-            # answered inside the session: a tools/call failing around its tool is an isError result
-            return d.result(call, value) if ok else d.failure(call, value)
-        finally:
-            ctx.done = True
-            reset_session(token)
+        request = self.serve_stateless(read(body, self.dispatcher.limits), send_related)
+        return request.value if request.done else await request.wait()
 
     def required_scopes(self, method: str, params: Any) -> frozenset[str]:
         """The OAuth scopes a ``method`` request with ``params`` needs (the ``scopes=`` of the

@@ -19,6 +19,7 @@ from .. import codec
 from ..auth.principal import request_principal
 from ..dispatch import Call, Context
 from ..peer import Peer
+from ..request_context import current_headers
 from ..request_context import current_session as current_session_var
 from .profile import MCPProfile
 from .versions import LATEST, META_PROTOCOL_VERSION, RULES, VersionRules
@@ -43,7 +44,6 @@ class SessionState:
         session_id: str | None = None,
         principal: Any = None,
         headers: Mapping[str, str] | None = None,
-        headers_of: Callable[[Any], Mapping[str, str] | None] | None = None,
     ) -> None:
         self.server = server
         self.profile = profile
@@ -60,13 +60,12 @@ class SessionState:
         #: The application's per-session data (``ctx.state``): lives as long as the session.
         self.state: dict[str, Any] = {}
         self._headers = headers
-        self._headers_of = headers_of
 
     def headers_for(self, request_id: Any) -> Mapping[str, str] | None:
-        """The headers of the HTTP request that carried request ``request_id`` (None off HTTP)."""
-        if self._headers_of is not None:
-            return self._headers_of(request_id)
-        return self._headers
+        """The headers of the HTTP request that carried request ``request_id`` (None off HTTP):
+        the request at hand's, which its transport made current."""
+        headers = current_headers.get()
+        return headers if headers is not None else self._headers
 
     def request_principal(self) -> Any:
         """The principal of the request at hand: its token's (a refreshed or stepped-up token
@@ -172,14 +171,15 @@ def reset_session(token: contextvars.Token[SessionState | None]) -> None:
 
 
 class SessionPeer(Peer):
-    """A peer that makes its MCP session known to everything its reader task runs."""
+    """A peer that makes its MCP session known to everything it handles (its context is copied
+    when it starts: the reader and writer tasks, and every frame a transport pushes to it)."""
 
     mcp_session: SessionState
 
-    async def start(self) -> None:
+    def start_now(self) -> None:
         token = _SESSION.set(self.mcp_session)
         try:
-            await super().start()  # the reader and writer tasks copy the context here
+            super().start_now()
         finally:
             _SESSION.reset(token)
 

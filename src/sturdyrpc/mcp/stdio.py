@@ -45,7 +45,6 @@ async def serve_mcp_stdio(server: MCPServer, *, stdin_fd: int = 0, stdout_fd: in
 async def _serve(server: MCPServer, stdin_fd: int, stdout_fd: int) -> None:
     transport = StdioTransport(stdin_fd, stdout_fd, framing="line", max_frame=server.dispatcher.limits.max_message_bytes)
     peer = server.create_peer(transport, name="mcp-stdio")
-    transport.early_answer = server.fast_path(peer, chain=True)  # b"": taken, the peer answers
     await transport.start()
     await peer.start()
     try:

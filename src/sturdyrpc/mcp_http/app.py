@@ -2,8 +2,7 @@
 
 ``mcp_http_app(server)`` returns the ASGI app; every handshake-era session runs the same
 server object as stdio does (:meth:`MCPServer.create_peer` on the session's pipe), and
-2026-07-28 requests go to :meth:`MCPServer.start_stateless` (:meth:`MCPServer.handle_stateless`
-started without a task).
+2026-07-28 requests go to :meth:`MCPServer.serve_stateless`.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from ..mcp.server import MCPServer
 from ..peer import Peer
 from ..store import Store, open_store
 from .server import StreamableHTTPApp
-from .session import SessionPipe, current_http_session, note_outgoing
+from .session import HTTPSession, SessionPipe, note_outgoing
 
 __all__ = ["mcp_http_app", "tag_outgoing"]
 
@@ -47,21 +46,13 @@ def mcp_http_app(server: MCPServer, *, store: Store | str | None = None, **optio
         server.tasks.use_store(store, shared.tag)  # a task is polled, fetched, cancelled through any worker
         options["shared"] = shared
 
-    async def serve_session(pipe: SessionPipe) -> None:
-        http = current_http_session.get()  # set by the app for the task serving this session
-        if http is not None:
-            peer = server.create_peer(pipe, name="mcp-http", session_id=http.id, principal=http.principal, headers_of=http.headers_of)
-        else:
-            peer = server.create_peer(pipe, name="mcp-http")
-        pipe.session.mcp_state = server.session_of(peer)
-        tag_outgoing(peer, pipe)
-        pipe.early_answer = server.fast_path(peer)  # the one tools/call path, entered from the POST
-        async with peer:
-            await peer.wait_closed()
+    def open_peer(http: HTTPSession) -> tuple[Peer, Any]:
+        peer = server.create_peer(http.pipe, name="mcp-http", session_id=http.id, principal=http.principal)
+        tag_outgoing(peer, http.pipe)
+        return peer, server.session_of(peer)
 
-    options.setdefault("modern", server.start_stateless)  # handle_stateless, minus the task when the reply is ready
-    options.setdefault("modern_early", server.answer_stateless_now)  # the one tools/call path, entered from the POST
+    options.setdefault("modern", server.serve_stateless)  # each 2026-07-28 request on its own, read once by the app
     options.setdefault("limits", server.dispatcher.limits)  # the same limits as the server has on stdio
     options.setdefault("lifespan", server.lifespan.running)
     options.setdefault("scopes_for", server.required_scopes)  # per-tool/resource/prompt scopes= (over auth only)
-    return StreamableHTTPApp(serve_session, **options)
+    return StreamableHTTPApp(open_peer, **options)

@@ -43,6 +43,10 @@ class EventStore(Protocol):
     async def store(self, session_id: str, stream_id: str, data: bytes | None) -> str:
         """Record one event (``None`` data: a priming event) and return its new id."""
 
+    def store_nowait(self, session_id: str, stream_id: str, data: bytes | None) -> str | None:
+        """:meth:`store` without waiting, when the store can number the event itself (then it
+        is written in the background); None when it cannot: then use :meth:`store`."""
+
     async def replay_after(self, session_id: str, last_event_id: str) -> tuple[str, list[tuple[str, bytes]]] | None:
         """(stream id, events after ``last_event_id`` on that stream only), or None if unknown."""
 
@@ -71,6 +75,9 @@ class MemoryEventStore:
         self._counters: dict[str, int] = {}
 
     async def store(self, session_id: str, stream_id: str, data: bytes | None) -> str:
+        return self.store_nowait(session_id, stream_id, data)
+
+    def store_nowait(self, session_id: str, stream_id: str, data: bytes | None) -> str:
         n = self._counters.get(session_id, 0) + 1
         self._counters[session_id] = n
         key = (session_id, stream_id)

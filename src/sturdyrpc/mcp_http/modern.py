@@ -90,15 +90,16 @@ def _decode_header_value(raw: bytes) -> str:
     return text
 
 
-def check_modern_headers(obj: dict[str, Any], version: str, supported: list[str], headers: dict[bytes, bytes]) -> None:
-    """Raise :class:`HeaderProblem` unless the headers of a modern POST agree with its body ``obj``.
+def check_modern_headers(method: str, params: Any, is_request: bool, version: str, supported: list[str],
+                         headers: dict[bytes, bytes]) -> None:
+    """Raise :class:`HeaderProblem` unless the headers of a modern POST agree with its body (the
+    message's ``method`` and ``params``; ``is_request``: it has an id).
 
     ``version`` is the ``MCP-Protocol-Version`` header; ``headers`` maps lower-case names to values.
     """
     if version not in supported:
         raise HeaderProblem(400, -32022, "Unsupported protocol version", {"supported": supported, "requested": version})
-    method = obj.get("method")
-    if "id" not in obj:
+    if not is_request:
         return  # notifications: this revision defines no header rules for them
     raw_method = headers.get(b"mcp-method")
     if raw_method is None:
@@ -109,8 +110,7 @@ def check_modern_headers(obj: dict[str, Any], version: str, supported: list[str]
         raise HeaderProblem(400, -32020, "Header mismatch: Mcp-Method header is malformed") from None
     if hdr_method != method:
         raise HeaderProblem(400, -32020, "Header mismatch: Mcp-Method header does not match the body")
-    params = obj.get("params")
-    if type(method) is str and method in NAME_SOURCE:
+    if method in NAME_SOURCE:
         field = NAME_SOURCE[method]
         body_name = params.get(field) if type(params) is dict else None
         raw_name = headers.get(b"mcp-name")

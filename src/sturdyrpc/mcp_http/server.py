@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
+import dataclasses
 import logging
 import secrets
 import time
@@ -42,12 +42,14 @@ from typing import TYPE_CHECKING, Any
 
 from .. import codec
 from ..admission import Admission
-from ..auth.principal import missing_scopes, principal_source
+from ..auth.principal import missing_scopes
 from ..auth.resource_server import ResourceServer, insufficient_scope_refusal
+from ..envelope import UNSET, Envelope, Refused, from_message, read
 from ..errors import InvalidRequest, RPCError
 from ..limits import DEFAULT_LIMITS, Limits
 from ..mcp.versions import HANDSHAKE_VERSIONS, META_PROTOCOL_VERSION, MODERN_VERSIONS
-from ..messages import InvalidMessage, classify
+from ..messages import InvalidMessage, Notification, Request
+from ..peer import Peer
 from ..request_context import current_headers, current_principal
 from ..store import StoreUnavailable
 from ..transports.asgi import (
@@ -68,23 +70,24 @@ from ..transports.asgi import (
 )
 from .events import SSE_HEADERS, EventStore, MemoryEventStore, sse_event, sse_priming
 from .modern import HeaderProblem, check_modern_headers
-from .session import HTTPSession, Key, SSEResponse, Stream, current_http_session, key_of
+from .session import HTTPSession, Key, PostReplies, ReplyWaiter, SSEResponse, Stream, key_of
 
 if TYPE_CHECKING:
+    from ..mcp.stateless import StatelessRequest
     from .shared import SharedSessions
 
-__all__ = ["StreamableHTTPApp", "ServeSession", "ModernHandler"]
+__all__ = ["StreamableHTTPApp", "OpenPeer", "ModernHandler"]
 
 log = logging.getLogger("sturdyrpc.http")
 
-#: Runs the MCP server over one session's transport until the transport closes.
-ServeSession = Callable[[Any], Awaitable[None]]
-#: Serves one 2026-07-28 message: ``(body, emit)`` -> reply bytes (None for a notification),
-#: or an awaitable of them. ``emit(bytes)`` sends a notification related to the request before
-#: the reply (:meth:`sturdyrpc.mcp.MCPServer.handle_stateless` has this shape;
-#: :meth:`~sturdyrpc.mcp.MCPServer.start_stateless` returns a reply that is ready at once as it is,
-#: which spares the request a task).
-ModernHandler = Callable[[bytes, Callable[[bytes], Awaitable[None]]], Awaitable[bytes | None] | bytes | None]
+#: ``open_peer(session) -> (peer, state)``: the peer (not started) that serves one handshake-era
+#: session on its pipe, and the protocol's state of the session (made current for its requests).
+OpenPeer = Callable[[HTTPSession], tuple[Peer, Any]]
+#: Starts serving one 2026-07-28 message read already: ``(read, emit)`` -> the request, ``done``
+#: at once when its reply is ready, else awaited with ``wait()`` (cancelled with ``cancel()``).
+#: ``emit(bytes)`` sends a notification related to the request before the reply
+#: (:meth:`sturdyrpc.mcp.MCPServer.serve_stateless` has this shape).
+ModernHandler = Callable[[Any, Callable[[bytes], Awaitable[None]]], "StatelessRequest"]
 
 _STATELESS_INIT_ID = "sturdyrpc-stateless-init"
 
@@ -135,7 +138,7 @@ def _acceptable(accept: bytes | None) -> tuple[bool, bool]:
 
 
 class StreamableHTTPApp:
-    """The MCP endpoint. ``serve_session(transport)`` runs the MCP server on one session's pipe;
+    """The MCP endpoint. ``open_peer(session)`` makes the peer that serves one session on its pipe;
     ``modern`` (optional) serves 2026-07-28 requests statelessly; ``modern_early`` (optional)
     answers those it can at once (:meth:`~sturdyrpc.mcp.MCPServer.answer_stateless_now`).
 
@@ -152,10 +155,9 @@ class StreamableHTTPApp:
 
     def __init__(
         self,
-        serve_session: ServeSession,
+        open_peer: OpenPeer,
         *,
         modern: ModernHandler | None = None,
-        modern_early: Callable[[bytes, Any], bytes | None] | None = None,
         path: str | None = "/mcp",
         security: HTTPSecurity | None = None,
         json_response: bool = False,
@@ -174,7 +176,7 @@ class StreamableHTTPApp:
         shared: SharedSessions | None = None,
         scopes_for: Callable[[str, Any], frozenset[str]] | None = None,
     ) -> None:
-        self.serve_session = serve_session
+        self.open_peer = open_peer
         #: Entered on the ASGI lifespan startup, left at its shutdown (the MCP server's lifespan).
         self.lifespan = lifespan
         self._lifespan_cm: contextlib.AbstractAsyncContextManager[Any] | None = None
@@ -182,11 +184,6 @@ class StreamableHTTPApp:
         #: request's principal before it runs: 403 ``insufficient_scope``); None: no per-request scopes.
         self.scopes_for = scopes_for
         self.modern = modern
-        #: ``answer(body, decoded) -> reply | None``: a 2026-07-28 request the server answers at
-        #: once, answered on the POST's own turn (None: ``modern`` serves it).
-        self.modern_early = modern_early
-        #: Whether ``modern`` takes ``decoded=`` (the body as decoded here: not decoded twice).
-        self._modern_decoded = _takes_decoded(modern)
         self.path = path
         self.security = security or HTTPSecurity()
         self.json_response = json_response
@@ -199,6 +196,7 @@ class StreamableHTTPApp:
         self.session_idle_timeout = session_idle_timeout
         self.limits = limits or DEFAULT_LIMITS
         self.max_depth = self.limits.max_depth if max_depth is None else max_depth
+        self._read_limits = dataclasses.replace(self.limits, max_depth=self.max_depth)
         self.max_body_bytes = min(self.security.max_body_bytes, self.limits.max_message_bytes)
         #: Requests running now across all sessions and modes (batch elements each).
         self.admission = Admission(self.limits.max_server_in_flight)
@@ -313,50 +311,23 @@ class StreamableHTTPApp:
         except _Problem as p:
             await _send_problem(send, p.problem, None)
             return
-        try:
-            obj = codec.decode_bounded(body, self.max_depth)
-        except codec.DecodeFailure as exc:
-            if exc.too_deep:
-                await respond(send, 400, _limit_error("Nesting too deep", "max_depth", self.max_depth))
-            else:
-                await respond(send, 400, error_body(-32700, "Parse error", with_null_id=False))
-            return
-        if type(obj) is list and len(obj) > self.limits.max_batch:
-            # As on stdio: one error for the whole batch, and none of it runs.
-            await respond(send, 400, _limit_error("Batch too large", "max_batch", self.limits.max_batch))
+        got = read(body, self._read_limits)  # the one decode of this POST
+        if type(got) is Refused:
+            await self._refused(send, got.error)
             return
         if version is not None and version in self.modern_versions:
-            await self._post_modern(scope, receive, send, body, obj, version, sse_ok)
+            await self._post_modern(scope, receive, send, got, version, sse_ok)
             return
-        if version is None and self.modern_versions and _modern_envelope(obj):
+        if version is None and self.modern_versions and _modern_envelope(got):
             # a 2026-07-28 request (its _meta says so) without the required header: HeaderMismatch
-            id_ = obj.get("id")
+            id_ = got.id  # type: ignore[union-attr]
             await _send_problem(send, HeaderProblem(400, -32020, "Header mismatch: MCP-Protocol-Version header is required"),
                                 id_ if type(id_) in (str, int) else None)
             return
-        items = obj if type(obj) is list else [obj]
-        if not items:
-            raise HTTPRefusal(400, -32600, "Invalid Request: empty batch")
-        batch = type(obj) is list
-        requests: list[dict[str, Any]] = []
-        request_keys: list[Key] = []
-        is_init = False
-        # JSON-RPC §6: in a batch, each element that is no valid message gets its own -32600 in the
-        # reply array (a request reusing an id of the same batch too); the others are served.
-        invalid: list[bytes] = []
-        valid: list[Any] = items
-        cancels: list[Any] = []
-        if not batch and _kind(obj) == "request":
-            # The usual POST, one request: what the loop below makes of it, without the loop.
-            requests.append(obj)
-            request_keys.append(key_of(obj["id"]))
-            is_init = obj["method"] == "initialize"
-        else:
-            valid = self._sort_out(items, batch, requests, request_keys, invalid, cancels)
-            is_init = any(r["method"] == "initialize" for r in requests)
-        items = valid
-        # A batch is fed element by element (the server answers each alone); a single message as it came.
-        raw = None if batch else body
+        batch = type(got) is list
+        msgs = _sort_out(got if batch else [got], batch)  # type: ignore[arg-type, list-item]
+        requests = msgs.requests
+        is_init = any(r.method == "initialize" for r in requests)
         if self.scopes_for is not None and principal is not None:
             self._check_scopes(principal, requests)
         if is_init and batch:
@@ -374,109 +345,79 @@ class StreamableHTTPApp:
                     raise HTTPRefusal(400, -32600, "Bad Request: initialize must not carry Mcp-Session-Id")
                 session = self._new_session(principal)
                 if self.shared is not None:
-                    await self.shared.created(session, requests[0].get("params"))
+                    await self.shared.created(session, _params(requests[0]))
             else:
                 session = self._find_session(scope, principal) if self.shared is None else await self.shared.find(scope, principal)
         except BaseException:
             self._give_back(slots)
             raise
         try:
-            if batch and session.version not in (None, "2025-03-26"):
-                raise HTTPRefusal(400, -32600, "Invalid Request: batches are not supported in this protocol version")
-            session.last_active = time.monotonic()
-            extra = session.response_headers
-            for id_ in cancels:
-                session.cancelled(id_)
-            if not requests and not invalid:
-                await self._feed(session, items, raw)
-                await respond(send, 202, b"", extra=extra)
-                return
-            for k in request_keys:
-                if session.key_in_flight(k):
-                    raise HTTPRefusal(409, -32600, "Conflict: a request with this id is already in flight")
-            if len(session.streams) >= self.max_streams_per_session:
-                raise HTTPRefusal(503, -32600, "Too many open streams", [(b"retry-after", b"1")])
-            use_sse = sse_ok and (not self.json_response or not json_ok)
-            if requests and not batch and not is_init and session.shared is None:
-                # A single request the server answers at once (a tools/call of an inline tool on
-                # a negotiated session: the one tools/call path, entered before the session's
-                # queues) is answered on this turn. Nothing else runs between taking it and
-                # sending the reply, so no other request can see it in flight: it needs no
-                # stream, and there is nothing to resume (as with a JSON reply): no priming
-                # event (it primes a stream that stays open, SEP-1699), no event id, no
-                # event-store write. Not for a shared session: its requests pass through the
-                # store first (.shared).
-                early = session.pipe.answer_now(body, obj)
-                if early is not None:
-                    try:
-                        if use_sse:
-                            await respond(send, 200, sse_event(early), None, session.sse_whole_headers)
-                        else:
-                            await respond(send, 200, early, extra=extra)
-                    except OSError:
-                        pass  # the client is gone: nothing to answer
-                    return
-            if not requests:
-                # Only invalid elements need an answer (the rest are notifications or responses): reply now.
-                await self._feed(session, items, raw)
-                if use_sse:
-                    await respond(send, 200, b"".join(sse_event(e) for e in invalid), None, session.sse_headers)
-                else:
-                    await respond(send, 200, b"[" + b",".join(invalid) + b"]", extra=extra)
-                return
-            stream = session.open_stream([r["id"] for r in requests], [r.get("params") for r in requests], holds_slots=True,
-                                         keys=request_keys)
-            stream.headers = current_headers.get()
-            slots = 0  # the session gives them back as the requests finish
-            if use_sse:
-                await self._answer_sse(session, stream, items, raw, invalid, receive, send, prime=not is_init)
-            else:
-                await self._answer_json(session, stream, items, raw, invalid, receive, send, extra)
+            slots = await self._serve_post(session, msgs, batch, is_init, sse_ok, json_ok, receive, send, slots)
         finally:
             self._give_back(slots)
             session.last_active = time.monotonic()  # idle time counts from the end of the last response
             if self.stateless:
                 await session.end()
 
-    @staticmethod
-    def _sort_out(items: list[Any], batch: bool, requests: list[dict[str, Any]], request_keys: list[Key],
-                  invalid: list[bytes], cancels: list[Any]) -> list[Any]:
-        """Sort a POST's messages: requests (and their keys), -32600 errors of invalid batch
-        elements, ids of cancelled requests; returns the valid messages."""
-        valid: list[Any] = []
-        seen: set[Key] = set()
-        for m in items:
-            kind = _kind(m)
-            if kind is None:
-                err = _why_invalid(m)
-                if not batch:
-                    raise HTTPRefusal(400, -32600, err.message if err is not None else "Invalid Request: not a JSON-RPC message")
-                if err is None:
-                    err = InvalidRequest("Invalid Request")
-                invalid.append(codec.encode({"jsonrpc": "2.0", "error": err.to_dict(), "id": None}))
-                continue
-            if kind == "request":
-                k = key_of(m["id"])
-                if k in seen:
-                    invalid.append(codec.encode({"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request"},
-                                                 "id": m["id"]}))
-                    continue
-                seen.add(k)
-                requests.append(m)
-                request_keys.append(k)
-            elif kind == "notification" and m["method"] == "notifications/cancelled":
-                params = m.get("params")
-                if type(params) is dict and type(params.get("requestId")) in (str, int):
-                    cancels.append(params["requestId"])
-            valid.append(m)
-        return valid
+    async def _serve_post(self, session: HTTPSession, msgs: _Sorted, batch: bool, is_init: bool, sse_ok: bool, json_ok: bool,
+                          receive: Receive, send: Send, slots: int) -> int:
+        """Serve a POST's messages on ``session``; returns how many of its ``slots`` are still the
+        POST's to give back (the others went with the requests to their stream)."""
+        if batch and session.version not in (None, "2025-03-26"):
+            raise HTTPRefusal(400, -32600, "Invalid Request: batches are not supported in this protocol version")
+        session.last_active = time.monotonic()
+        extra = session.response_headers
+        requests, invalid = msgs.requests, msgs.invalid
+        for id_ in msgs.cancels:
+            session.cancelled(id_)
+        if requests:
+            for k in msgs.keys:
+                if session.key_in_flight(k):
+                    raise HTTPRefusal(409, -32600, "Conflict: a request with this id is already in flight")
+            if len(session.streams) >= self.max_streams_per_session:
+                raise HTTPRefusal(503, -32600, "Too many open streams", [(b"retry-after", b"1")])
+        post = PostReplies(session)
+        await self._feed(session, msgs, post)
+        use_sse = sse_ok and (not self.json_response or not json_ok)
+        if not requests and not invalid:
+            await respond(send, 202, b"", extra=extra)
+            return slots
+        pending = [(k, r) for k, r in zip(msgs.keys, requests, strict=True) if k not in post.ready]
+        if not pending:
+            # Every request was answered on this turn (inline handlers: the runner answers them
+            # before feeding returns), so no other request could see one in flight: no stream,
+            # nothing to resume (no priming event, event id or store write; SEP-1699 primes a
+            # stream that stays open), the replies sent whole as the POST's body.
+            if self.shared is not None and requests:
+                await self.shared.before_response(session)  # other workers see what they changed first
+            replies = [post.ready[k] for k in msgs.keys] + invalid
+            try:
+                if use_sse:
+                    await respond(send, 200, b"".join(sse_event(e) for e in replies), None,
+                                  session.sse_whole_headers if requests else session.sse_headers)
+                else:
+                    await respond(send, 200, replies[0] if not batch else b"[" + b",".join(replies) + b"]", extra=extra)
+            except OSError:
+                pass  # the client is gone: nothing to answer
+            return slots
+        stream = session.open_stream([r.id for _, r in pending], [_params(r) for _, r in pending], holds_slots=True,
+                                     keys=[k for k, _ in pending])
+        stream.headers = current_headers.get()
+        slots -= len(pending)  # the session gives them back as the requests finish
+        post.open(stream)
+        early = [post.ready[k] for k in msgs.keys if k in post.ready]
+        if use_sse:
+            await self._answer_sse(session, stream, early + invalid, receive, send, prime=not is_init)
+        else:
+            await self._answer_json(stream, early + invalid, batch, receive, send, extra)
+        return slots
 
-    def _check_scopes(self, principal: Any, requests: list[dict[str, Any]]) -> None:
+    def _check_scopes(self, principal: Any, requests: list[Envelope]) -> None:
         """403 ``insufficient_scope`` unless ``principal`` holds the scopes of every request (a
         batch is refused whole: nothing of it runs)."""
         assert self.scopes_for is not None
         for r in requests:
-            needed = self.scopes_for(r["method"], r.get("params"))
+            needed = self.scopes_for(r.method, _params(r))  # type: ignore[arg-type]
             if needed and missing_scopes(principal, needed):
                 raise insufficient_scope_refusal(self.security.auth, principal, needed)
 
@@ -497,23 +438,38 @@ class StreamableHTTPApp:
         for _ in range(n):
             self.admission.release()
 
+    @staticmethod
+    async def _refused(send: Send, err: RPCError) -> None:
+        """400 for a body that cannot be read as a message: the error stdio sends for it (a
+        breached limit with id null; a parse error without an id, as the MCP SDKs send it)."""
+        if err.code == -32700:
+            await respond(send, 400, error_body(-32700, "Parse error", with_null_id=False))
+        elif err.message == "Invalid Request":
+            raise HTTPRefusal(400, -32600, "Invalid Request: empty batch")
+        else:
+            await respond(send, 400, codec.encode({"jsonrpc": "2.0", "error": err.to_dict(), "id": None}))
+
     def _too_large(self) -> bytes:
         if self.max_body_bytes == self.limits.max_message_bytes:
             return _limit_error("Message too large", "max_message_bytes", self.max_body_bytes)
         return _limit_error("Message too large", "max_body_bytes", self.max_body_bytes)
 
-    async def _feed(self, session: HTTPSession, items: list[Any], body: bytes | None) -> None:
-        """Feed a single message (``body``, as received) or a batch's elements (``body`` None) one by one."""
+    async def _feed(self, session: HTTPSession, msgs: _Sorted, post: PostReplies) -> None:
+        """Hand a POST's messages to the session's peer, in order, each request's reply going to
+        ``post``. A shared session first sends answers and cancellations meant for another
+        worker there (:mod:`.shared`)."""
+        items = msgs.valid
         if session.shared is not None:
-            items, body = await session.shared.incoming(session, items, body)
-        if body is not None:
-            await session.pipe.feed(body)
-        else:
-            for m in items:
-                await session.pipe.feed(codec.encode(m))
+            items = await session.shared.incoming(session, items)
+        feed = session.feed
+        for m in items:
+            if m.method is not UNSET and m.id is not UNSET:
+                feed(m, post.origin(key_of(m.id)))
+            else:
+                feed(m, None)
 
-    async def _answer_sse(self, session: HTTPSession, stream: Stream, items: list[Any], body: bytes | None,
-                          invalid: list[bytes], receive: Receive, send: Send, *, prime: bool) -> None:
+    async def _answer_sse(self, session: HTTPSession, stream: Stream, early: list[bytes], receive: Receive, send: Send, *,
+                          prime: bool) -> None:
         conn = SSEResponse()
         stream.attach(conn)
         head = b""
@@ -522,25 +478,23 @@ class StreamableHTTPApp:
                 head = sse_priming(await self.store.store(session.id, stream.id, None), self.retry_ms)
             except StoreUnavailable as exc:  # the requests are open already: answer them, without a priming event
                 log.warning("no priming event: %s", exc)
-        for e in invalid:  # a batch's invalid elements: their -32600 errors, each its own event like the replies
+        for e in early:  # replies ready at once and a batch's invalid elements' errors: each its own event
             await stream.emit(e)
-        await self._feed(session, items, body)
         await self._pump(conn, receive, send, session.sse_headers, head)
         stream.detach(conn)
 
-    async def _answer_json(self, session: HTTPSession, stream: Stream, items: list[Any], body: bytes | None,
-                           invalid: list[bytes], receive: Receive, send: Send, extra: list[tuple[bytes, bytes]]) -> None:
+    async def _answer_json(self, stream: Stream, early: list[bytes], batch: bool, receive: Receive, send: Send,
+                           extra: list[tuple[bytes, bytes]]) -> None:
         waiter: asyncio.Future[list[bytes]] = asyncio.get_running_loop().create_future()
         stream.json_waiter = waiter
-        stream.json_replies.extend(invalid)  # a batch's invalid elements: -32600 each, in the reply array
-        await self._feed(session, items, body)
+        stream.json_replies.extend(early)  # replies ready at once, a batch's invalid elements: in the reply array
         if not waiter.done():
             await _until_done_or_gone(waiter, receive)
         if not waiter.done():
             waiter.cancel()  # the client left; the requests keep running (2025: a disconnect is no cancel)
             return
         replies = waiter.result()
-        out = replies[0] if body is not None else b"[" + b",".join(replies) + b"]"  # a batch always gets an array
+        out = replies[0] if not batch else b"[" + b",".join(replies) + b"]"  # a batch always gets an array
         await respond(send, 200, out, extra=extra)
 
     def _primes(self, session: HTTPSession) -> bool:
@@ -677,11 +631,15 @@ class StreamableHTTPApp:
         self._end_later(session)
 
     def _start(self, session: HTTPSession) -> None:
+        """Start the peer serving ``session`` now (the POST that made it feeds it on this turn) and
+        the task that ends the session when the peer is done."""
+        peer, state = self.open_peer(session)
+        peer.start_now()
+        session.attach(peer, state)
+
         async def run() -> None:
-            current_http_session.set(session)
-            principal_source.set(lambda: session.principal)
             try:
-                await self.serve_session(session.pipe)
+                await peer.wait_closed()
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -703,7 +661,7 @@ class StreamableHTTPApp:
         if session is None or session.ended or session.principal != principal:
             raise HTTPRefusal(404, -32600, "Session not found")
         # The same principal, with this request's token (a refresh or step-up may change its
-        # scopes): what the session's server sees from now on (principal_source).
+        # scopes); each request's handlers see their own request's (request_context).
         session.principal = principal
         return session
 
@@ -723,16 +681,13 @@ class StreamableHTTPApp:
         if not skip_init:
             v = version or "2025-03-26"
             session.version = v
-            init_stream = session.open_stream([_STATELESS_INIT_ID], [None])
-            waiter: asyncio.Future[list[bytes]] = asyncio.get_running_loop().create_future()
-            init_stream.json_waiter = waiter
-            await session.pipe.feed(codec.encode({
-                "jsonrpc": "2.0", "id": _STATELESS_INIT_ID, "method": "initialize",
-                "params": {"protocolVersion": v, "capabilities": {}, "clientInfo": {"name": "stateless-http", "version": "0"}},
-            }))
-            await asyncio.wait_for(waiter, 30)
+            waiter = ReplyWaiter()
+            session.feed(from_message(Request("initialize", {"protocolVersion": v, "capabilities": {},
+                                                             "clientInfo": {"name": "stateless-http", "version": "0"}}, _STATELESS_INIT_ID)),
+                         waiter)
+            await waiter.wait(30)
             session.version = v
-            await session.pipe.feed(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+            session.feed(from_message(Notification("notifications/initialized", None)))
         return session
 
     # ------------------------------------------------------------------- GET
@@ -825,52 +780,45 @@ class StreamableHTTPApp:
 
     # ---------------------------------------------------------------- modern
 
-    async def _post_modern(self, scope: Scope, receive: Receive, send: Send, body: bytes, obj: Any, version: str,
-                           sse_ok: bool) -> None:
+    async def _post_modern(self, scope: Scope, receive: Receive, send: Send, got: Any, version: str, sse_ok: bool) -> None:
         assert self.modern is not None
-        if type(obj) is not dict:
-            raise HTTPRefusal(400, -32600, "Invalid Request: the body must be a single JSON-RPC message")
-        kind = _kind(obj)
-        if kind is None or kind == "response":
+        if type(got) is not Envelope:
+            if type(got) is list:
+                raise HTTPRefusal(400, -32600, "Invalid Request: the body must be a single JSON-RPC message")
             raise HTTPRefusal(400, -32600, "Invalid Request: the body must be a request or a notification")
-        id_ = obj.get("id")
+        method: Any = got.method
+        id_ = got.id
+        if method is UNSET or (id_ is not UNSET and type(id_) is not str and type(id_) is not int):
+            raise HTTPRefusal(400, -32600, "Invalid Request: the body must be a request or a notification")
+        kind = "notification" if id_ is UNSET else "request"
+        if id_ is UNSET:
+            id_ = None
         try:
-            check_modern_headers(obj, version, self._modern_list, header_index(scope))
+            check_modern_headers(method, got.params, kind == "request", version, self._modern_list, header_index(scope))
         except HeaderProblem as p:
             await _send_problem(send, p, id_)
             return
         if kind == "notification":
-            started = self._call_modern(body, _drop, obj)
-            if started is not None and not isinstance(started, bytes):
-                await started
+            request = self.modern(got, _drop)
+            if not request.done:
+                await request.wait()
             await respond(send, 202)
             return
         principal = current_principal.get()
         if self.scopes_for is not None and principal is not None:
-            self._check_scopes(principal, [obj])
-        if not sse_ok and obj.get("method") == "subscriptions/listen":
+            self._check_scopes(principal, [got])
+        if not sse_ok and method == "subscriptions/listen":
             # the listen channel IS this response's SSE stream; a JSON-only client cannot have one
             raise HTTPRefusal(406, -32600, "Not Acceptable: subscriptions/listen needs Accept: text/event-stream")
         if not self.admission.try_acquire():
             await refuse_busy(send, with_null_id=False)
             return
         try:
-            early = self.modern_early
-            reply = early(body, obj) if early is not None else None
-            if reply is not None:  # answered at once: no task, no timer, no watcher
-                await respond(send, 200 if b'"error"' not in reply else _status_for(reply), reply)
-                return
-            await self._run_modern(receive, send, body, id_, sse_ok, obj)
+            await self._run_modern(receive, send, got, sse_ok)
         finally:
             self.admission.release()
 
-    def _call_modern(self, body: bytes, emit: Callable[[bytes], Awaitable[None]], obj: Any) -> Any:
-        assert self.modern is not None
-        if self._modern_decoded:
-            return self.modern(body, emit, decoded=(obj, self.max_depth))  # type: ignore[call-arg]
-        return self.modern(body, emit)
-
-    async def _run_modern(self, receive: Receive, send: Send, body: bytes, id_: Any, sse_ok: bool, obj: Any = None) -> None:
+    async def _run_modern(self, receive: Receive, send: Send, got: Envelope, sse_ok: bool) -> None:
         assert self.modern is not None
         started = False
 
@@ -884,29 +832,28 @@ class StreamableHTTPApp:
             await send({"type": "http.response.body", "body": sse_event(data), "more_body": True})
 
         try:
-            started_reply = self._call_modern(body, emit, obj)
-        except Exception:
+            request = self.modern(got, emit)
+        except Exception:  # a bug of the server's below: the client still gets an answer, without it
             log.exception("2026-07-28 request failed in the server")
-            started_reply = codec.encode({"jsonrpc": "2.0", "id": id_, "error": {"code": -32603, "message": "Internal error"}})
-        if started_reply is None or isinstance(started_reply, bytes):
-            # answered at once (an inline tool, an error): no task, no timer, no watcher
-            if started_reply is None:
-                await respond(send, 202)
-            else:
-                await respond(send, _status_for(started_reply), started_reply)
+            await self._modern_reply(send, _internal_error(got.id))
             return
-        task = asyncio.ensure_future(started_reply)
-        done, _ = await asyncio.wait((task,), timeout=HEADER_DELAY)
+        if request.done:
+            # answered at once (an inline tool, an error): no task, no timer, no watcher
+            await self._modern_reply(send, request.value)
+            return
+        waiting = asyncio.ensure_future(request.wait())
+        done, _ = await asyncio.wait((waiting,), timeout=HEADER_DELAY)
         if not done:
             # A slow request: watch for the client leaving, and keep a quiet stream alive.
             gone = asyncio.ensure_future(_wait_disconnect(receive))
             try:
-                while not task.done():
-                    await asyncio.wait((task, gone), timeout=KEEPALIVE_INTERVAL, return_when=asyncio.FIRST_COMPLETED)
+                while not waiting.done():
+                    await asyncio.wait((waiting, gone), timeout=KEEPALIVE_INTERVAL, return_when=asyncio.FIRST_COMPLETED)
                     if gone.done():
-                        task.cancel()  # 2026-07-28: closing the response stream IS the cancellation
+                        request.cancel()  # 2026-07-28: closing the response stream IS the cancellation
+                        waiting.cancel()
                         return
-                    if not task.done() and sse_ok:
+                    if not waiting.done() and sse_ok:
                         if not started:
                             started = True
                             await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
@@ -914,19 +861,23 @@ class StreamableHTTPApp:
             finally:
                 gone.cancel()
         try:
-            reply = task.result()
+            reply = waiting.result()
         except Exception:
             log.exception("2026-07-28 request failed in the server")
-            reply = codec.encode({"jsonrpc": "2.0", "id": id_, "error": {"code": -32603, "message": "Internal error"}})
+            reply = _internal_error(got.id)
         if started:
             if reply is not None:
                 await send({"type": "http.response.body", "body": sse_event(reply), "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             return
+        await self._modern_reply(send, reply)
+
+    @staticmethod
+    async def _modern_reply(send: Send, reply: bytes | None) -> None:
         if reply is None:
             await respond(send, 202)
-            return
-        await respond(send, _status_for(reply), reply)
+        else:
+            await respond(send, _status_for(reply), reply)
 
     # ------------------------------------------------------------- lifecycle
 
@@ -980,6 +931,10 @@ def _limit_error(message: str, limit: str, value: int) -> bytes:
     return codec.encode({"jsonrpc": "2.0", "error": InvalidRequest(message, {"limit": limit, "max": value}).to_dict(), "id": None})
 
 
+def _internal_error(id_: Any) -> bytes:
+    return codec.encode({"jsonrpc": "2.0", "id": None if id_ is UNSET else id_, "error": {"code": -32603, "message": "Internal error"}})
+
+
 async def _drop(data: bytes) -> None:
     return None
 
@@ -1001,49 +956,76 @@ def _status_for(reply: bytes) -> int:
 _MODERN_STATUS = {-32700: 400, -32600: 400, -32602: 400, -32020: 400, -32021: 400, -32022: 400, -32601: 404}
 
 
-def _takes_decoded(handler: Any) -> bool:
-    if handler is None:
-        return False
-    try:
-        return "decoded" in inspect.signature(handler).parameters
-    except (TypeError, ValueError):
-        return False
-
-
-def _modern_envelope(obj: Any) -> bool:
-    """Whether ``obj`` is a request whose ``_meta`` names a 2026-07-28-era protocol version."""
-    if type(obj) is not dict or "id" not in obj or obj.get("method") == "initialize":
+def _modern_envelope(got: Any) -> bool:
+    """Whether ``got`` is a request whose ``_meta`` names a 2026-07-28-era protocol version."""
+    if type(got) is not Envelope or got.method is UNSET or got.id is UNSET or got.method == "initialize":
         return False  # notifications: this revision defines no header rules for them; initialize is legacy
-    params = obj.get("params")
+    params = got.params
     meta = params.get("_meta") if type(params) is dict else None
     v = meta.get(META_PROTOCOL_VERSION) if type(meta) is dict else None
     return type(v) is str and v not in HANDSHAKE_VERSIONS
 
 
-def _why_invalid(m: Any) -> RPCError | None:
-    """What to answer a message that is none of the shapes served here: the core's own reason
-    (e.g. an id that cannot be echoed exactly, naming the bound) when it has one."""
-    try:
-        classify(m)
-    except InvalidMessage as bad:
-        if bad.error.code == -32600 and bad.error.message != "Invalid Request":
-            return bad.error
-    return None
+def _params(env: Envelope) -> Any:
+    return None if env.params is UNSET else env.params
 
 
-def _kind(m: Any) -> str | None:
-    if type(m) is not dict or m.get("jsonrpc") != "2.0":
-        return None
-    if "method" in m:
-        if type(m["method"]) is not str:
-            return None
-        if "id" in m:
-            i = m["id"]
-            return "request" if type(i) in (str, int) else None
-        return "notification"
-    if "id" in m and ("result" in m or "error" in m):
-        return "response"
-    return None
+class _Sorted:
+    """A POST's messages sorted out: the requests (and their id keys, in order), the messages to
+    hand to the session (requests, notifications, responses, in order), the -32600 errors of a
+    batch's invalid elements, the ids of requests the POST cancels."""
+
+    __slots__ = ("requests", "keys", "valid", "invalid", "cancels")
+
+    def __init__(self) -> None:
+        self.requests: list[Envelope] = []
+        self.keys: list[Key] = []
+        self.valid: list[Envelope] = []
+        self.invalid: list[bytes] = []
+        self.cancels: list[Any] = []
+
+
+_INVALID = InvalidRequest("Invalid Request")
+
+
+def _sort_out(items: list[Envelope | InvalidMessage], batch: bool) -> _Sorted:
+    """Sort what a POST carried (as :func:`~sturdyrpc.envelope.read` made it). JSON-RPC §6: in a
+    batch each element that is no valid message gets its own -32600 in the reply array (a request
+    reusing an id of the same batch too); the others are served. MCP ids are strings or integers."""
+    out = _Sorted()
+    seen: set[Key] = set()
+    for m in items:
+        if type(m) is not Envelope:
+            err = _INVALID if m.is_response or m.error.message == "Invalid Request" else m.error  # type: ignore[union-attr]
+            if not batch:
+                raise HTTPRefusal(400, -32600, err.message if err is not _INVALID else "Invalid Request: not a JSON-RPC message")
+            out.invalid.append(codec.encode({"jsonrpc": "2.0", "error": err.to_dict(), "id": None}))
+            continue
+        if m.method is UNSET:
+            out.valid.append(m)  # a response (to a request the server sent)
+            continue
+        if m.id is UNSET:
+            if m.method == "notifications/cancelled":
+                params = m.params
+                if type(params) is dict and type(params.get("requestId")) in (str, int):
+                    out.cancels.append(params["requestId"])
+            out.valid.append(m)
+            continue
+        id_ = m.id
+        if type(id_) is not str and type(id_) is not int:  # null or a fraction: no MCP request id
+            if not batch:
+                raise HTTPRefusal(400, -32600, "Invalid Request: not a JSON-RPC message")
+            out.invalid.append(codec.encode({"jsonrpc": "2.0", "error": _INVALID.to_dict(), "id": None}))
+            continue
+        k = key_of(id_)
+        if k in seen:
+            out.invalid.append(codec.encode({"jsonrpc": "2.0", "error": _INVALID.to_dict(), "id": id_}))
+            continue
+        seen.add(k)
+        out.requests.append(m)
+        out.keys.append(k)
+        out.valid.append(m)
+    return out
 
 
 #: Seconds of silence after which an open SSE stream gets a comment line (keep-alive).

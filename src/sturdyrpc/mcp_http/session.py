@@ -26,7 +26,6 @@ changed is saved before its response leaves. Without it (the default) none of th
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 import time
 from collections import deque
@@ -36,18 +35,17 @@ from typing import Any
 from .. import codec
 from ..admission import Admission
 from ..dispatch import Call
-from ..request_context import current_call
+from ..peer import Peer
+from ..request_context import current_call, current_session
+from ..runner import Origin
 from .events import SSE_HEADERS, EventStore, sse_event
 
-__all__ = ["HTTPSession", "SessionPipe", "Stream", "SSEResponse", "current_http_session", "close_current_stream", "note_outgoing"]
+__all__ = ["HTTPSession", "SessionPipe", "Stream", "SSEResponse", "PostReplies", "RequestOrigin", "ReplyWaiter",
+           "close_current_stream", "note_outgoing"]
 
 log = logging.getLogger("sturdyrpc.http")
 
 Key = tuple[type, Any]
-
-#: The session whose server task is running (set around the MCP server's run; handler tasks inherit it).
-current_http_session: contextvars.ContextVar[HTTPSession | None] = contextvars.ContextVar("sturdyrpc_http_session", default=None)
-
 
 def key_of(id_: Any) -> Key:
     # 1 and True and 1.0 are equal dict keys; ids must stay apart by type.
@@ -118,7 +116,26 @@ class Stream:
         #: The headers of the POST that opened the stream (``ctx.headers`` of its requests).
         self.headers: Mapping[str, str] | None = None
 
+    def emit_nowait(self, data: bytes) -> bool:
+        """:meth:`emit` without waiting; False (nothing sent) when the store needs a wait."""
+        store = self.session.store
+        eid: str | None = None
+        if store is not None and self.session.id is not None:
+            try:
+                eid = store.store_nowait(self.session.id, self.id, data)
+            except Exception as exc:  # a shared store that is down: deliver anyway, without resumability
+                log.warning("event not stored: %s", exc)
+            else:
+                if eid is None:
+                    return False
+        conn = self.conn
+        if conn is not None:
+            conn.put(sse_event(data, eid))
+        return True
+
     async def emit(self, data: bytes) -> None:
+        if self.emit_nowait(data):
+            return
         store = self.session.store
         eid: str | None = None
         if store is not None and self.session.id is not None:
@@ -150,53 +167,107 @@ class Stream:
 
 
 class SessionPipe:
-    """The :class:`~sturdyrpc.peer.MessageTransport` the MCP server runs on for one session."""
+    """The :class:`~sturdyrpc.peer.MessageTransport` the MCP server's peer runs on for one session.
 
-    def __init__(self, session: HTTPSession, max_queued: int = 1024) -> None:
+    Only what the server sends goes through it (to :meth:`HTTPSession.route`); what a POST
+    carries is read once by the app and handed to the peer by :meth:`HTTPSession.feed`, each
+    request's reply going to the POST that carried it (:class:`PostReplies`). ``receive()``
+    returns None when the session ends, which ends the peer."""
+
+    def __init__(self, session: HTTPSession) -> None:
         self.session = session
-        self._inbox: asyncio.Queue[bytes | None] = asyncio.Queue(max_queued)
-        self._closed = False
+        self._closed = asyncio.Event()
         #: Messages queued by a handler, tagged with the request they belong to (see note_outgoing).
         self.tags: dict[int, Key] = {}
-        #: ``answer(message) -> reply | None``, set by whoever runs the server on this pipe
-        #: (:meth:`sturdyrpc.mcp.MCPServer.fast_path`): a request the server would answer at once
-        #: the same way is answered on the POST's own turn, without the round trip through the
-        #: server's queues; None means "feed it". Called ``answer(message, decoded)``, ``decoded``
-        #: being the message as the POST decoded it (not decoded a second time).
-        self.early_answer: Callable[[bytes, Any], bytes | None] | None = None
-
-    def answer_now(self, data: bytes, decoded: Any = None) -> bytes | None:
-        """The server's reply to request ``data`` (``decoded``: as decoded already) if it can be
-        had right now, else None (then feed it)."""
-        early = self.early_answer
-        if early is None or self._closed:
-            return None
-        return early(data, decoded)
-
-    async def feed(self, data: bytes) -> None:
-        if not self._closed:
-            try:
-                self._inbox.put_nowait(data)
-            except asyncio.QueueFull:  # the server is behind: wait for room (backpressure on this POST)
-                await self._inbox.put(data)
 
     async def receive(self) -> bytes | None:
-        if self._closed and self._inbox.empty():
-            return None
-        return await self._inbox.get()
+        await self._closed.wait()
+        return None
 
     async def send(self, data: bytes) -> None:
-        if self._closed:
+        if self._closed.is_set():
             raise ConnectionError("session ended")
         await self.session.route(data, self.tags.pop(id(data), None))
 
+    def send_nowait(self, data: bytes) -> bool:
+        """:meth:`send` at once where nothing needs a wait (see :meth:`HTTPSession.route_nowait`)."""
+        if self._closed.is_set():
+            return False
+        tag = self.tags.get(id(data))
+        if self.session.route_nowait(data, tag):
+            self.tags.pop(id(data), None)
+            return True
+        return False
+
     async def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            try:
-                self._inbox.put_nowait(None)
-            except asyncio.QueueFull:
-                pass
+        self._closed.set()
+
+
+class PostReplies:
+    """The replies to the requests of one POST. Each request's :class:`~sturdyrpc.runner.Origin`
+    is :meth:`origin`; a reply that comes while the POST has no stream (answered on the POST's
+    own turn) is kept in :attr:`ready` for the POST to send as its body; once the POST opened its
+    stream (:meth:`open`), replies go to it."""
+
+    __slots__ = ("session", "ready", "stream")
+
+    def __init__(self, session: HTTPSession) -> None:
+        self.session = session
+        #: request key -> reply, for the replies that came before the stream was opened
+        self.ready: dict[Key, bytes] = {}
+        self.stream: Stream | None = None
+
+    def origin(self, k: Key) -> RequestOrigin:
+        return RequestOrigin(self, k)
+
+    def replied(self, k: Key, data: bytes | None) -> None:
+        if data is None:
+            return  # (a request always gets a reply; None only for a notification)
+        if self.session.version is None:
+            self.session.note_reply(data)
+        if self.stream is None:
+            self.ready[k] = data
+        else:
+            self.session.deliver_reply(k, data)
+
+    def open(self, stream: Stream) -> None:
+        """From now on replies go to ``stream`` (the replies ready already are sent on it first)."""
+        self.stream = stream
+
+
+class RequestOrigin:
+    """Where the reply of one request of a POST goes (see :class:`PostReplies`)."""
+
+    __slots__ = ("post", "key")
+
+    def __init__(self, post: PostReplies, key: Key) -> None:
+        self.post = post
+        self.key = key
+
+    def reply(self, data: bytes | None) -> None:
+        self.post.replied(self.key, data)
+
+
+class ReplyWaiter:
+    """An :class:`~sturdyrpc.runner.Origin` that can be awaited (a request the server sends to
+    itself, such as a replayed ``initialize``)."""
+
+    __slots__ = ("value", "_future")
+
+    def __init__(self) -> None:
+        self.value: bytes | None = None
+        self._future: asyncio.Future[bytes | None] | None = None
+
+    def reply(self, data: bytes | None) -> None:
+        self.value = data
+        if self._future is not None and not self._future.done():
+            self._future.set_result(data)
+
+    async def wait(self, timeout: float) -> bytes | None:
+        if self.value is not None:
+            return self.value
+        self._future = asyncio.get_running_loop().create_future()
+        return await asyncio.wait_for(self._future, timeout)
 
 
 def note_outgoing(transport: Any, data: bytes) -> None:
@@ -228,6 +299,8 @@ class HTTPSession:
         self.store = store
         self.version: str | None = None
         self.pipe = SessionPipe(self)
+        #: The peer serving the session (its MCP server), once :meth:`attach` gave it.
+        self.peer: Peer | None = None
         self.task: asyncio.Task[None] | None = None
         self.streams: dict[str, Stream] = {}
         self.by_request: dict[Key, Stream] = {}
@@ -240,6 +313,7 @@ class HTTPSession:
         self.on_end: Callable[[HTTPSession], Awaitable[None]] | None = None
         self.admission = admission
         self._slots: set[Key] = set()  # requests holding a slot of ``admission``
+        self._deliveries: set[asyncio.Task[None]] = set()  # replies on their way to a stream
         #: The :class:`~.shared.SharedSessions` when the session lives in a shared store (else None).
         self.shared: Any = None
         #: The MCP server's :class:`~sturdyrpc.mcp.session_state.SessionState` of this session, when known.
@@ -256,6 +330,25 @@ class HTTPSession:
         self.sse_whole_headers: list[tuple[bytes, bytes]] = [SSE_HEADERS[0]] + self.response_headers
 
     # -------------------------------------------------------------- requests in
+
+    def attach(self, peer: Peer, state: Any) -> None:
+        """The session is served by ``peer`` (started); ``state``: the protocol's session object
+        (MCP's ``SessionState``), made current for everything fed to the peer."""
+        self.peer = peer
+        self.mcp_state = state
+
+    def feed(self, got: Any, origin: Origin | None = None) -> None:
+        """Hand a message read already to the session's peer, now, in the caller's context (the
+        POST's principal and headers) with the session current; its reply goes to ``origin``
+        (None: the peer's transport). After the session ended, nothing runs."""
+        peer = self.peer
+        if peer is None or self.ended:
+            return
+        token = current_session.set(self.mcp_state)
+        try:
+            peer.feed_envelope(got, origin)
+        finally:
+            current_session.reset(token)
 
     def open_stream(self, request_ids: list[Any], params_of: list[Any], *, holds_slots: bool = False,
                     keys: list[Key] | None = None) -> Stream:
@@ -320,6 +413,32 @@ class HTTPSession:
 
     # ------------------------------------------------------------- messages out
 
+    def route_nowait(self, data: bytes, tag: Key | None) -> bool:
+        """:meth:`route` without waiting, for a session of this worker only (a shared one's
+        messages may need the store first): False, nothing done, when it would have to wait."""
+        if self.shared is not None:
+            return False
+        try:
+            obj = codec.decode(data)
+        except Exception:
+            obj = None
+        if type(obj) is dict and "method" not in obj and ("result" in obj or "error" in obj):
+            if self.version is None:
+                self._learn_version(obj)
+            self._deliver_now(key_of(obj.get("id")), data)
+            return True
+        target = self._related_stream(obj, tag)
+        if target is not None:
+            return target.emit_nowait(data)
+        if type(obj) is dict and "id" not in obj and self._json_mode_related(obj, tag):
+            log.debug("notification of a JSON-mode request dropped: %s", obj.get("method"))
+            return True
+        st = self.standalone
+        if st is not None and not st.finished:
+            return st.emit_nowait(data)
+        self._held.append(data)  # delivered when a GET stream opens; bounded
+        return True
+
     async def route(self, data: bytes, tag: Key | None) -> None:
         """Put one outgoing message on the stream it belongs to."""
         try:
@@ -347,26 +466,57 @@ class HTTPSession:
             self._held.append(data)  # delivered when a GET stream opens; bounded
 
     async def _route_response(self, obj: dict[str, Any], data: bytes) -> None:
-        id_ = obj.get("id")
-        if self.version is None and type(obj.get("result")) is dict:
-            v = obj["result"].get("protocolVersion")
-            if type(v) is str:
-                self.version = v
-        await self.deliver(key_of(id_), data)
+        if self.version is None:
+            self._learn_version(obj)
+        await self.deliver(key_of(obj.get("id")), data)
+
+    def note_reply(self, data: bytes) -> None:
+        """A reply of the server's, while the negotiated version is not known yet: learn it
+        from the reply to ``initialize``."""
+        try:
+            self._learn_version(codec.decode(data))
+        except Exception:
+            pass
+
+    def _learn_version(self, obj: Any) -> None:
+        """The negotiated version, from the reply to ``initialize`` (until it is known)."""
+        result = obj.get("result") if type(obj) is dict else None
+        v = result.get("protocolVersion") if type(result) is dict else None
+        if type(v) is str:
+            self.version = v
+
+    def deliver_reply(self, k: Key, data: bytes) -> None:
+        """:meth:`deliver` without waiting for a session of this worker only; a shared session's
+        reply waits for its state to be saved first (in a task)."""
+        if self.shared is None:
+            self._deliver_now(k, data)
+            return
+        self._later(self.deliver(k, data))
+
+    def _later(self, aw: Any) -> None:
+        task = asyncio.get_running_loop().create_task(aw)
+        self._deliveries.add(task)
+        task.add_done_callback(self._deliveries.discard)
+
+    def _forget_progress(self, k: Key) -> None:
+        if self.progress:
+            for tok in [t for t, r in self.progress.items() if r == k]:
+                del self.progress[tok]
 
     async def deliver(self, k: Key, data: bytes) -> None:
         """Put the response ``data`` to the request keyed ``k`` on its stream (ending the stream
         once all of its requests are answered) and give back the request's slot."""
+        if self.shared is not None and k in self.by_request:
+            await self.shared.before_response(self)  # other workers see what this request changed first
+        self._deliver_now(k, data)
+
+    def _deliver_now(self, k: Key, data: bytes) -> None:
         st = self.by_request.pop(k, None)
         self._release(k)
-        if self.progress:
-            for tok in [t for t, r in self.progress.items() if r == k]:
-                del self.progress[tok]
+        self._forget_progress(k)
         if st is None:
             log.debug("response for %r has no open stream; dropped", k[1])
             return
-        if self.shared is not None:
-            await self.shared.before_response(self)  # other workers see what this request changed first
         st.pending.discard(k)
         if st.json_waiter is not None:
             # JSON mode: responses are collected and sent as the POST's body once all are in.
@@ -376,6 +526,14 @@ class HTTPSession:
                     st.json_waiter.set_result(st.json_replies)
                 st.finish()
             return
+        if st.emit_nowait(data):
+            if not st.pending:
+                st.finish()
+            return
+        self._later(self._emit_then_finish(st, data))
+
+    @staticmethod
+    async def _emit_then_finish(st: Stream, data: bytes) -> None:
         await st.emit(data)
         if not st.pending:
             st.finish()
@@ -430,6 +588,7 @@ class HTTPSession:
                 st.json_waiter.cancel()
             st.finish()
         await self.pipe.close()
+        self.peer = None  # the peer ends with its pipe; nothing here keeps it
         if self.store is not None and self.id is not None:
             await self.store.drop_session(self.id)
         if self.on_end is not None:
@@ -450,8 +609,8 @@ def close_current_stream() -> bool:
     """From inside a handler: close the SSE response carrying the current request, keeping the
     request running; the client reconnects (GET + ``Last-Event-ID``) after the ``retry`` delay
     and receives the rest. Returns False where there is no such stream (stdio, JSON responses)."""
-    session = current_http_session.get()
     call = current_call.get()
-    if session is None or call is None or call.is_notification:
+    origin = call.origin if call is not None else None
+    if type(origin) is not RequestOrigin:
         return False
-    return session.close_request_stream(call.request_id)
+    return origin.post.session.close_request_stream(call.request_id)  # type: ignore[union-attr]

@@ -38,13 +38,18 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from .. import codec
+from ..envelope import UNSET, Envelope, encode_envelope, from_message, read
+from ..limits import DEFAULT_LIMITS
 from ..mcp.request_state import RequestStateSigner, principal_id
 from ..mcp.session_state import mark_replayed
+from ..messages import Notification, Request
 from ..store import Store, StoreUnavailable
 from ..transports.asgi import HTTPRefusal, Receive, Scope, Send, header
 from .events import sse_event, sse_priming
-from .session import HTTPSession, SSEResponse, Stream
+from .session import HTTPSession, ReplyWaiter, SSEResponse, Stream
 
 if TYPE_CHECKING:
     from .server import StreamableHTTPApp
@@ -54,6 +59,9 @@ __all__ = ["SharedSessions", "StoreEventStore"]
 log = logging.getLogger("sturdyrpc.http")
 
 _INIT_ID = "sturdyrpc-replica-init"
+#: What another worker relays (an answer, a cancellation) is read under the default limits: it
+#: passed this server's own when it arrived there.
+_LIMITS = DEFAULT_LIMITS
 #: Seconds between liveness beats; a worker is taken for dead after ``_ALIVE_TTL`` without one.
 _BEAT = 1.5
 _ALIVE_TTL = 5.0
@@ -86,10 +94,18 @@ class StoreEventStore:
         self._writer: asyncio.Task[None] | None = None
 
     async def store(self, session_id: str, stream_id: str, data: bytes | None) -> str:
-        entry = _PRIME if data is None else _MSG + data
         if stream_id == "g":
+            entry = _PRIME if data is None else _MSG + data
             eid = await self.s.append(_events_key(session_id, stream_id), entry, maxlen=self.max_events_per_stream, ttl=self.ttl)
             return f"g.{eid}"
+        out = self.store_nowait(session_id, stream_id, data)
+        assert out is not None
+        return out
+
+    def store_nowait(self, session_id: str, stream_id: str, data: bytes | None) -> str | None:
+        if stream_id == "g":
+            return None  # many writers: the store numbers its entries
+        entry = _PRIME if data is None else _MSG + data
         k = (session_id, stream_id)
         n = self._seqs.get(k, 0) + 1
         self._seqs[k] = n
@@ -306,22 +322,20 @@ class SharedSessions:
         assert self.app is not None
         session = self.app.add_session(sid, principal)
         self.adopt(session)
-        stream = session.open_stream([_INIT_ID], [None])
-        waiter: asyncio.Future[list[bytes]] = asyncio.get_running_loop().create_future()
-        stream.json_waiter = waiter
+        waiter = ReplyWaiter()
         # replayed, not the client's: marked so that telemetry does not count it as a request
-        await session.pipe.feed(codec.encode({"jsonrpc": "2.0", "id": _INIT_ID, "method": "initialize",
-                                              "params": mark_replayed(record.get("init"))}))
+        session.feed(from_message(Request("initialize", mark_replayed(record.get("init")), _INIT_ID)), waiter)
         try:
-            replies = await asyncio.wait_for(waiter, 10)
+            answer = await waiter.wait(10)
         except BaseException:
             self.app.end_session(session)
             raise
-        reply = codec.decode(replies[0])
+        reply = codec.decode(answer) if answer is not None else None
         if type(reply) is not dict or "result" not in reply:
             self.app.end_session(session)
             raise HTTPRefusal(404, -32600, "Session not found")
-        await session.pipe.feed(codec.encode({"jsonrpc": "2.0", "method": "notifications/initialized", "params": mark_replayed(None)}))
+        session.version = reply["result"].get("protocolVersion") if type(reply["result"]) is dict else None
+        session.feed(from_message(Notification("notifications/initialized", mark_replayed(None))))
         return session
 
     def _apply(self, session: HTTPSession, record: dict[str, Any]) -> None:
@@ -400,36 +414,33 @@ class SharedSessions:
         obj["id"] = f"sr.{self.tag}.{'i' if type(id_) is int else 's'}{id_}"
         return codec.encode(obj)
 
-    async def incoming(self, session: HTTPSession, items: list[Any], body: bytes | None) -> tuple[list[Any], bytes | None]:
-        """Send answers to server-to-client requests to the worker that asked; the rest stays."""
-        keep: list[Any] = []
+    async def incoming(self, session: HTTPSession, items: list[Envelope]) -> list[Envelope]:
+        """Send answers to server-to-client requests to the worker that asked, and cancellations
+        of requests running elsewhere to whoever runs them; returns the messages that stay here."""
+        keep: list[Envelope] = []
         for m in items:
             cancelled = _cancelled_id(m)
             if cancelled is not None and session.id is not None and not session.in_flight(cancelled):
                 # the request runs on another worker: whoever runs it cancels it
-                await self.store.publish("sessions", b"cancel\n" + session.id.encode() + b"\n" + codec.encode(m))
+                await self.store.publish("sessions", b"cancel\n" + session.id.encode() + b"\n" + encode_envelope(m))
                 continue
             target = _answer_target(m)
             if target is None:
                 keep.append(m)
                 continue
             tag, original = target
-            m = dict(m)
-            m["id"] = original
-            data = codec.encode(m)
+            m = msgspec.structs.replace(m, id=original)
             if tag == self.tag:
-                await session.pipe.feed(data)
+                keep.append(m)
             elif session.id is not None:
-                await self.store.publish(f"worker:{tag}", session.id.encode() + b"\n" + data)
-        if len(keep) == len(items):
-            return items, body
-        return keep, None
+                await self.store.publish(f"worker:{tag}", session.id.encode() + b"\n" + encode_envelope(m))
+        return keep
 
     async def _on_worker_message(self, msg: bytes) -> None:
         sid, _, data = msg.partition(b"\n")
         session = self.app.sessions.get(sid.decode()) if self.app is not None else None
         if session is not None and not session.ended:
-            await session.pipe.feed(data)
+            session.feed(read(data, _LIMITS))
 
     async def _on_broadcast(self, msg: bytes) -> None:
         kind, _, rest = msg.partition(b"\n")
@@ -447,10 +458,11 @@ class SharedSessions:
         elif kind == b"cancel":
             sid_raw, _, data = rest.partition(b"\n")
             session = self.app.sessions.get(sid_raw.decode()) if self.app is not None else None
-            cancelled = _cancelled_id(codec.decode(data))
+            got = read(data, _LIMITS)
+            cancelled = _cancelled_id(got)
             if session is not None and not session.ended and cancelled is not None and session.in_flight(cancelled):
                 session.cancelled(cancelled)
-                await session.pipe.feed(data)
+                session.feed(got)
 
     async def fanout(self, method: str, params: dict[str, Any]) -> None:
         """:attr:`MCPServer.fanout`: a session notification for every worker (each session once)."""
@@ -567,18 +579,18 @@ class SharedSessions:
 
 def _cancelled_id(m: Any) -> Any:
     """The request id a ``notifications/cancelled`` message names (None for anything else)."""
-    if type(m) is not dict or m.get("method") != "notifications/cancelled" or "id" in m:
+    if type(m) is not Envelope or m.method != "notifications/cancelled" or m.id is not UNSET:
         return None
-    params = m.get("params")
+    params = m.params
     rid = params.get("requestId") if type(params) is dict else None
     return rid if type(rid) in (str, int) else None
 
 
 def _answer_target(m: Any) -> tuple[str, Any] | None:
     """(worker, original id) of a response to a request :meth:`SharedSessions.outgoing` renamed."""
-    if type(m) is not dict or "method" in m or not ("result" in m or "error" in m):
+    if type(m) is not Envelope or m.method is not UNSET:
         return None
-    id_ = m.get("id")
+    id_ = m.id
     if type(id_) is not str or not id_.startswith("sr."):
         return None
     _, tag, rest = id_.split(".", 2) if id_.count(".") >= 2 else ("", "", "")

@@ -9,9 +9,9 @@
   runner is full (:meth:`StdioTransport.hold`).
 
 The framing (``"line"`` or ``"content-length"``) is chosen by argument and comes from
-:mod:`sturdyrpc.framing`, so frames are bounded (``Limits.max_message_bytes``). An optional
-early-answer hook replies to a frame on the reader's turn instead of delivering it (MCP's
-inline ``tools/call``).
+:mod:`sturdyrpc.framing`, so frames are bounded (``Limits.max_message_bytes``). In push mode a
+frame is handed over on the reader's turn, so a request answered at once (an inline handler)
+has its reply written in the same turn's one ``write(2)``.
 
 Guarantees:
 
@@ -118,14 +118,10 @@ def hold_closed_stdout() -> None:
 class StdioTransport:
     """The server side of stdio: frames from ``stdin_fd``, messages to ``stdout_fd``.
 
-    As a :class:`~sturdyrpc.peer.MessageTransport` (``receive``/``receive_nowait``,
-    ``send``/``send_nowait``, ``close``) it serves a :class:`~sturdyrpc.peer.Peer`; in push mode
-    (:meth:`deliver`) each frame is handed to a callback as soon as it is read.
-
-    ``early_answer(frame) -> reply | None`` (optional, may be set after construction): for each
-    complete frame, while no earlier frame is still waiting, a reply it returns is written at
-    once and the frame is not delivered; None delivers the frame as usual; ``b""`` means the hook
-    took the frame and its reply will be written later by other means.
+    In push mode (:meth:`deliver`) each frame is handed to a callback as soon as it is read:
+    a :class:`~sturdyrpc.runner.Runner` (:func:`serve_stdio`) or a :class:`~sturdyrpc.peer.Peer`
+    (the transport is a :class:`~sturdyrpc.peer.FrameSource`); as a
+    :class:`~sturdyrpc.peer.MessageTransport` it can also be read with ``receive()``.
     """
 
     def __init__(
@@ -136,10 +132,8 @@ class StdioTransport:
         framing: Framing = "line",
         max_frame: int = DEFAULT_LIMITS.max_message_bytes,
         max_buffered: int = 64,
-        early_answer: Callable[[bytes], bytes | None] | None = None,
     ) -> None:
         self.framing = framing
-        self.early_answer = early_answer
         self._framer = make_framer(framing, max_frame)
         self._frames: deque[Frame] = deque()
         self._max_buffered = max_buffered
@@ -211,10 +205,9 @@ class StdioTransport:
     def _take(self, frames: list[Frame]) -> None:
         queued = self._frames
         if not queued:
-            early = self.early_answer
             consumer = self._consumer
-            if early is not None or consumer is not None:
-                i = self._hand_over(frames, early, consumer)
+            if consumer is not None:
+                i = self._hand_over(frames, consumer)
                 if i == len(frames):
                     return
                 frames = frames[i:]
@@ -222,13 +215,10 @@ class StdioTransport:
         self._update_reading()
         self._wake()
 
-    def _hand_over(self, frames: list[Frame], early: Callable[[bytes], bytes | None] | None, consumer: Callable[[Frame], None] | None) -> int:
-        """Answer or deliver ``frames`` from the first; the index of the first one left waiting."""
+    def _hand_over(self, frames: list[Frame], consumer: Callable[[Frame], None]) -> int:
+        """Deliver ``frames`` from the first; the index of the first one left waiting. Replies
+        written meanwhile leave every ``_FLUSH_EVERY`` frames, handed to the system at once."""
         i = 0
-        if early is not None:
-            i = self._answer_early(frames, early)
-        if consumer is None:
-            return i
         flush = self._writer.flush_now
         n = len(frames)
         mask = _FLUSH_MASK
@@ -242,35 +232,6 @@ class StdioTransport:
             i += 1
             if not i & mask:
                 flush()
-        return i
-
-    def _answer_early(self, frames: list[Frame], early: Callable[[bytes], bytes | None]) -> int:
-        """Answer frames with the hook from the first; the index of the first it did not answer.
-        The replies leave in order, every ``_FLUSH_EVERY`` of them handed to the system at once."""
-        write_many = self.write_many
-        flush = self._writer.flush_now
-        mask = _FLUSH_MASK
-        replies: list[bytes] = []
-        add = replies.append
-        i = 0
-        for frame in frames:
-            if type(frame) is not bytes:
-                break
-            try:
-                reply = early(frame)
-            except Exception:  # a bug of ours: the frame is delivered as usual instead
-                log.exception("internal error in the early-answer hook")
-                break
-            if reply is None:
-                break
-            if reply:  # b"": taken, answered later through the consumer's own path
-                add(reply)
-            i += 1
-            if not i & mask:
-                write_many(replies)
-                replies.clear()
-                flush()
-        write_many(replies)
         return i
 
     def _schedule_pump(self) -> None:
@@ -418,7 +379,6 @@ async def stdio_transport(
     stdout_fd: int | None = None,
     protect_stdout: bool = True,
     max_frame: int = DEFAULT_LIMITS.max_message_bytes,
-    early_answer: Callable[[bytes], bytes | None] | None = None,
 ) -> StdioTransport:
     """A started :class:`StdioTransport` on this process's stdin/stdout, for servers.
 
@@ -431,7 +391,7 @@ async def stdio_transport(
     """
     if stdout_fd is None:
         stdout_fd = claim_stdout() if protect_stdout else 1
-    t = StdioTransport(stdin_fd, stdout_fd, framing=framing, max_frame=max_frame, early_answer=early_answer)
+    t = StdioTransport(stdin_fd, stdout_fd, framing=framing, max_frame=max_frame)
     await t.start()
     return t
 

@@ -1,9 +1,9 @@
-"""Streamable HTTP answers that need no task: a session's ``tools/call`` of an inline tool answered
-on the POST's own turn (``MCPServer.fast_path``), 2026-07-28 requests answered without a task
-(``MCPServer.start_stateless``), and what must not change on those paths: the same reply bytes as
-the server's own path, no priming event or event ids for a reply sent whole at once (resumability
-kept for streams that stay open), 409 for an id in flight, the
-server-wide slots given back, error results, HTTP statuses.
+"""Streamable HTTP replies ready on the POST's own turn: a session's ``tools/call`` of an inline
+tool (the runner answers it before the POST's feeding returns) and 2026-07-28 requests answered
+without a task (``MCPServer.serve_stateless`` done at once), and what must hold for them: the same
+replies as the task plan gives, no priming event or event ids for a reply sent whole at once
+(resumability kept for streams that stay open), 409 for an id in flight, the server-wide slots
+given back, error results, HTTP statuses.
 
 The apps run in-process under httpx's ASGI transport (real app, server and sessions, no sockets).
 """
@@ -22,7 +22,7 @@ from sturdyrpc.mcp import MCPServer, ToolError
 from sturdyrpc.mcp_http import StreamableHTTPApp, mcp_http_app
 from sturdyrpc.mcp_http.events import MemoryEventStore
 from sturdyrpc.mcp_http.modern import decode_header_value
-from sturdyrpc.mcp_http.session import close_current_stream, current_http_session
+from sturdyrpc.mcp_http.session import close_current_stream
 from sturdyrpc.mcp_http.sse import SSEParser
 from sturdyrpc.request_context import current_headers
 
@@ -34,23 +34,19 @@ MODERN = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
 
 
-def make_server() -> MCPServer:
+def make_server(inline: bool = True) -> MCPServer:
+    """``inline=False``: the same sync tools run as tasks (on the pool), not on the POST's turn."""
     server = MCPServer("early-test", "1.0")
 
-    @server.tool(blocking=False)
+    @server.tool(blocking=not inline)
     def echo(text: str) -> str:
         """Inline: answered on the POST's turn."""
         return text
 
-    @server.tool(blocking=False)
+    @server.tool(blocking=not inline)
     def boom() -> str:
         """Inline, and fails."""
         raise ToolError("it broke")
-
-    @server.tool(blocking=False)
-    def where() -> str:
-        """Inline: says whether it runs in the session's own task (the peer) or on the POST's turn."""
-        return "peer" if current_http_session.get() is not None else "post"
 
     @server.tool()
     async def slow(seconds: float) -> str:
@@ -80,7 +76,7 @@ def events(r: httpx.Response) -> list[tuple[str | None, str]]:
     return out
 
 
-def test_sse_early_answer_is_one_whole_body_without_event_ids_or_store_writes() -> None:
+def test_a_reply_ready_on_the_posts_turn_is_one_whole_body_without_event_ids_or_store_writes() -> None:
     store = MemoryEventStore()
     app = mcp_http_app(make_server(), event_store=store)
 
@@ -111,8 +107,9 @@ def test_sse_early_answer_is_one_whole_body_without_event_ids_or_store_writes() 
 
 
 def test_stream_that_stays_open_keeps_priming_event_ids_and_resumption() -> None:
-    """Beside early answers on the same session: a request that is not answered at once gets the
-    priming event, event ids and the store, and resumes after its response was closed mid-call."""
+    """Beside replies ready at once on the same session: a request that is not answered at once
+    gets the priming event, event ids and the store, and resumes after its response was closed
+    mid-call."""
     server = make_server()
 
     @server.tool()
@@ -140,13 +137,11 @@ def test_stream_that_stays_open_keeps_priming_event_ids_and_resumption() -> None
             assert g.status_code == 200
             replay = [json.loads(e.data) for e in SSEParser().feed(g.content)]
             assert [m["id"] for m in replay] == [3] and replay[0]["result"]["content"][0]["text"] == "done"
-            # an early answer after it still records nothing; the fed path still does
+            # a reply ready at once after it still records nothing; a stream that stays open does
             before = len(store._streams)
             await c.post("/mcp", json=call(4, "echo", text="y"), headers=h)
             assert len(store._streams) == before
-            session = app.sessions[h["mcp-session-id"]]
-            session.pipe.early_answer = None
-            r = await c.post("/mcp", json=call(5, "echo", text="y"), headers=h)
+            r = await c.post("/mcp", json=call(5, "slow", seconds=0.01), headers=h)
             assert events(r)[0][0] and events(r)[0][1] == ""
             assert len(store._streams) == before + 1
             assert app.admission.in_use == 0
@@ -156,39 +151,37 @@ def test_stream_that_stays_open_keeps_priming_event_ids_and_resumption() -> None
 
 
 @pytest.mark.parametrize("json_response", [False, True], ids=["sse", "json"])
-def test_early_answer_is_byte_identical_to_the_servers_own_path(json_response: bool) -> None:
-    app = mcp_http_app(make_server(), json_response=json_response)
+def test_replies_ready_at_once_are_the_replies_of_the_task_plan(json_response: bool) -> None:
+    inline_app = mcp_http_app(make_server(), json_response=json_response)
+    task_app = mcp_http_app(make_server(inline=False), json_response=json_response)
 
     async def go() -> None:
-        async with client(app) as c:
-            h = await open_session(c)
-            session = app.sessions[h["mcp-session-id"]]
-            assert session.pipe.early_answer is not None
+        async with client(inline_app) as a, client(task_app) as b:
+            ha, hb = await open_session(a), await open_session(b)
             bodies = [call(1, "echo", text='a"\u2028b'), call(2, "boom"), call(3, "echo"), call(4, "nope", x=1),
                       {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "echo", "arguments": [1]}}]
-            early = [await c.post("/mcp", json=b, headers=h) for b in bodies]
-            assert "post" in (await c.post("/mcp", json=call(9, "where"), headers=h)).text
-            session.pipe.early_answer = None  # from here every request goes through the session's peer
-            fed = [await c.post("/mcp", json=b, headers=h) for b in bodies]
-            assert "peer" in (await c.post("/mcp", json=call(9, "where"), headers=h)).text
-            for a, b in zip(early, fed, strict=True):
-                assert a.status_code == b.status_code == 200
+            at_once = [await a.post("/mcp", json=m, headers=ha) for m in bodies]
+            tasks = [await b.post("/mcp", json=m, headers=hb) for m in bodies]
+            for x, y in zip(at_once, tasks, strict=True):
+                assert x.status_code == y.status_code == 200
                 if json_response:
-                    assert a.content == b.content
+                    assert x.content == y.content
                 else:
-                    # the same reply event; the fed stream stays open, so it is primed and has ids
-                    assert [d for _, d in events(b) if d] == [d for _, d in events(a) if d]
-                    if events(a)[0][0] is None:  # answered early: one whole event, nothing else
-                        assert a.content == b"event: message\ndata: " + events(b)[-1][1].encode() + b"\n\n"
-            boom = json.loads(events(early[1])[-1][1] if not json_response else early[1].content)
+                    # the same reply event; the task's stream stays open, so it is primed and has ids
+                    assert [d for _, d in events(y) if d] == [d for _, d in events(x) if d]
+                    if events(x)[0][0] is None:  # answered at once: one whole event, nothing else
+                        assert x.content == b"event: message\ndata: " + events(y)[-1][1].encode() + b"\n\n"
+            assert sum(events(x)[0][0] is None for x in at_once) >= 3 or json_response
+            boom = json.loads(events(at_once[1])[-1][1] if not json_response else at_once[1].content)
             assert boom["result"]["isError"] is True and boom["result"]["content"][0]["text"] == "it broke"
-            assert app.admission.in_use == 0
-            await app.aclose()
+            assert inline_app.admission.in_use == task_app.admission.in_use == 0
+            await inline_app.aclose()
+            await task_app.aclose()
 
     asyncio.run(go())
 
 
-def test_early_answer_refuses_an_id_in_flight_and_serves_it_once_free() -> None:
+def test_an_id_in_flight_is_refused_and_served_once_free() -> None:
     app = mcp_http_app(make_server(), json_response=True)
 
     async def go() -> None:
@@ -206,7 +199,7 @@ def test_early_answer_refuses_an_id_in_flight_and_serves_it_once_free() -> None:
     asyncio.run(go())
 
 
-def test_early_answer_on_2025_03_26_has_no_priming_event() -> None:
+def test_a_reply_ready_at_once_on_2025_03_26_has_no_priming_event() -> None:
     app = mcp_http_app(make_server())
 
     async def go() -> None:
@@ -220,7 +213,10 @@ def test_early_answer_on_2025_03_26_has_no_priming_event() -> None:
     asyncio.run(go())
 
 
-def test_start_stateless_answers_inline_at_once_and_returns_an_awaitable_otherwise() -> None:
+def test_serve_stateless_is_done_at_once_for_an_inline_tool_and_awaited_otherwise() -> None:
+    from sturdyrpc.envelope import read
+    from sturdyrpc.limits import DEFAULT_LIMITS
+
     server = make_server()
 
     async def related(data: bytes) -> None:
@@ -231,15 +227,16 @@ def test_start_stateless_answers_inline_at_once_and_returns_an_awaitable_otherwi
                            "params": {"name": name, "arguments": args, "_meta": META}}).encode()
 
     async def go() -> None:
-        now = server.start_stateless(body(1, "echo", text="hi"), related)
-        assert type(now) is bytes
-        assert now == await server.handle_stateless(body(1, "echo", text="hi"), related)
-        later = server.start_stateless(body(2, "slow", seconds=0.01), related)
-        assert not isinstance(later, bytes) and later is not None
-        assert json.loads(await later)["result"]["content"][0]["text"] == "slept"  # type: ignore[misc]
+        now = server.serve_stateless(read(body(1, "echo", text="hi"), DEFAULT_LIMITS), related)
+        assert now.done and now.task is None and type(now.value) is bytes
+        assert now.value == await server.handle_stateless(body(1, "echo", text="hi"), related)
+        later = server.serve_stateless(read(body(2, "slow", seconds=0.01), DEFAULT_LIMITS), related)
+        assert not later.done and later.task is not None
+        assert json.loads(await later.wait() or b"")["result"]["content"][0]["text"] == "slept"
         note = json.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled",
                            "params": {"requestId": 9, "_meta": META}}).encode()
-        assert server.start_stateless(note, related) is None
+        done = server.serve_stateless(read(note, DEFAULT_LIMITS), related)
+        assert done.done and done.value is None
 
     asyncio.run(go())
 
@@ -306,16 +303,24 @@ def test_header_values_with_tabs_and_base64_decode() -> None:
 
 @pytest.mark.parametrize("sync", [True, False], ids=["raises-at-once", "raises-in-task"])
 def test_a_modern_handler_that_fails_gets_internal_error_either_way(sync: bool) -> None:
-    async def serve_session(pipe: Any) -> None:
-        return None
+    def no_sessions(session: Any) -> Any:
+        raise AssertionError("no sessions here")
 
-    def broken_now(body: bytes, emit: Any) -> bytes | None:
-        raise RuntimeError("bug")
+    class Broken:
+        done = False
 
-    async def broken_later(body: bytes, emit: Any) -> bytes | None:
-        raise RuntimeError("bug")
+        async def wait(self) -> bytes | None:
+            raise RuntimeError("bug")
 
-    app = StreamableHTTPApp(serve_session, modern=broken_now if sync else broken_later)
+        def cancel(self) -> None:
+            return None
+
+    def broken(got: Any, emit: Any) -> Any:
+        if sync:
+            raise RuntimeError("bug")
+        return Broken()
+
+    app = StreamableHTTPApp(no_sessions, modern=broken)
 
     async def go() -> None:
         async with client(app) as c:
@@ -329,11 +334,14 @@ def test_a_modern_handler_that_fails_gets_internal_error_either_way(sync: bool) 
     asyncio.run(go())
 
 
-def test_modern_requests_decoded_once_answer_as_the_server_does_on_its_own() -> None:
-    """The app hands 2026-07-28 bodies to ``start_stateless`` already decoded (``decoded=``): the
-    replies are byte for byte those of ``handle_stateless`` decoding the body itself; a body the
-    app decoded to a depth the dispatcher does not allow is still refused by the dispatcher; the
+def test_modern_requests_are_read_once_and_answer_as_handle_stateless_does(monkeypatch: Any) -> None:
+    """The app reads each 2026-07-28 body once and hands what it read to the server: the replies
+    are byte for byte those of ``handle_stateless`` reading the body itself; a body the app read
+    to a depth the dispatcher does not allow is still refused by the dispatcher's limit; the
     handler's ``ctx.headers`` (decoded on first use) still sees the request's headers."""
+    from sturdyrpc import envelope
+    from sturdyrpc.mcp_http import server as http_server
+
     server = make_server()
     seen: dict[str, Any] = {}
 
@@ -346,7 +354,12 @@ def test_modern_requests_decoded_once_answer_as_the_server_does_on_its_own() -> 
         return "ok"
 
     app = mcp_http_app(server)
-    assert app._modern_decoded
+    reads: list[bytes] = []
+    real_read = envelope.read
+
+    def counting(data: bytes, limits: Any) -> Any:
+        reads.append(data)
+        return real_read(data, limits)
 
     async def related(data: bytes) -> None:
         return None
@@ -363,73 +376,17 @@ def test_modern_requests_decoded_once_answer_as_the_server_does_on_its_own() -> 
                 raw = json.dumps(b).encode()
                 h = {"accept": ACCEPT, "content-type": "application/json", "mcp-protocol-version": MODERN,
                      "mcp-method": "tools/call", "mcp-name": b["params"]["name"]}
+                monkeypatch.setattr(http_server, "read", counting)
+                reads.clear()
                 r = await c.post("/mcp", content=raw, headers=h)
+                assert reads == [raw]
+                monkeypatch.undo()
                 assert r.content == await server.handle_stateless(raw, related), b
             h = {"accept": ACCEPT, "mcp-protocol-version": MODERN, "mcp-method": "tools/call", "mcp-name": "hdr",
                  "x-custom": "v1"}
             r = await c.post("/mcp", json=body(8, "hdr", {}), headers=[*h.items(), ("X-Custom", "v2")])
             assert r.json()["result"]["content"][0]["text"] == "ok"
             assert seen["x"] == ("v1, v2", "hdr", True, True) and seen["h"]["mcp-protocol-version"] == MODERN
-            # the app allows deeper bodies than the server: the server's own limit still answers
-            app.max_depth = server.dispatcher.limits.max_depth + 50
-            deep = body(7, "echo", {"text": "x", "d": json.loads("[" * (server.dispatcher.limits.max_depth + 5) + "]" * (server.dispatcher.limits.max_depth + 5))})
-            raw = json.dumps(deep).encode()
-            h = {"accept": ACCEPT, "content-type": "application/json", "mcp-protocol-version": MODERN,
-                 "mcp-method": "tools/call", "mcp-name": "echo"}
-            r = await c.post("/mcp", content=raw, headers=h)
-            assert r.content == await server.handle_stateless(raw, related)
-            assert b"Nesting too deep" in r.content
             await app.aclose()
-
-    asyncio.run(go())
-
-
-def test_stateless_early_answer_is_the_general_paths_reply_or_none() -> None:
-    """``MCPServer.answer_stateless_now``, the 2026-07-28 entry of the one ``tools/call`` path the
-    HTTP POST tries first: for every message it answers, the very bytes ``handle_stateless`` gives;
-    everything else (not an inline tool, a bad envelope, another method, an odd shape) is None,
-    left to the general path."""
-    server = make_server()
-
-    @server.tool(blocking=False)
-    def count(n: int) -> int:
-        return n + 1
-
-    async def related(data: bytes) -> None:
-        return None
-
-    def msg(id_: Any, name: str, args: Any, meta: Any = META, **extra: Any) -> bytes:
-        params = {"name": name, "arguments": args, **({} if meta is None else {"_meta": meta})}
-        return json.dumps({"jsonrpc": "2.0", "id": id_, "method": "tools/call", "params": params, **extra}).encode()
-
-    answered = [msg(1, "echo", {"text": 'a"\u2028b'}), msg("s", "echo", {"text": "x"}), msg(2, "count", {"n": 41}),
-                msg(3, "boom", {}), msg(4, "count", {"n": "x"}), msg(5, "echo", {})]
-    left = [msg(6, "slow", {"seconds": 0}),  # not inline
-            msg(7, "nope", {}),  # no such tool
-            msg(8, "echo", {"text": "x"}, meta=None),  # no envelope
-            msg(9, "echo", {"text": "x"}, meta={**META, "io.modelcontextprotocol/protocolVersion": "2099-01-01"}),
-            msg(10, "echo", {"text": "x"}, meta={"io.modelcontextprotocol/protocolVersion": MODERN}),  # no capabilities
-            msg(11, "echo", {"text": "x"}, meta={**META, "io.modelcontextprotocol/clientCapabilities": []}),
-            msg(1.5, "echo", {"text": "x"}), msg(None, "echo", {"text": "x"}),  # ids MCP does not allow
-            msg(12, "echo", {"text": "x"}, extra="member"),
-            json.dumps({"jsonrpc": "2.0", "id": 13, "method": "ping", "params": {"_meta": META}}).encode(),
-            json.dumps({"jsonrpc": "2.0", "id": 14, "method": "tools/list", "params": {"_meta": META}}).encode(),
-            json.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                        "params": {"requestId": 1, "_meta": META}}).encode(),
-            b"[" + msg(15, "echo", {"text": "x"}) + b"]", b"{"]
-
-    async def go() -> None:
-        for frame in answered:
-            early = server.answer_stateless_now(frame)
-            assert early is not None, frame
-            assert early == await server.handle_stateless(frame, related), frame
-            assert early == server.answer_stateless_now(frame, json.loads(frame))  # as decoded by the transport
-        assert json.loads(server.answer_stateless_now(answered[2]) or b"")["result"]["structuredContent"] == {"result": 42}
-        for frame in left:
-            assert server.answer_stateless_now(frame) is None, frame
-            await server.handle_stateless(frame, related)  # and the general path answers it (or not) as ever
-        # a server that does not speak 2026-07-28 answers nothing early, and follows a change
-        server.supported_versions = ("2025-11-25",)
-        assert server.answer_stateless_now(answered[0]) is None
 
     asyncio.run(go())
