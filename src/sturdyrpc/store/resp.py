@@ -96,7 +96,11 @@ class ReplyParser:
                     return pos
                 if buf[end:end + 2] != b"\r\n":
                     raise RespProtocolError("unexpected reply from Redis: a bulk string longer than announced")
-                value = bytes(buf[pos:end])
+                if self._bulk < 65536:
+                    value = bytes(buf[pos:end])
+                else:  # one copy, not a slice and then a copy of it
+                    with memoryview(buf) as view:
+                        value = bytes(view[pos:end])
                 pos = end + 2
                 self._bulk = -1
             else:
