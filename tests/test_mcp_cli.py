@@ -111,6 +111,11 @@ def _cli_without(modules: list[str], args: list[str], tmp_path: Path) -> subproc
         (["demo", "--mcp", "--http", "127.0.0.1:0"], "uvicorn", "http"),
         (["check", "--url", "http://127.0.0.1:9/mcp"], "httpx", "http"),
         (["check", "--", sys.executable, "-c", "pass"], "rich", "cli"),
+        # The store is opened before any worker starts: the same message, not a traceback.
+        (["demo", "--mcp", "--http", "127.0.0.1:0", "--workers", "2", "--store", "redis://127.0.0.1:1/0"], "redis", "redis"),
+        (["demo", "--mcp", "--http", "127.0.0.1:0", "--store", "redis://127.0.0.1:1/0"], "redis", "redis"),
+        (["run", str(Path(__file__).resolve().parent / "mcp_session_values_server.py") + ":server", "--http", "127.0.0.1:0",
+          "--workers", "2", "--store", "redis://127.0.0.1:1/0"], "redis", "redis"),
     ],
 )
 def test_command_without_its_optional_extra_names_the_extra_and_exits_2(args: list[str], module: str, extra: str, tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from . import EXIT_USAGE
-from .run import TargetError, add_target_arguments, load_target
+from .run import TargetError, add_target_arguments
 
 __all__ = ["register"]
 
@@ -34,8 +34,10 @@ def run(args: argparse.Namespace) -> int:
     if not args.http:
         sys.stderr.write("sturdyrpc dev: --http HOST:PORT is required (a stdio client cannot follow restarts)\n")
         return EXIT_USAGE
+    from ..mcp_http.workers import resolve_target
+
     try:
-        load_target(args.target)  # fail now, with one line, rather than in every restart
+        resolve_target(args.target)  # fail now, with one line, rather than in every restart (what `run --http` serves)
     except TargetError as exc:
         sys.stderr.write(f"sturdyrpc dev: {exc}\n")
         return EXIT_USAGE

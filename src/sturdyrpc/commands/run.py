@@ -3,8 +3,12 @@
 ``module`` is an importable module name (the current directory comes first on the path) or a
 path to a ``.py`` file; ``attr`` names an :class:`~sturdyrpc.mcp.MCPServer` or a plain
 :class:`~sturdyrpc.dispatch.Dispatcher` in it (dotted for nested attributes), or a function
-without arguments that returns one. Without ``:attr`` the first of ``mcp``, ``server``,
-``app``, ``rpc`` that holds one is served.
+that returns one. With ``--http`` the function may also return the ASGI app itself (a
+Streamable HTTP app, or a ``JSONRPCHTTPApp``); one taking ``**options`` is called with what the
+command line asks for (``store``, ``stateless``, ``security`` for ``--auth-*``), and one that
+cannot take ``security`` while ``--auth-*`` is given is refused (the app would serve without
+the token check). Without ``:attr`` the first of ``mcp``, ``server``, ``app``, ``rpc`` that
+holds one is served.
 
 Over stdio (the default) nothing but protocol is written to stdout: output of the module while
 it is imported goes to stderr, as every later ``print`` of a handler does. With ``--http`` the
@@ -76,12 +80,12 @@ def run(args: argparse.Namespace) -> int:
         return _fail(command, "--workers needs --http (stdio has one client)")
     if auth_requested(args) and not args.http:
         return _fail(command, "the --auth-* options need --http (stdio has no tokens)")
+    if args.http:
+        return _serve_http(command, args)
     try:
         target = load_target(args.target)
     except TargetError as exc:
         return _fail(command, str(exc))
-    if args.http:
-        return _serve_http(command, args, target)
     from ..mcp.server import MCPServer
 
     if isinstance(target, MCPServer):
@@ -97,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     os._exit(code)
 
 
-def _serve_http(command: str, args: argparse.Namespace, target: Any) -> int:
+def _serve_http(command: str, args: argparse.Namespace) -> int:
     from ..mcp_http.workers import AUTH_KEYS, WorkersRefused, serve_mcp_workers
     from ..transports.serve_http import RemoteBindRefused, parse_host_port
 
@@ -106,8 +110,9 @@ def _serve_http(command: str, args: argparse.Namespace, target: Any) -> int:
     except ValueError as exc:
         return _fail(command, str(exc))
     try:
-        # Several workers import the target by name, each running its own lifespan.
-        serve_mcp_workers(args.target if args.workers > 1 else target, host, port, workers=args.workers,
+        # By name: the launcher resolves it (one worker) or every worker does, each calling a
+        # factory with the options of this command line and running its own lifespan.
+        serve_mcp_workers(args.target, host, port, workers=args.workers,
                           store=args.store, stateless=args.stateless, allow_remote=args.allow_remote,
                           auth={k: getattr(args, k) for k in AUTH_KEYS} if auth_requested(args) else None)
     except RemoteBindRefused as exc:

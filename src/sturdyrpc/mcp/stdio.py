@@ -18,6 +18,7 @@ import contextlib
 import logging
 import sys
 
+from ..transports.loopwatch import DEFAULT_STALL_WARNING
 from ..transports.stdio import StdioTransport, claim_stdout, hold_closed_stdout, run_until_signalled
 from .lifespan import LifespanError
 from .server import MCPServer
@@ -62,12 +63,14 @@ async def _serve(server: MCPServer, stdin_fd: int, stdout_fd: int) -> None:
     await transport.wait_closed()
 
 
-def run_mcp_stdio(server: MCPServer) -> int:
+def run_mcp_stdio(server: MCPServer, *, stall_warning: float | None = DEFAULT_STALL_WARNING) -> int:
     """Run :func:`serve_mcp_stdio` in a fresh event loop; return the exit code (0, or 1 when the
-    lifespan's startup failed: its message goes to stderr and nothing is served)."""
+    lifespan's startup failed: its message goes to stderr and nothing is served).
+    ``stall_warning``: seconds the event loop may be blocked (a tool calling ``time.sleep`` in
+    an ``async def``) before a warning is logged; None: no watch."""
     hold_closed_stdout()
     try:
-        run_until_signalled(lambda: serve_mcp_stdio(server))
+        run_until_signalled(lambda: serve_mcp_stdio(server), stall_warning=stall_warning)
     except LifespanError as exc:
         sys.stderr.write(f"sturdyrpc: {server.name}: not started: {exc}\n")
         sys.stderr.flush()

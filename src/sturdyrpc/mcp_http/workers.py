@@ -20,7 +20,7 @@ from ..dispatch import Dispatcher
 from ..mcp.request_state import KEYS_ENV, new_keys_env
 from ..mcp.server import MCPServer
 from ..store import is_memory_url, open_store
-from ..targets import load_target
+from ..targets import TargetError, load_target
 from ..transports.asgi import HTTPSecurity
 from ..transports.http import JSONRPCHTTPApp
 from ..transports.serve_http import run_uvicorn
@@ -52,11 +52,11 @@ def check_workers(workers: int, store: str | None, stateless: bool) -> None:
 
 #: What ``module:attr`` may name when no attribute is given (``sturdyrpc run`` uses the same).
 DEFAULT_ATTRS = ("mcp", "server", "app", "rpc")
-_KINDS: tuple[type, ...] = (MCPServer, StreamableHTTPApp, Dispatcher)
+_KINDS: tuple[type, ...] = (MCPServer, StreamableHTTPApp, Dispatcher, JSONRPCHTTPApp)
 
 
 def resolve_target(spec: str, *, store: str | None = None, stateless: bool = False, **extra: Any) -> Any:
-    """The :class:`MCPServer`, Streamable HTTP app or :class:`Dispatcher` that ``spec`` names
+    """The :class:`MCPServer`, :class:`Dispatcher` or app (Streamable HTTP, plain JSON-RPC) that ``spec`` names
     (raises :class:`~sturdyrpc.targets.TargetError`). A factory taking ``**options`` is called
     with ``store`` and ``stateless``; a factory without arguments is called as it is."""
     options: dict[str, Any] = {"store": None if is_memory_url(store) else store}
@@ -104,6 +104,10 @@ def build_app(target: Any, *, store: str | None = None, stateless: bool = False,
         obj = mcp_http_app(obj, **options)
     elif isinstance(obj, Dispatcher):
         obj = JSONRPCHTTPApp(obj)
+    elif security is not None and isinstance(obj, (StreamableHTTPApp, JSONRPCHTTPApp)) and obj.security.auth is None:
+        # An app built without the token check the options ask for: serving it would fail open.
+        raise TargetError(f"{target} built its app without the --auth-* options' token check: let the factory "
+                          "take **options and pass security= on to the app")
     if not isinstance(obj, (StreamableHTTPApp, JSONRPCHTTPApp)):
         raise TypeError(f"{target!r} is no MCPServer, Dispatcher, Streamable HTTP app or factory of one")
     if allow_remote:
@@ -139,6 +143,10 @@ def serve_mcp_workers(target: Any, host: str, port: int, *, workers: int = 1, st
         found = load_target(target, _KINDS, default_attrs=DEFAULT_ATTRS, call_factories=False)
         # Plain JSON-RPC keeps nothing between requests: any number of workers may serve it.
         check_workers(workers, store, stateless or isinstance(found, Dispatcher))
+        if auth and not isinstance(found, _KINDS):
+            # Only the app a factory returns tells whether it took the token check: refused here
+            # rather than by every worker, which uvicorn would start again and again.
+            build_app(target, store=store, stateless=stateless, auth=auth, public_url=public_url)
     check_workers(workers, store, True)
     if not is_memory_url(store):
         open_store(store)  # a bad URL or a missing redis package

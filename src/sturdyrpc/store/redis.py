@@ -164,8 +164,9 @@ class RedisStore:
         try:
             import redis.asyncio as aioredis
             from redis import exceptions as rexc
-        except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise ImportError("the Redis store needs the redis package: pip install 'sturdyrpc[redis]'") from exc
+        except ImportError:
+            # A ModuleNotFoundError naming the module: the CLI turns it into its missing-extra line.
+            raise ModuleNotFoundError("the Redis store needs the redis package: pip install 'sturdyrpc[redis]'", name="redis") from None
         self.url = url
         self.name = _public_name(url)
         self.prefix = prefix

@@ -6,7 +6,11 @@ replies are matched to waiters in order (Redis answers in order), and many concu
 share writes and reads. Blocking reads and pub/sub stay on redis-py (:mod:`.redis`), on their
 own connections, where their cost is per stream, not per request.
 
-A connection that fails or times out is dropped; the next command connects again.
+A connection that fails or times out is dropped; the next command connects again. So is one
+that sends what cannot be a reply (:class:`RespProtocolError`: bad syntax, or arrays nested
+deeper than :data:`MAX_DEPTH`): its waiting commands fail, and nothing escapes into the event
+loop. Replies are parsed incrementally (:class:`ReplyParser`), so a large reply arriving in
+many reads costs time linear in its size.
 """
 
 from __future__ import annotations
@@ -14,53 +18,135 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections import deque
-from typing import Any
+from typing import Any, Protocol, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
-__all__ = ["RespClient", "RespError"]
+__all__ = ["RespClient", "RespError", "RespProtocolError", "ReplyParser", "MAX_DEPTH"]
 
 
 class RespError(Exception):
     """An error reply from Redis (``-ERR ...``)."""
 
 
-_INCOMPLETE = object()
+class RespProtocolError(ConnectionError):
+    """Redis sent what cannot be a reply (bad syntax, nested beyond :data:`MAX_DEPTH`): the
+    connection is dropped, its waiting commands fail with this, and the next command connects
+    again. A ``ConnectionError``, so the store reports it as unavailable."""
 
 
-def _parse(buf: bytearray, pos: int) -> tuple[Any, int] | object:
-    end = buf.find(b"\r\n", pos)
-    if end < 0:
-        return _INCOMPLETE
-    kind = buf[pos]
-    line = bytes(buf[pos + 1:end])
-    pos = end + 2
-    if kind == 36:  # $ bulk string
-        n = int(line)
-        if n < 0:
-            return None, pos
-        if len(buf) < pos + n + 2:
-            return _INCOMPLETE
-        return bytes(buf[pos:pos + n]), pos + n + 2
-    if kind == 58:  # : integer
-        return int(line), pos
-    if kind == 43:  # + simple string
-        return line, pos
-    if kind == 45:  # - error
-        return RespError(line.decode(errors="replace")), pos
-    if kind == 42:  # * array
-        n = int(line)
-        if n < 0:
-            return None, pos
-        items: list[Any] = []
+#: How deeply arrays may nest in one reply. The store's replies nest three deep (XRANGE);
+#: beyond this a reply is refused rather than built.
+MAX_DEPTH = 32
+
+
+class ReplyParser:
+    """Incremental RESP2 reply parser: :meth:`feed` bytes as they arrive, get the replies they complete.
+
+    The position, the open arrays and a bulk string's announced length are kept between feeds,
+    so every byte is looked at once, whatever the size of the reads: the work for a reply is
+    linear in its size. Arrays are built with an explicit stack (no recursion), at most
+    ``max_depth`` deep.
+    """
+
+    def __init__(self, max_depth: int = MAX_DEPTH) -> None:
+        self.max_depth = max_depth
+        self._buf = bytearray()  # bytes not yet parsed (consumed ones are dropped after each feed)
+        self._scan = 0  # where the search for the current line's CRLF goes on
+        self._bulk = -1  # the length of the bulk string whose header was read, or -1
+        self._open: list[tuple[list[Any], int]] = []  # arrays being filled: (items, length)
+        #: Set when the bytes fed cannot be a reply; the connection is to be dropped.
+        self.error: RespProtocolError | None = None
+
+    def feed(self, data: bytes) -> list[Any]:
+        """The replies completed by ``data``, in order (an error reply as a :class:`RespError`
+        value). Bytes that cannot be a reply set :attr:`error` (a :class:`RespProtocolError`):
+        the replies completed before them are still returned, and nothing more is parsed."""
+        out: list[Any] = []
+        if self.error is not None:
+            return out
+        buf = self._buf
+        buf += data
+        try:
+            pos = self._parse(buf, out)
+        except RespProtocolError as exc:
+            self.error = exc
+        except ValueError:  # int() of a length or an integer
+            self.error = RespProtocolError("unexpected reply from Redis: a bad number")
+        else:
+            if pos == len(buf):
+                buf.clear()
+                self._scan = 0
+            elif pos:
+                del buf[:pos]  # a bytearray drops its head by moving its start, not the rest
+                self._scan -= pos
+            return out
+        buf.clear()
+        return out
+
+    def _parse(self, buf: bytearray, out: list[Any]) -> int:
+        """Parse from the start of ``buf`` into ``out``; the offset of the first byte not consumed."""
+        size = len(buf)
+        pos = 0
+        stack = self._open
         value: Any
-        for _ in range(n):
-            r = _parse(buf, pos)
-            if r is _INCOMPLETE:
-                return _INCOMPLETE
-            value, pos = r  # type: ignore[misc]
-            items.append(value)
-        return items, pos
-    raise ConnectionError(f"unexpected reply from Redis: {bytes(buf[pos - len(line) - 3:pos])!r}")
+        while True:
+            if self._bulk >= 0:
+                end = pos + self._bulk
+                if size < end + 2:
+                    return pos
+                if buf[end:end + 2] != b"\r\n":
+                    raise RespProtocolError("unexpected reply from Redis: a bulk string longer than announced")
+                if self._bulk < 65536:
+                    value = bytes(buf[pos:end])
+                else:  # one copy, not a slice and then a copy of it
+                    with memoryview(buf) as view:
+                        value = bytes(view[pos:end])
+                pos = end + 2
+                self._bulk = -1
+            else:
+                end = buf.find(b"\r\n", pos if pos > self._scan else self._scan)
+                if end < 0:
+                    # What was searched is not searched again (a CR at the end may start the CRLF).
+                    self._scan = size - 1 if size > pos else pos
+                    return pos
+                kind = buf[pos]
+                if kind == 36:  # $ bulk string
+                    n = int(buf[pos + 1:end])
+                    pos = end + 2
+                    if n >= 0:
+                        self._bulk = n
+                        continue
+                    value = None
+                elif kind == 58:  # : integer
+                    value = int(buf[pos + 1:end])
+                    pos = end + 2
+                elif kind == 43:  # + simple string
+                    value = bytes(buf[pos + 1:end])
+                    pos = end + 2
+                elif kind == 42:  # * array
+                    n = int(buf[pos + 1:end])
+                    pos = end + 2
+                    if n > 0:
+                        if len(stack) >= self.max_depth:
+                            raise RespProtocolError(f"reply from Redis nested deeper than {self.max_depth} arrays")
+                        stack.append(([], n))
+                        continue
+                    value = None if n < 0 else []
+                elif kind == 45:  # - error
+                    value = RespError(buf[pos + 1:end].decode(errors="replace"))
+                    pos = end + 2
+                else:
+                    raise RespProtocolError(f"unexpected reply from Redis: {bytes([kind])!r}")
+            # A finished value goes into the innermost open array, closing those it fills.
+            while stack:
+                items, n = stack[-1]
+                items.append(value)
+                if len(items) < n:
+                    break
+                stack.pop()
+                value = items
+            else:
+                out.append(value)
 
 
 def encode(args: tuple[Any, ...]) -> bytes:
@@ -71,39 +157,45 @@ def encode(args: tuple[Any, ...]) -> bytes:
     return b"".join(out)
 
 
+class _Transport(Protocol):
+    """What the client needs of a transport: asyncio's, uvloop's (which is no ``asyncio.Transport``
+    subclass) or any other stream transport."""
+
+    def write(self, data: bytes) -> None: ...
+
+    def abort(self) -> None: ...
+
+
 class _Conn(asyncio.Protocol):
     def __init__(self) -> None:
-        self.buf = bytearray()
+        self.parser = ReplyParser()
         self.waiters: deque[asyncio.Future[Any]] = deque()
-        self.transport: asyncio.Transport | None = None
+        self.transport: _Transport | None = None
         self.lost = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(_Transport, transport)
 
     def data_received(self, data: bytes) -> None:
-        buf = self.buf
-        buf += data
-        pos = 0
-        value: Any
-        try:
-            while self.waiters:
-                r = _parse(buf, pos)
-                if r is _INCOMPLETE:
-                    break
-                value, pos = r  # type: ignore[misc]
-                fut = self.waiters.popleft()
-                if not fut.done():  # a waiter that timed out still owns its place in the order
-                    if isinstance(value, RespError):
-                        fut.set_exception(value)
-                    else:
-                        fut.set_result(value)
-        except (ValueError, ConnectionError) as exc:
-            self.abort(ConnectionError(str(exc)))
+        if self.lost:
             return
-        if pos:
-            del buf[:pos]
+        try:
+            replies = self.parser.feed(data)
+        except Exception as exc:  # nothing may escape into the loop: the connection is what fails
+            self.abort(RespProtocolError(f"unreadable reply from Redis ({type(exc).__name__})"))
+            return
+        for value in replies:
+            if not self.waiters:
+                self.abort(RespProtocolError("a reply from Redis that no command asked for"))
+                return
+            fut = self.waiters.popleft()
+            if not fut.done():  # a waiter that timed out still owns its place in the order
+                if isinstance(value, RespError):
+                    fut.set_exception(value)
+                else:
+                    fut.set_result(value)
+        if self.parser.error is not None:
+            self.abort(self.parser.error)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.abort(ConnectionError("connection to Redis lost"))

@@ -7,15 +7,21 @@ Each request's line + headers are bounded (``max_header_bytes``, 64 KiB by defau
 ``431``) and must arrive within ``header_timeout`` seconds (10 by default: after it ``408``), see
 :mod:`sturdyrpc.transports.http_protocol` (which holds the defaults; it needs uvicorn and
 httptools, so it is imported only when serving). Both the plain JSON-RPC and the MCP apps run here.
+
+A :class:`~sturdyrpc.transports.loopwatch.LoopWatch` runs on the server's loop while its
+lifespan does (``stall_warning=``: seconds the loop may be blocked before a warning is logged;
+None: off), in every worker.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import logging
+import os
 from typing import Any
 
-from .asgi import LOCAL_HOSTS, ASGIApp
+from .asgi import LOCAL_HOSTS, ASGIApp, Receive, Scope, Send
+from .loopwatch import DEFAULT_STALL_WARNING, LoopWatch
 
 __all__ = ["parse_host_port", "is_loopback", "run_uvicorn", "uvicorn_config", "RemoteBindRefused"]
 
@@ -74,24 +80,58 @@ def _uvicorn_options(host: str, port: int, allow_remote: bool, log_level: str, m
     return options
 
 
+class _Watched:
+    """``app`` with a :class:`LoopWatch` running while uvicorn's lifespan call lasts (the life
+    of the server, on its loop)."""
+
+    def __init__(self, app: ASGIApp, stall_warning: float) -> None:
+        self.app = app
+        self.watch = LoopWatch(stall_warning)  # a bad threshold fails here, before serving
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            return await self.app(scope, receive, send)
+        self.watch.start()
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.watch.stop()
+
+
+# A worker process imports its app by name: these say which, and the threshold, to _watched_app.
+_WATCHED_APP, _WATCHED_FACTORY, _WATCHED_STALL = "STURDYRPC_WATCHED_APP", "STURDYRPC_WATCHED_FACTORY", "STURDYRPC_STALL_WARNING"
+
+
+def _watched_app() -> ASGIApp:
+    """uvicorn's factory in a worker process: the app named by the launcher, watched."""
+    from uvicorn.importer import import_from_string
+
+    found = import_from_string(os.environ[_WATCHED_APP])
+    app = found() if os.environ.get(_WATCHED_FACTORY) == "1" else found
+    return _Watched(app, float(os.environ[_WATCHED_STALL]))
+
+
 def uvicorn_config(app: ASGIApp, host: str, port: int, *, allow_remote: bool = False, log_level: str = "warning",
                    max_header_bytes: int | None = None, header_timeout: float | None = None,
-                   **uvicorn_options: Any) -> Any:
+                   stall_warning: float | None = DEFAULT_STALL_WARNING, **uvicorn_options: Any) -> Any:
     """The ``uvicorn.Config`` :func:`run_uvicorn` serves with, for running ``uvicorn.Server(config)``
     yourself (in a thread, in tests, beside other tasks)."""
     import uvicorn
 
     options = _uvicorn_options(host, port, allow_remote, log_level, max_header_bytes, header_timeout, uvicorn_options)
-    return uvicorn.Config(app, **options)
+    return uvicorn.Config(_Watched(app, stall_warning) if stall_warning is not None else app, **options)
 
 
 def run_uvicorn(app: ASGIApp | str, host: str, port: int, *, allow_remote: bool = False, workers: int = 1,
                 log_level: str = "warning", max_header_bytes: int | None = None,
-                header_timeout: float | None = None, **uvicorn_options: Any) -> None:
+                header_timeout: float | None = None, stall_warning: float | None = DEFAULT_STALL_WARNING,
+                **uvicorn_options: Any) -> None:
     """Serve ``app`` (an app, or an ``"module:factory"`` string for several workers) until stopped.
 
     ``max_header_bytes`` bounds each request's line + headers (431 beyond it; None: 64 KiB) and
     ``header_timeout`` the seconds a client has to send them (408 after it; None: 10 s).
+    ``stall_warning``: seconds the event loop may be blocked before a warning is logged
+    (:mod:`.loopwatch`; None: off).
     """
     options = _uvicorn_options(host, port, allow_remote, log_level, max_header_bytes, header_timeout, uvicorn_options)
     import uvicorn
@@ -104,4 +144,14 @@ def run_uvicorn(app: ASGIApp | str, host: str, port: int, *, allow_remote: bool 
             raise ValueError("several workers serve with the default max_header_bytes and header_timeout")
         options["workers"] = workers
         options["factory"] = True
+    if stall_warning is not None:
+        if isinstance(app, str):
+            LoopWatch(stall_warning)  # a bad threshold fails here, not in every worker
+            os.environ[_WATCHED_APP] = app
+            os.environ[_WATCHED_FACTORY] = "1" if options.get("factory") else ""
+            os.environ[_WATCHED_STALL] = repr(float(stall_warning))
+            app = f"{__name__}:_watched_app"
+            options["factory"] = True
+        else:
+            app = _Watched(app, stall_warning)
     uvicorn.run(app, **options)

@@ -44,6 +44,7 @@ from ..framing import BadHeader, ContentLengthFramer, FrameTooLarge, LineFramer,
 from ..limits import DEFAULT_LIMITS
 from ..runner import Runner
 from .fd import FdReader, FdWriter
+from .loopwatch import DEFAULT_STALL_WARNING, LoopWatch
 
 __all__ = [
     "Framing",
@@ -435,12 +436,16 @@ async def serve_stdio(
     await transport.close()
 
 
-def run_until_signalled(serve: Callable[[], Awaitable[None]]) -> None:
+def run_until_signalled(serve: Callable[[], Awaitable[None]], *, stall_warning: float | None = DEFAULT_STALL_WARNING) -> None:
     """Run ``serve()`` in a fresh event loop until it returns or SIGTERM/SIGINT arrives.
 
     A signal cancels the serving task, so running requests are cancelled and this returns
-    promptly; stdio servers (plain and MCP) share it.
+    promptly; stdio servers (plain and MCP) share it. ``stall_warning``: seconds the loop may be
+    blocked before a warning is logged (:class:`~sturdyrpc.transports.loopwatch.LoopWatch`;
+    None: no watch).
     """
+
+    watch = LoopWatch(stall_warning) if stall_warning is not None else None
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
@@ -451,20 +456,26 @@ def run_until_signalled(serve: Callable[[], Awaitable[None]]) -> None:
                 loop.add_signal_handler(sig, task.cancel)
             except (NotImplementedError, RuntimeError, ValueError):
                 pass
+        if watch is not None:
+            watch.start()
         try:
             await serve()
         except asyncio.CancelledError:
             pass
+        finally:
+            if watch is not None:
+                watch.stop()
 
     asyncio.run(main())
 
 
-def run_stdio(dispatcher: Dispatcher, **kwargs: Any) -> int:
+def run_stdio(dispatcher: Dispatcher, *, stall_warning: float | None = DEFAULT_STALL_WARNING, **kwargs: Any) -> int:
     """Run :func:`serve_stdio` in a fresh event loop; return the process exit code.
 
     SIGTERM and SIGINT stop it promptly (running requests are cancelled); exit code 0.
+    ``stall_warning``: see :func:`run_until_signalled`.
     """
     if kwargs.get("stdout_fd") is None:
         hold_closed_stdout()
-    run_until_signalled(lambda: serve_stdio(dispatcher, **kwargs))
+    run_until_signalled(lambda: serve_stdio(dispatcher, **kwargs), stall_warning=stall_warning)
     return 0
