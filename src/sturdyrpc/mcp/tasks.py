@@ -36,7 +36,9 @@ worker running a task that it was cancelled. A ``working`` task whose worker sto
 reader that notices.
 
 **Access**: task ids are ``secrets.token_urlsafe(24)``; a task belongs to the principal that
-created it (rule 60): any other principal gets "Task not found", exactly as for an id that
+created it (rule 60), as :func:`~sturdyrpc.auth.identity_of` defines it (issuer, subject and
+client: another client of the same user is another principal; a refreshed token of the same
+client is the same): any other principal gets "Task not found", exactly as for an id that
 never existed. Without a principal, ``tasks.list`` is not declared and ``tasks/list`` lists only
 the tasks of the caller's session.
 """
@@ -56,13 +58,13 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from .. import codec
+from ..auth.principal import identity_of
 from ..dispatch import Context
 from ..errors import InvalidParams, MethodNotFound, RPCError
-from ..request_context import current_call
+from ..request_context import current_call, current_principal, principal_source
 from ..store import Store, StoreUnavailable, Subscription
 from ..store.memory import MemoryStore
 from .pages import Pages
-from .request_state import principal_id
 from .session_state import SessionState
 from .versions import META_CLIENT_CAPABILITIES, VersionRules
 
@@ -307,11 +309,19 @@ class Tasks:
 
     # ------------------------------------------------------------------ creating and running
 
-    def _owner(self, session: SessionState) -> str:
-        return principal_id(session.principal)
+    @staticmethod
+    def _owner(session: SessionState) -> str | None:
+        """Who the request at hand is (:func:`~sturdyrpc.auth.identity_of`): what a task is bound to."""
+        return identity_of(session.request_principal())
 
-    def _index(self, session: SessionState) -> str:
-        return f"p:{self._owner(session)}" if session.principal is not None else f"s:{session.session_id}"
+    @staticmethod
+    def _index(session: SessionState, owner: str | None) -> str:
+        """The ``tasks/list`` stream of ``owner`` (without a principal: of the session)."""
+        if owner is None:
+            return f"s:{session.session_id}"
+        import hashlib  # here: only authenticated task calls need it (start-up time)
+
+        return "p:" + hashlib.sha256(owner.encode()).hexdigest()[:32]  # a short store key; records name the owner in full
 
     async def create(self, session: SessionState, ctx: Context, params: dict[str, Any], rules: VersionRules, modern: bool) -> dict[str, Any]:
         """Create the task, start the tool in the background, return the ``CreateTaskResult``."""
@@ -327,14 +337,20 @@ class Tasks:
         assert type(ttl) is int
         now = time.time()
         task_id = secrets.token_urlsafe(24)
+        principal = session.request_principal()
+        owner = identity_of(principal)
         record: dict[str, Any] = {
             "id": task_id, "status": "working", "created": now, "updated": now, "ttl": ttl, "exp": now + ttl / 1000,
-            "poll": self.poll_interval_ms, "owner": self._owner(session), "worker": self.worker, "modern": modern,
+            "poll": self.poll_interval_ms, "owner": owner, "worker": self.worker, "modern": modern,
         }
         call_params = {k: v for k, v in params.items() if k != "task"}
         tctx = TaskContext(ctx, session, task_id, self, modern)
+        tctx.principal = principal
         context = contextvars.copy_context()
         context.run(current_call.set, None)  # not the creating request's: its stream has ended
+        # The tool's ctx.principal is its creating request's, not the session's later ones.
+        context.run(principal_source.set, None)
+        context.run(current_principal.set, principal)
         stored = asyncio.Event()  # the tool starts once the record exists
         loop = asyncio.get_running_loop()
         runner = loop.create_task(self._run(session, tctx, call_params, record, stored), context=context)
@@ -342,7 +358,7 @@ class Tasks:
         self._running[task_id] = runner  # before the record is visible: it is never taken for lost
         runner.add_done_callback(lambda _t: self._running.pop(task_id, None))
         try:
-            await self.records.create(record, self._index(session))
+            await self.records.create(record, self._index(session, owner))
         except BaseException:
             self._expired.add(task_id)
             runner.cancel()
@@ -681,7 +697,7 @@ class Tasks:
         owner = self._owner(session)
         records: list[_Listed] = []
         seen: set[str] = set()
-        for task_id in await self.records.ids(self._index(session)):
+        for task_id in await self.records.ids(self._index(session, owner)):
             if task_id in seen:
                 continue
             seen.add(task_id)

@@ -42,13 +42,13 @@ from typing import TYPE_CHECKING, Any
 
 from .. import codec
 from ..admission import Admission
-from ..auth.principal import missing_scopes, principal_source
+from ..auth.principal import UnidentifiedPrincipal, identity_of, missing_scopes
 from ..auth.resource_server import ResourceServer, insufficient_scope_refusal
 from ..errors import InvalidRequest, RPCError
 from ..limits import DEFAULT_LIMITS, Limits
 from ..mcp.versions import HANDSHAKE_VERSIONS, META_PROTOCOL_VERSION, MODERN_VERSIONS
 from ..messages import InvalidMessage, classify
-from ..request_context import current_headers, current_principal
+from ..request_context import current_headers, current_principal, principal_source
 from ..store import StoreUnavailable
 from ..transports.asgi import (
     BodyTooLarge,
@@ -269,6 +269,10 @@ class StreamableHTTPApp:
             await respond(send, r.status, error_body(r.code, r.message, with_null_id=False), extra=r.headers)
         except Disconnected:
             return
+        except UnidentifiedPrincipal as exc:
+            # The verifier's principals cannot be told apart (see identity_of): nothing is bound to them.
+            log.error("MCP session refused: %s; the verifier must return principals with a well-defined identity", exc)
+            await respond(send, 500, error_body(-32603, "Internal error", with_null_id=False))
         except StoreUnavailable as exc:
             # The shared store is down or slow: say so (the worker stays up; the next request tries again).
             log.warning("%s", exc)
@@ -427,6 +431,7 @@ class StreamableHTTPApp:
             stream = session.open_stream([r["id"] for r in requests], [r.get("params") for r in requests], holds_slots=True,
                                          keys=request_keys)
             stream.headers = current_headers.get()
+            stream.principal = principal
             slots = 0  # the session gives them back as the requests finish
             if use_sse:
                 await self._answer_sse(session, stream, items, raw, invalid, receive, send, prime=not is_init)
@@ -610,7 +615,8 @@ class StreamableHTTPApp:
     def _new_session(self, principal: Any) -> HTTPSession:
         self._expire_idle()
         if principal is not None:
-            own = [s for s in self.sessions.values() if s.principal == principal and not s.ended]
+            who = identity_of(principal)
+            own = [s for s in self.sessions.values() if identity_of(s.principal) == who and not s.ended]
             if len(own) >= self.max_sessions_per_principal:
                 # The principal's own least recently active session goes (a client that crashed
                 # never sends DELETE); the client holding it gets 404 and initializes again.
@@ -679,7 +685,7 @@ class StreamableHTTPApp:
     def _start(self, session: HTTPSession) -> None:
         async def run() -> None:
             current_http_session.set(session)
-            principal_source.set(lambda: session.principal)
+            principal_source.set(session.principal_of)  # each request's own token's principal
             try:
                 await self.serve_session(session.pipe)
             except asyncio.CancelledError:
@@ -700,10 +706,10 @@ class StreamableHTTPApp:
             raise HTTPRefusal(400, -32600, "Bad Request: Mcp-Session-Id header is required")
         session = self.sessions.get(raw.decode("latin-1"))
         # Another principal's session looks exactly like an unknown one: ids are not credentials.
-        if session is None or session.ended or session.principal != principal:
+        if session is None or session.ended or identity_of(session.principal) != identity_of(principal):
             raise HTTPRefusal(404, -32600, "Session not found")
         # The same principal, with this request's token (a refresh or step-up may change its
-        # scopes): what the session's server sees from now on (principal_source).
+        # scopes): what the session's server sees outside any request (principal_of) from now on.
         session.principal = principal
         return session
 

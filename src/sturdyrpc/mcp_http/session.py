@@ -100,7 +100,7 @@ class SSEResponse:
 class Stream:
     """A logical SSE stream of a session: the POST stream of some requests, or the standalone GET stream."""
 
-    __slots__ = ("id", "session", "pending", "conn", "finished", "standalone", "json_waiter", "json_replies", "headers")
+    __slots__ = ("id", "session", "pending", "conn", "finished", "standalone", "json_waiter", "json_replies", "headers", "principal")
 
     def __init__(self, session: HTTPSession, *, standalone: bool = False) -> None:
         session.stream_counter += 1
@@ -117,6 +117,8 @@ class Stream:
         self.json_replies: list[bytes] = []
         #: The headers of the POST that opened the stream (``ctx.headers`` of its requests).
         self.headers: Mapping[str, str] | None = None
+        #: The principal of the POST's token (``ctx.principal`` of its requests; None: the session's).
+        self.principal: Any = None
 
     async def emit(self, data: bytes) -> None:
         store = self.session.store
@@ -286,6 +288,13 @@ class HTTPSession:
         """The headers of the POST that carried request ``id_`` while it is in flight (else None)."""
         st = self.by_request.get(key_of(id_))
         return st.headers if st is not None else None
+
+    def principal_of(self, id_: Any) -> Any:
+        """The principal of the POST that carried request ``id_`` while it is in flight, else (no
+        such request: a notification, a task's background work) the session's latest."""
+        st = self.by_request.get(key_of(id_)) if id_ is not None else None
+        p = st.principal if st is not None else None
+        return p if p is not None else self.principal
 
     def key_in_flight(self, k: Key) -> bool:
         """:meth:`in_flight` for a request's ``key_of(id)``."""

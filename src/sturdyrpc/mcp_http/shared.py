@@ -39,7 +39,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import codec
-from ..mcp.request_state import RequestStateSigner, principal_id
+from ..auth.principal import identity_of
+from ..mcp.request_state import RequestStateSigner
 from ..mcp.session_state import mark_replayed
 from ..store import Store, StoreUnavailable
 from ..transports.asgi import HTTPRefusal, Receive, Scope, Send, header
@@ -268,7 +269,7 @@ class SharedSessions:
         """A session was just made here by ``initialize``: record it before anything is answered."""
         self.adopt(session)
         assert session.id is not None
-        record = {"p": principal_id(session.principal), "init": init_params, "log": None, "subs": [], "vals": {}}
+        record = {"p": identity_of(session.principal), "init": init_params, "log": None, "subs": [], "vals": {}}
         try:
             await self.store.set(f"session:{session.id}", codec.encode(record), ttl=self.idle)
         except BaseException:
@@ -290,7 +291,7 @@ class SharedSessions:
             raise HTTPRefusal(404, -32600, "Session not found")
         record = codec.decode(data)
         # Another principal's session looks exactly like an unknown one: ids are not credentials.
-        if type(record) is not dict or record.get("p") != principal_id(principal):
+        if type(record) is not dict or record.get("p") != identity_of(principal):
             raise HTTPRefusal(404, -32600, "Session not found")
         if local is None or local.ended:
             lock = self._locks.setdefault(sid, asyncio.Lock())
@@ -300,6 +301,7 @@ class SharedSessions:
                     local = await self._replica(sid, principal, record)
             self._locks.pop(sid, None)
         self._apply(local, record)
+        local.principal = principal  # the same principal; this request's token (see StreamableHTTPApp._find_session)
         return local
 
     async def _replica(self, sid: str, principal: Any, record: dict[str, Any]) -> HTTPSession:
