@@ -1,17 +1,20 @@
 """The task state machine (issue 22): one table of transitions, every (status, event) pair
 allowed or refused as written out here, every status change in the tasks package made through
-it, terminal statuses final."""
+it, terminal statuses final; and a task that fails unexpectedly says so with an incident id,
+never the exception's class or text."""
 
 from __future__ import annotations
 
 import ast
 import asyncio
+import logging
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sturdyrpc.mcp import MCPContext, MCPServer
+from sturdyrpc.mcp import MCPContext, MCPServer, ToolResult
 from sturdyrpc.mcp.tasks import TERMINAL, InvalidTransition
 from sturdyrpc.mcp.tasks import states as task_states
 from sturdyrpc.mcp.tasks.states import EVENTS, STATUSES, TRANSITIONS, next_status, transition
@@ -95,8 +98,17 @@ def test_every_status_change_in_the_tasks_package_goes_through_the_table() -> No
 # ---------------------------------------------------------------------------- through the server
 
 
+class Unstorable:
+    """Structured content no JSON encoder can write (so the task's outcome cannot be stored)."""
+
+
 def make_server() -> MCPServer:
     server = MCPServer("states", "1.0")
+
+    @server.tool(task_support="optional")
+    async def odd() -> ToolResult:
+        """Returns a result whose structured content cannot be encoded."""
+        return ToolResult([{"type": "text", "text": "x"}], structured={"value": Unstorable()})
 
     @server.tool(task_support="optional")
     async def ask(ctx: MCPContext) -> str:
@@ -105,6 +117,36 @@ def make_server() -> MCPServer:
         return str(answer.get("action"))
 
     return server
+
+
+def test_a_task_failing_unexpectedly_names_an_incident_not_the_exception(caplog: pytest.LogCaptureFixture) -> None:
+    server = make_server()
+
+    async def main() -> None:
+        async with server.test_client("2025-11-25") as client:
+            created = await client.request("tools/call", {"name": "odd", "arguments": {}, "task": {}})
+            tid = created["task"]["taskId"]
+            for _ in range(100):
+                got = await client.request("tasks/get", {"taskId": tid})
+                if got["status"] != "working":
+                    break
+                await asyncio.sleep(0.02)
+            assert got["status"] == "failed", got
+            m = re.fullmatch(r"Internal error \(incident ([0-9a-f]{8})\)", got["statusMessage"])
+            assert m, got["statusMessage"]
+            incident = m.group(1)
+            with pytest.raises(Exception) as exc:
+                await client.request("tasks/result", {"taskId": tid})
+            error = exc.value
+            assert getattr(error, "code", None) == -32603 and getattr(error, "message", None) == "Internal error"
+            assert (getattr(error, "data", None) or {}).get("incident") == incident
+            assert "TypeError" not in repr(got) and "Unstorable" not in repr(got) and "Unstorable" not in repr(error)
+
+    with caplog.at_level(logging.ERROR, logger="sturdyrpc.mcp"):
+        asyncio.run(main())
+    # the log has the whole story under that id, for the operator
+    logged = [r for r in caplog.records if "incident" in r.getMessage() and r.exc_info]
+    assert logged and "Unstorable" in str(logged[0].exc_info[1])
 
 
 def test_a_terminal_task_never_changes() -> None:

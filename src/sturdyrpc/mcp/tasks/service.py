@@ -15,11 +15,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import msgspec
-
+from ... import codec
 from ...auth.principal import identity_of
 from ...dispatch import Context
-from ...errors import InvalidParams, MethodNotFound, RPCError
+from ...errors import InternalError, InvalidParams, MethodNotFound, RPCError, incident_of
 from ...request_context import current_call, current_principal, principal_source
 from ...store import Store, StoreUnavailable, Subscription
 from ...store.memory import MemoryStore
@@ -246,7 +245,8 @@ class TaskService:
         try:
             await stored.wait()
             value = await self.server.tools_call.run(session, tctx, params, as_task=True)
-            result = value if type(value) is dict else msgspec.json.decode(msgspec.json.encode(value))  # rendered bytes too
+            # as the record will hold it (rendered bytes decoded; what the store cannot hold fails here)
+            result = codec.decode(codec.encode(value))
             event, outcome, message = self._outcome(result, modern)
         except asyncio.CancelledError:
             if task_id in self._expired:
@@ -256,9 +256,12 @@ class TaskService:
             return
         except RPCError as exc:
             event, outcome, message = FAIL, {"error": exc.to_dict()}, exc.message
-        except Exception as exc:  # never here: ToolsCall.run turns failures into isError results
-            log.exception("task %s failed", task_id[:8])
-            event, outcome, message = FAIL, {"error": {"code": -32603, "message": "Internal error"}}, f"Internal error ({type(exc).__name__})"
+        except Exception as exc:  # an outcome the store cannot hold; ToolsCall.run turns tool failures into isError results
+            incident = incident_of(exc)
+            log.error("incident %s: task %s failed", incident, task_id[:8], exc_info=exc)
+            # the incident id, never the exception's text or class: the message goes to the client
+            event, outcome = FAIL, {"error": InternalError("Internal error", {"incident": incident}).to_dict()}
+            message = f"Internal error (incident {incident})"
         moved, rec = await self._finish(task_id, event, outcome, message)
         if moved and rec is not None and not modern:
             await self._status_notification(session, rec)
