@@ -25,7 +25,7 @@ from sturdyrpc.auth import (
     Principal,
     ResourceServer,
 )
-from sturdyrpc.auth.principal import request_principal
+from sturdyrpc.request_context import request_principal
 from sturdyrpc.mcp import MCPContext, MCPServer
 from sturdyrpc.mcp_http import mcp_http_app
 from sturdyrpc.transports.asgi import HTTPSecurity

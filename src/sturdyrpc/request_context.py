@@ -6,7 +6,9 @@ creator's context, so a value set for one request is never seen by another.
 
 - :data:`current_call` -- the call whose handler is running (set by the runner);
 - :data:`current_headers` -- the HTTP request's headers (None off HTTP);
-- :data:`current_principal` -- the authenticated principal of the request (None without auth);
+- :data:`current_principal` -- the authenticated principal of the HTTP request that started the
+  running code (None without auth); :func:`request_principal` -- the principal of the request
+  being served, which is what handlers and ``ctx.principal`` see;
 - :data:`current_session` -- the protocol session the request belongs to (MCP: its
   ``SessionState``; None for plain JSON-RPC).
 """
@@ -20,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .dispatch import Call
 
-__all__ = ["current_call", "current_headers", "current_principal", "current_session"]
+__all__ = ["current_call", "current_headers", "current_principal", "current_session", "request_principal"]
 
 #: The call whose handler is running in this task (None outside handlers). Transports that route
 #: messages by the request they belong to (Streamable HTTP puts a request's progress and
@@ -31,9 +33,18 @@ current_call: contextvars.ContextVar[Call | None] = contextvars.ContextVar("stur
 #: ", "), set by the HTTP transports beside :data:`current_principal`; None off HTTP.
 current_headers: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar("sturdyrpc_headers", default=None)
 
-#: The authenticated principal of the request being served (None without auth). Set by the HTTP
-#: transports before a handler runs, so that handlers can make their own decisions.
+#: The authenticated principal of the HTTP request being served (None without auth), set by the
+#: HTTP transports before anything of the request runs. Everything the request starts runs in a
+#: copy of the request's context and sees it: a handler of a plain HTTP or 2026-07-28 request, a
+#: request of a Streamable HTTP session (fed to the session's peer from the POST that carried
+#: it), a task a tool started (its creating request's). Read it with :func:`request_principal`.
 current_principal: contextvars.ContextVar[Any] = contextvars.ContextVar("sturdyrpc_principal", default=None)
+
+
+def request_principal() -> Any:
+    """The principal of the request being served (None without authentication)."""
+    return current_principal.get()
+
 
 #: The protocol session of the request being served (MCP: its ``SessionState``); None where the
 #: protocol has none. Typed loosely because the session's type lives in a layer above this one.

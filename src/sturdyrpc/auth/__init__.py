@@ -1,6 +1,8 @@
 """OAuth 2.1 resource-server support for the Streamable HTTP server (MCP authorization).
 
-- :class:`Principal`: who a verified token stands for (subject, scopes, client id, claims).
+- :class:`Principal`: who a verified token stands for (subject, scopes, client id, claims);
+  :func:`identity_of`: the one rule for "the same principal" (what sessions, tasks and
+  ``requestState`` are bound to).
 - Verifiers (:class:`TokenVerifier`): :class:`JWTVerifier` (JWTs checked against the issuer's
   JWKS; needs the ``auth`` extra, PyJWT), :class:`IntrospectionVerifier` (opaque tokens, RFC
   7662), :class:`FunctionVerifier` (your own function).
@@ -25,7 +27,7 @@ if TYPE_CHECKING:
     from .jwks import JWKSCache, JWTVerifier
     from .jwt_verify import DEFAULT_ALGORITHMS, JWTRules, KeySet, verify_jwt
     from .metadata import WELL_KNOWN, ProtectedResourceMetadata, well_known_path, well_known_url
-    from .principal import Principal, missing_scopes, parse_scopes, scopes_of
+    from .principal import Principal, UnidentifiedPrincipal, identity_of, missing_scopes, parse_scopes, scopes_of
     from .resource_server import ResourceServer, insufficient_scope_refusal
     from .verifier import FunctionVerifier, TokenVerifier
 
@@ -49,6 +51,8 @@ _HOMES = {
     "well_known_path": ".metadata",
     "well_known_url": ".metadata",
     "Principal": ".principal",
+    "UnidentifiedPrincipal": ".principal",
+    "identity_of": ".principal",
     "missing_scopes": ".principal",
     "parse_scopes": ".principal",
     "scopes_of": ".principal",
@@ -70,6 +74,8 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "Principal",
+    "identity_of",
+    "UnidentifiedPrincipal",
     "parse_scopes",
     "scopes_of",
     "missing_scopes",

@@ -33,7 +33,9 @@ def principal_from_introspection(doc: Any, *, audiences: frozenset[str] | None, 
     ``active`` must be ``true``; ``exp``/``nbf``, when present, are checked with ``leeway``;
     ``aud`` must name one of ``audiences`` (None: the authorization server is trusted to check
     the audience itself, and a response without ``aud`` is accepted); ``iss``, when ``issuer``
-    is given, must equal it. The subject is ``sub``, else ``username``, else ``client_id``.
+    is given, must equal it. The subject is ``sub``, else ``username``, else ``client_id``; the
+    principal is identified by the issuer and each of ``sub``, ``username`` and ``client_id``
+    the answer gives (:attr:`Principal.identified_by`).
     """
     if type(doc) is not dict:
         raise InvalidToken("introspection answer is not an object")
@@ -56,8 +58,12 @@ def principal_from_introspection(doc: Any, *, audiences: frozenset[str] | None, 
     subject = next((s for s in (doc.get("sub"), doc.get("username"), client_id) if type(s) is str and s), None)
     if subject is None:
         raise InvalidToken("no subject")
-    return Principal(subject, parse_scopes(doc.get("scope")), client_id, issuer if issuer is not None else
-                     (doc["iss"] if type(doc.get("iss")) is str else None), dict(doc), float(exp) if exp is not None else None)
+    iss = issuer if issuer is not None else (doc["iss"] if type(doc.get("iss")) is str else None)
+    # The answer's whole identity: a subject taken from `username` or `client_id` is not a `sub`.
+    named = (("iss", iss), *((k, doc.get(k)) for k in ("sub", "username", "client_id")))
+    identified_by = tuple((k, v) for k, v in named if type(v) is str)
+    return Principal(subject, parse_scopes(doc.get("scope")), client_id, iss, dict(doc), float(exp) if exp is not None else None,
+                     identified_by)
 
 
 class IntrospectionVerifier:

@@ -58,7 +58,8 @@ class MCPContext:
 
     @property
     def principal(self) -> Any:
-        """Whatever the transport's security step produced for the client (None on stdio)."""
+        """The principal of this request's token, as the transport's security step verified it
+        (None without authentication, e.g. on stdio); for a task, its creating request's."""
         return self.session.request_principal()
 
     @property

@@ -6,7 +6,9 @@ When a handler needs input from the client, the ``input_required`` result carrie
     base64url(payload) "." key-id "." base64url(HMAC-SHA256(key, payload)[:16])
 
 where the payload names the method, its target (tool name, resource URI, prompt name), a digest
-of the arguments, a digest of the principal (:data:`~sturdyrpc.request_context.current_principal`),
+of the arguments, a digest of the principal's identity (:func:`~sturdyrpc.auth.identity_of` of
+:func:`~sturdyrpc.request_context.request_principal`: another client of the same user, or a token
+of another issuer with the same subject, cannot use it; a refreshed token of the same client can),
 an expiry time (``ttl``, 10 minutes by default) and a nonce. A token that does not verify, has
 expired, names an unknown key, or was made for another method, target, arguments or principal is
 refused with -32602 "invalid requestState".
@@ -34,13 +36,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .. import codec
+from ..auth.principal import identity_of
 from ..errors import InvalidParams
-from ..request_context import current_principal
+from ..request_context import request_principal
 
 if TYPE_CHECKING:
     from ..store import Store
 
-__all__ = ["RequestStateSigner", "principal_id", "KEYS_ENV", "RING_KEY"]
+__all__ = ["RequestStateSigner", "KEYS_ENV", "RING_KEY"]
 
 #: Environment variable with shared keys: ``kid:hexsecret[,kid:hexsecret]`` (the first one signs).
 KEYS_ENV = "STURDYRPC_REQUEST_STATE_KEYS"
@@ -48,20 +51,6 @@ KEYS_ENV = "STURDYRPC_REQUEST_STATE_KEYS"
 RING_KEY = "request-state-keys"
 
 _INVALID = "Invalid params: invalid requestState"
-
-
-def principal_id(principal: Any) -> str:
-    """A stable name of a principal, the same in every process: its ``subject``/``sub``/``id``
-    attribute or key when it has one, a string as is, None as ``""``, else its ``repr``."""
-    if principal is None:
-        return ""
-    if isinstance(principal, str):
-        return principal
-    for attr in ("subject", "sub", "id", "client_id"):
-        v = principal.get(attr) if isinstance(principal, Mapping) else getattr(principal, attr, None)
-        if isinstance(v, (str, int)):
-            return f"{attr}:{v}"
-    return repr(principal)
 
 
 def _b64(raw: bytes) -> str:
@@ -147,7 +136,7 @@ class RequestStateSigner:
         """A fresh token for a request to ``method`` on ``name`` with request ``params`` (their
         ``arguments`` are bound), for the current principal."""
         args = params.get("arguments") if type(params) is dict else None
-        payload = codec.encode([method, name, _digest(args), _digest(principal_id(current_principal.get())),
+        payload = codec.encode([method, name, _digest(args), _digest(identity_of(request_principal())),
                                 int(time.time() + self.ttl), os.urandom(8).hex()])
         kid = self._signing_kid()
         return f"{_b64(payload)}.{kid}.{_b64(_mac(self.keys[kid], payload))}"
@@ -170,7 +159,7 @@ class RequestStateSigner:
         except Exception:
             raise InvalidParams(_INVALID, {"param": "requestState"}) from None
         if (m != method or n != name or type(expires) is not int or expires < time.time()
-                or args != _digest(params.get("arguments")) or who != _digest(principal_id(current_principal.get()))):
+                or args != _digest(params.get("arguments")) or who != _digest(identity_of(request_principal()))):
             raise InvalidParams(_INVALID, {"param": "requestState"})
 
     # -------------------------------------------------------------- shared keys

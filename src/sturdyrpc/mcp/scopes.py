@@ -4,7 +4,7 @@ may see: the one home of per-tool/resource/prompt ``scopes=[...]``.
 Enforcement happens where the token is: the Streamable HTTP server asks
 :func:`required_scopes` for each request before it runs and answers 403
 ``insufficient_scope`` (see :mod:`sturdyrpc.mcp_http.server`). Lists leave out what the
-principal of the request (:func:`~sturdyrpc.auth.principal.request_principal`) may not use.
+principal of the request (:func:`~sturdyrpc.request_context.request_principal`) may not use.
 Without authentication (no principal: stdio, HTTP without auth) scopes are not enforced.
 """
 
@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..auth.principal import missing_scopes, request_principal
+from ..auth.principal import missing_scopes
+from ..request_context import request_principal
 from .registry import find_resource
 
 if TYPE_CHECKING:

@@ -16,10 +16,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .. import codec
-from ..auth.principal import request_principal
 from ..dispatch import Call, Context
 from ..peer import Peer
-from ..request_context import current_headers
+from ..request_context import current_headers, request_principal
 from ..request_context import current_session as current_session_var
 from .profile import MCPProfile
 from .versions import LATEST, META_PROTOCOL_VERSION, RULES, VersionRules
@@ -55,7 +54,9 @@ class SessionState:
         #: ``Mcp-Session-Id`` on HTTP, a random id per connection elsewhere; None for a
         #: 2026-07-28 request, which belongs to no session.
         self.session_id = session_id
-        #: What the transport's security step produced for the client (None on stdio).
+        #: What the transport's security step produced for the client (None on stdio): for a
+        #: Streamable HTTP session, the principal it is bound to (:func:`~sturdyrpc.auth.identity_of`);
+        #: a request's own is :meth:`request_principal`.
         self.principal = principal
         #: The application's per-session data (``ctx.state``): lives as long as the session.
         self.state: dict[str, Any] = {}
@@ -68,9 +69,10 @@ class SessionState:
         return headers if headers is not None else self._headers
 
     def request_principal(self) -> Any:
-        """The principal of the request at hand: its token's (a refreshed or stepped-up token
-        has other scopes than the one the session was opened with); the session's own where
-        the transport tracks none."""
+        """The principal of the request at hand: its own token's (a refreshed or stepped-up token
+        has other scopes than the one the session was opened with, and two requests in flight
+        may carry two tokens), :func:`~sturdyrpc.request_context.request_principal`; the
+        session's own where there is none."""
         latest = request_principal()
         return latest if latest is not None else self.principal
 

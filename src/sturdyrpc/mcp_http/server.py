@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import codec
 from ..admission import Admission
-from ..auth.principal import missing_scopes
+from ..auth.principal import UnidentifiedPrincipal, identity_of, missing_scopes
 from ..auth.resource_server import ResourceServer, insufficient_scope_refusal
 from ..envelope import UNSET, Envelope, Refused, from_message, read
 from ..errors import InvalidRequest, RPCError
@@ -267,6 +267,10 @@ class StreamableHTTPApp:
             await respond(send, r.status, error_body(r.code, r.message, with_null_id=False), extra=r.headers)
         except Disconnected:
             return
+        except UnidentifiedPrincipal as exc:
+            # The verifier's principals cannot be told apart (see identity_of): nothing is bound to them.
+            log.error("MCP session refused: %s; the verifier must return principals with a well-defined identity", exc)
+            await respond(send, 500, error_body(-32603, "Internal error", with_null_id=False))
         except StoreUnavailable as exc:
             # The shared store is down or slow: say so (the worker stays up; the next request tries again).
             log.warning("%s", exc)
@@ -564,7 +568,8 @@ class StreamableHTTPApp:
     def _new_session(self, principal: Any) -> HTTPSession:
         self._expire_idle()
         if principal is not None:
-            own = [s for s in self.sessions.values() if s.principal == principal and not s.ended]
+            who = identity_of(principal)
+            own = [s for s in self.sessions.values() if identity_of(s.principal) == who and not s.ended]
             if len(own) >= self.max_sessions_per_principal:
                 # The principal's own least recently active session goes (a client that crashed
                 # never sends DELETE); the client holding it gets 404 and initializes again.
@@ -658,7 +663,7 @@ class StreamableHTTPApp:
             raise HTTPRefusal(400, -32600, "Bad Request: Mcp-Session-Id header is required")
         session = self.sessions.get(raw.decode("latin-1"))
         # Another principal's session looks exactly like an unknown one: ids are not credentials.
-        if session is None or session.ended or session.principal != principal:
+        if session is None or session.ended or identity_of(session.principal) != identity_of(principal):
             raise HTTPRefusal(404, -32600, "Session not found")
         # The same principal, with this request's token (a refresh or step-up may change its
         # scopes); each request's handlers see their own request's (request_context).

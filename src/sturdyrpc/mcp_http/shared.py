@@ -41,9 +41,10 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from .. import codec
+from ..auth.principal import identity_of
 from ..envelope import UNSET, Envelope, encode_envelope, from_message, read
 from ..limits import DEFAULT_LIMITS
-from ..mcp.request_state import RequestStateSigner, principal_id
+from ..mcp.request_state import RequestStateSigner
 from ..mcp.session_state import mark_replayed
 from ..messages import Notification, Request
 from ..store import Store, StoreUnavailable
@@ -284,7 +285,7 @@ class SharedSessions:
         """A session was just made here by ``initialize``: record it before anything is answered."""
         self.adopt(session)
         assert session.id is not None
-        record = {"p": principal_id(session.principal), "init": init_params, "log": None, "subs": [], "vals": {}}
+        record = {"p": identity_of(session.principal), "init": init_params, "log": None, "subs": [], "vals": {}}
         try:
             await self.store.set(f"session:{session.id}", codec.encode(record), ttl=self.idle)
         except BaseException:
@@ -306,7 +307,7 @@ class SharedSessions:
             raise HTTPRefusal(404, -32600, "Session not found")
         record = codec.decode(data)
         # Another principal's session looks exactly like an unknown one: ids are not credentials.
-        if type(record) is not dict or record.get("p") != principal_id(principal):
+        if type(record) is not dict or record.get("p") != identity_of(principal):
             raise HTTPRefusal(404, -32600, "Session not found")
         if local is None or local.ended:
             lock = self._locks.setdefault(sid, asyncio.Lock())
@@ -316,6 +317,7 @@ class SharedSessions:
                     local = await self._replica(sid, principal, record)
             self._locks.pop(sid, None)
         self._apply(local, record)
+        local.principal = principal  # the same principal; this request's token (see StreamableHTTPApp._find_session)
         return local
 
     async def _replica(self, sid: str, principal: Any, record: dict[str, Any]) -> HTTPSession:
