@@ -130,7 +130,7 @@ class MethodEntry:
     own handlers, which check their params themselves. ``route``: see :data:`Route`.
     """
 
-    __slots__ = ("name", "fn", "is_async", "blocking", "binder", "raw", "route", "plan", "__weakref__")
+    __slots__ = ("name", "fn", "is_async", "blocking", "binder", "raw", "route", "plan", "takes_context", "__weakref__")
 
     def __init__(self, name: str, fn: Callable[..., Any], blocking: bool | None, *, raw: bool = False,
                  route: Route | None = None) -> None:
@@ -145,11 +145,8 @@ class MethodEntry:
         self.route = route
         #: How it runs (see :data:`Plan`); set by the dispatcher that made it.
         self.plan: Plan = TASK
-
-    @property
-    def takes_context(self) -> bool:
-        """Whether the handler is given the request's context."""
-        return self.raw or self.binder.context_name is not None
+        #: Whether the handler is given the request's context.
+        self.takes_context = raw or self.binder.context_name is not None
 
     @property
     def inline(self) -> bool:
@@ -161,24 +158,28 @@ def _no_params() -> None:
     """The signature of a raw entry as far as binding goes: params are not bound."""
 
 
-class Call:
-    """A request or notification, validated and bound, ready to run.
+class Call(msgspec.Struct, dict=False, weakref=False):
+    """A request or notification, validated and bound, ready to run (a struct: made in C, one
+    per request on every path).
 
     ``origin``: where its reply goes when the transport gave one (see
     :meth:`sturdyrpc.runner.Runner.feed_envelope`); None: the connection's own ``send``.
     """
 
-    __slots__ = ("id", "method", "entry", "args", "kwargs", "params", "job", "origin")
+    id: Any
+    method: str
+    entry: MethodEntry
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    params: Any
+    job: BatchJob | None = None
+    origin: Any = None
 
-    def __init__(self, id: Any, method: str, entry: MethodEntry, args: tuple[Any, ...], kwargs: dict[str, Any], params: Any) -> None:
-        self.id = id
-        self.method = method
-        self.entry = entry
-        self.args = args
-        self.kwargs = kwargs
-        self.params = params
-        self.job: BatchJob | None = None
-        self.origin: Any = None
+    def __hash__(self) -> int:  # calls are keys of the runner's tables: by identity
+        return id(self)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
 
     @property
     def is_notification(self) -> bool:
@@ -619,7 +620,13 @@ class Dispatcher:
         entry = call.entry
         if self.middleware_chain:
             return self._run_chain_inline(call, context)
-        args, kwargs = call.arguments(context) if entry.takes_context else (call.args, call.kwargs)
+        if entry.raw:
+            args: tuple[Any, ...] = (call.params, context)
+            kwargs: dict[str, Any] = _EMPTY
+        elif entry.takes_context:
+            args, kwargs = call.arguments(context)
+        else:
+            args, kwargs = call.args, call.kwargs
         if entry.is_async:
             ok, value = _drive(call_async(entry.fn, args, kwargs))
         else:

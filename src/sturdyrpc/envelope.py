@@ -79,15 +79,12 @@ def limit_error(limit: Literal["max_message_bytes", "max_depth", "max_batch", "m
     return InvalidRequest(message, {"limit": limit, "max": value})
 
 
-def _small(limits: Limits) -> int:
-    # Valid JSON of n bytes nests at most n // 2 deep: shorter messages need no depth count.
-    return min(limits.max_message_bytes, 2 * limits.max_depth)
-
-
 def read(data: bytes, limits: Limits) -> Read:
     """Read one frame or body (see the module docstring). Never raises for bad input."""
     n = len(data)
-    if n <= _small(limits) or n <= limits.max_message_bytes and data.count(b"[") + data.count(b"{") <= limits.max_depth:
+    depth = limits.max_depth
+    # Valid JSON of n bytes nests at most n // 2 deep: shorter messages need no bracket count.
+    if n <= 2 * depth and n <= limits.max_message_bytes or n <= limits.max_message_bytes and data.count(b"[") + data.count(b"{") <= depth:
         try:
             env: Envelope = _decode_envelope(data)
         except Exception:  # not of the usual shape, or malformed: the general path says which

@@ -111,8 +111,8 @@ class MessageTransport(Protocol):
 class FrameSource(Protocol):
     """A transport that hands over each frame as soon as it is read, instead of being read."""
 
-    def deliver(self, on_frame: Callable[[bytes | FrameTooLarge | BadHeader], None]) -> None:
-        """Call ``on_frame`` with every frame, in order, from now on."""
+    def deliver(self, on_frame: Callable[[bytes | FrameTooLarge | BadHeader], None], context: contextvars.Context | None = None) -> None:
+        """Call ``on_frame`` with every frame, in order, from now on, in ``context`` when given."""
 
     def hold(self, on: bool) -> None:
         """Stop (True) or resume (False) delivering frames and reading."""
@@ -401,7 +401,7 @@ class Peer:
         self._writer = loop.create_task(self._write_loop(), name=f"{self.name}-writer")
         source = self._source
         if source is not None:
-            source.deliver(self.feed)
+            source.deliver(self._feed, self._context)
             self._reader = loop.create_task(self._wait_input(source), name=f"{self.name}-reader")
         else:
             self._reader = loop.create_task(self._read_loop(), name=f"{self.name}-reader")
@@ -1003,7 +1003,7 @@ class Peer:
                     # the handlers) run, or replies pile up and push us into backpressure.
                     burst = 0
                     await asyncio.sleep(0)
-                self.feed(frame)
+                self._feed(frame)  # the reader task runs in the peer's context already
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -1023,9 +1023,9 @@ class Peer:
         self._connection_lost(reason, eof=True)
 
     def feed(self, frame: bytes | FrameTooLarge | BadHeader) -> None:
-        """Handle one incoming frame now (a push transport calls this for each frame it reads;
-        pull transports are read by the peer itself), in the context the peer was started in,
-        whoever calls. Never raises."""
+        """Handle one incoming frame now, in the context the peer was started in, whoever calls
+        (a push transport is given :meth:`_feed` and that context, entered once per chunk; pull
+        transports are read by the peer itself). Never raises."""
         self._context.run(self._feed, frame)
 
     def _feed(self, frame: bytes | FrameTooLarge | BadHeader) -> None:
@@ -1045,13 +1045,18 @@ class Peer:
         t = type(got)
         if t is Envelope:
             method = got.method
-            if method is not UNSET and got.id is UNSET and (method == profile.cancel_method or method == profile.progress_method):
+            if method is UNSET:  # a reply: taken whatever the pressure, so calls waiting on it can finish
+                self._to_runner(got, origin, profile)
+                return
+            if got.id is UNSET and (method == profile.cancel_method or method == profile.progress_method):
                 self._notice(method, got.params, profile)
                 if origin is not None:
                     origin.reply(None)
                 return
-            if method is UNSET:  # a reply: taken whatever the pressure, so calls waiting on it can finish
-                self._to_runner(got, origin, profile)
+            if not (self._closing or self._runner_pressure or self._write_pressure or self._held):
+                runner = self._runner  # the usual message, at once: _to_runner's step, without the call
+                runner.profile = profile
+                runner.feed_envelope(got, origin)
                 return
         elif t is InvalidMessage and got.is_response:
             self._to_runner(got, origin, profile)

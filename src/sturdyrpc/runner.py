@@ -160,6 +160,12 @@ class Runner:
         d = self.dispatcher
         if type(frame) is bytes:
             todo = d.receive(frame, self.on_response, self.profile)
+            if type(todo) is Call and todo.entry.plan is INLINE and self.profile is None:
+                # the common case, as _start_call would run it: answered on this turn
+                reply = d.run_inline(todo)
+                if reply is not None:
+                    self.send(reply)
+                return
         else:
             omit = self.profile is not None and self.profile.omit_unreadable_id()
             err: RPCError
@@ -176,7 +182,16 @@ class Runner:
         its reply goes to ``origin`` (None: ``send``). ``origin`` hears ``reply(None)`` when
         nothing is to be answered. Returns the task finishing it, or None when it is done."""
         d = self.dispatcher
-        todo = d.accept(got, self.profile, self.on_response) if type(got) is Envelope else d.accept_read(got, self.profile, self.on_response)
+        profile = self.profile
+        todo = d.accept(got, profile, self.on_response) if type(got) is Envelope else d.accept_read(got, profile, self.on_response)
+        if type(todo) is Call and todo.entry.plan is INLINE and (profile is None or not profile.refuse_duplicate_ids or not self._by_id):
+            # the common case, as _start_call would run it: answered on this turn
+            reply = d.run_inline(todo)
+            if origin is not None:
+                self._reply(origin, reply)
+            elif reply is not None:
+                self.send(reply)
+            return None
         if todo is None:
             if origin is not None:
                 origin.reply(None)

@@ -33,6 +33,7 @@ from ..errors import InvalidParams, InvalidRequest, MethodNotFound, RPCError, as
 from ..execute import shared_pool
 from ..invoke import call_now
 from ..limits import Limits
+from ..request_context import current_session as current_session_var
 from .content import ToolError, text_content
 from .context import InputRequired, MCPContext
 from .registry import TEMPLATE_TEXT, TEMPLATE_WRAPPED, OutputMismatch, Tool
@@ -316,9 +317,10 @@ class ToolsCall:
 
     def _inline_entry(self, tool: Tool) -> MethodEntry:
         run_inline = self.run_inline
+        session_of_request = current_session_var.get
 
         def call_tool(params: dict[str, Any], ctx: Context | None) -> Any:
-            session = current_session()
+            session = session_of_request()
             if session is None:
                 raise InvalidRequest("Invalid Request", {"reason": "no MCP session for this request"})
             return run_inline(session, params, tool, None, ctx)

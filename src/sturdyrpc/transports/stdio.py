@@ -30,6 +30,7 @@ Guarantees:
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import os
 import signal
@@ -139,6 +140,7 @@ class StdioTransport:
         self._frames: deque[Frame] = deque()
         self._max_buffered = max_buffered
         self._consumer: Callable[[Frame], None] | None = None
+        self._context: contextvars.Context | None = None  # where frames are handed over (push mode)
         self._held = False
         self._stopped = False  # held, or stdout paused: push mode delivers nothing
         self._pump_scheduled = False
@@ -170,10 +172,12 @@ class StdioTransport:
 
     # ------------------------------------------------------------ input
 
-    def deliver(self, on_frame: Callable[[Frame], None]) -> None:
+    def deliver(self, on_frame: Callable[[Frame], None], context: contextvars.Context | None = None) -> None:
         """Push mode: hand every frame, in order, to ``on_frame`` as soon as it is read (or
-        released by :meth:`hold`), instead of waiting for :meth:`receive`."""
+        released by :meth:`hold`), instead of waiting for :meth:`receive`; in ``context`` when
+        given (entered once per chunk read, not per frame), else the reader's own."""
         self._consumer = on_frame
+        self._context = context
         self._schedule_pump()
 
     def hold(self, on: bool) -> None:
@@ -200,7 +204,11 @@ class StdioTransport:
         if frames:
             w = self._writer
             started = w.begin_batch()
-            self._take(frames)
+            cv = self._context
+            if cv is None:
+                self._take(frames)
+            else:
+                cv.run(self._take, frames)
             w.end_batch(started)
 
     def _take(self, frames: list[Frame]) -> None:
@@ -238,7 +246,7 @@ class StdioTransport:
     def _schedule_pump(self) -> None:
         if self._consumer is not None and not self._pump_scheduled:
             self._pump_scheduled = True
-            asyncio.get_running_loop().call_soon(self._pump)
+            asyncio.get_running_loop().call_soon(self._pump, context=self._context)
 
     def _pump(self) -> None:
         self._pump_scheduled = False
