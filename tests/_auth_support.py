@@ -170,3 +170,74 @@ def replies(r: Any) -> list[dict[str, Any]]:
 def init_body(version: str = "2025-11-25") -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": 0, "method": "initialize",
             "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+
+
+class DripServer:
+    """An HTTP endpoint on 127.0.0.1 that answers every request (any method, any path) with
+    ``200``, a ``Content-Length`` and then its body ``chunk`` bytes (one by default) every
+    ``interval`` seconds: each read of a client returns something, so only a deadline for the
+    whole answer cuts it off. Served by an asyncio loop in a thread; ``connections`` counts the
+    requests it got."""
+
+    def __init__(self, body: bytes = b'{"keys": []}' * 64, interval: float = 0.3, chunk: int = 1) -> None:
+        self.body = body
+        self.interval = interval
+        self.chunk = chunk
+        self.connections = 0
+        self.port = 0
+        self._stopping = False
+
+    async def _handle(self, reader: Any, writer: Any) -> None:
+        import asyncio
+
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            self.connections += 1
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(self.body))
+            for i in range(0, len(self.body), self.chunk):
+                if self._stopping:
+                    break
+                writer.write(self.body[i:i + self.chunk])
+                await writer.drain()
+                await asyncio.sleep(self.interval)
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            pass
+        finally:
+            writer.close()
+
+    @contextmanager
+    def serve(self) -> Iterator[DripServer]:
+        import asyncio
+
+        loop = asyncio.new_event_loop()
+        started = threading.Event()
+        holder: dict[str, Any] = {}
+
+        async def main() -> None:
+            stop = holder["stop"] = asyncio.Event()
+            server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+            self.port = server.sockets[0].getsockname()[1]
+            started.set()
+            await stop.wait()
+            self._stopping = True  # each drip ends at its next byte
+            server.close()
+            drips = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            if drips:
+                await asyncio.wait(drips, timeout=5)
+
+        def run() -> None:
+            loop.run_until_complete(main())
+            loop.close()
+
+        thread = threading.Thread(target=run, daemon=True, name="test-drip")
+        thread.start()
+        assert started.wait(10), "the drip server did not start"
+        try:
+            yield self
+        finally:
+            loop.call_soon_threadsafe(holder["stop"].set)
+            thread.join(10)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
