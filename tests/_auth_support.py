@@ -174,16 +174,22 @@ def init_body(version: str = "2025-11-25") -> dict[str, Any]:
 
 class DripServer:
     """An HTTP endpoint on 127.0.0.1 that answers every request (any method, any path) with
-    ``200``, a ``Content-Length`` and then its body ``chunk`` bytes (one by default) every
-    ``interval`` seconds: each read of a client returns something, so only a deadline for the
-    whole answer cuts it off. Served by an asyncio loop in a thread; ``connections`` counts the
-    requests it got."""
+    ``200`` and ``body`` sent ``repeat`` times, ``chunk`` bytes (one by default) every ``interval``
+    seconds: dripped, each read of a client returns something, so only a deadline for the whole
+    answer cuts it off; with ``interval=0`` and a large ``repeat``, a flood that only a size cap
+    cuts off. ``chunked``: no ``Content-Length`` (chunked transfer coding), so the client learns
+    the size only by reading. Served by an asyncio loop in a thread; ``connections`` counts the
+    requests it got, ``sent`` the body bytes it wrote before the client went away."""
 
-    def __init__(self, body: bytes = b'{"keys": []}' * 64, interval: float = 0.3, chunk: int = 1) -> None:
+    def __init__(self, body: bytes = b'{"keys": []}' * 64, interval: float = 0.3, chunk: int = 1, *, repeat: int = 1,
+                 chunked: bool = False) -> None:
         self.body = body
         self.interval = interval
         self.chunk = chunk
+        self.repeat = repeat
+        self.chunked = chunked
         self.connections = 0
+        self.sent = 0
         self.port = 0
         self._stopping = False
 
@@ -193,13 +199,21 @@ class DripServer:
         try:
             await reader.readuntil(b"\r\n\r\n")
             self.connections += 1
-            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(self.body))
-            for i in range(0, len(self.body), self.chunk):
-                if self._stopping:
-                    break
-                writer.write(self.body[i:i + self.chunk])
+            framing = b"transfer-encoding: chunked" if self.chunked else b"content-length: %d" % (len(self.body) * self.repeat)
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n%s\r\n\r\n" % framing)
+            for _ in range(self.repeat):
+                for i in range(0, len(self.body), self.chunk):
+                    if self._stopping:
+                        return
+                    piece = self.body[i:i + self.chunk]
+                    writer.write(b"%x\r\n%s\r\n" % (len(piece), piece) if self.chunked else piece)
+                    await writer.drain()
+                    self.sent += len(piece)
+                    if self.interval:
+                        await asyncio.sleep(self.interval)
+            if self.chunked:
+                writer.write(b"0\r\n\r\n")
                 await writer.drain()
-                await asyncio.sleep(self.interval)
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             pass
         finally:
