@@ -170,3 +170,88 @@ def replies(r: Any) -> list[dict[str, Any]]:
 def init_body(version: str = "2025-11-25") -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": 0, "method": "initialize",
             "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+
+
+class DripServer:
+    """An HTTP endpoint on 127.0.0.1 that answers every request (any method, any path) with
+    ``200`` and ``body`` sent ``repeat`` times, ``chunk`` bytes (one by default) every ``interval``
+    seconds: dripped, each read of a client returns something, so only a deadline for the whole
+    answer cuts it off; with ``interval=0`` and a large ``repeat``, a flood that only a size cap
+    cuts off. ``chunked``: no ``Content-Length`` (chunked transfer coding), so the client learns
+    the size only by reading. Served by an asyncio loop in a thread; ``connections`` counts the
+    requests it got, ``sent`` the body bytes it wrote before the client went away."""
+
+    def __init__(self, body: bytes = b'{"keys": []}' * 64, interval: float = 0.3, chunk: int = 1, *, repeat: int = 1,
+                 chunked: bool = False) -> None:
+        self.body = body
+        self.interval = interval
+        self.chunk = chunk
+        self.repeat = repeat
+        self.chunked = chunked
+        self.connections = 0
+        self.sent = 0
+        self.port = 0
+        self._stopping = False
+
+    async def _handle(self, reader: Any, writer: Any) -> None:
+        import asyncio
+
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            self.connections += 1
+            framing = b"transfer-encoding: chunked" if self.chunked else b"content-length: %d" % (len(self.body) * self.repeat)
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n%s\r\n\r\n" % framing)
+            for _ in range(self.repeat):
+                for i in range(0, len(self.body), self.chunk):
+                    if self._stopping:
+                        return
+                    piece = self.body[i:i + self.chunk]
+                    writer.write(b"%x\r\n%s\r\n" % (len(piece), piece) if self.chunked else piece)
+                    await writer.drain()
+                    self.sent += len(piece)
+                    if self.interval:
+                        await asyncio.sleep(self.interval)
+            if self.chunked:
+                writer.write(b"0\r\n\r\n")
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            pass
+        finally:
+            writer.close()
+
+    @contextmanager
+    def serve(self) -> Iterator[DripServer]:
+        import asyncio
+
+        loop = asyncio.new_event_loop()
+        started = threading.Event()
+        holder: dict[str, Any] = {}
+
+        async def main() -> None:
+            stop = holder["stop"] = asyncio.Event()
+            server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+            self.port = server.sockets[0].getsockname()[1]
+            started.set()
+            await stop.wait()
+            self._stopping = True  # each drip ends at its next byte
+            server.close()
+            drips = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            if drips:
+                await asyncio.wait(drips, timeout=5)
+
+        def run() -> None:
+            loop.run_until_complete(main())
+            loop.close()
+
+        thread = threading.Thread(target=run, daemon=True, name="test-drip")
+        thread.start()
+        assert started.wait(10), "the drip server did not start"
+        try:
+            yield self
+        finally:
+            loop.call_soon_threadsafe(holder["stop"].set)
+            thread.join(10)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"

@@ -59,6 +59,8 @@ class AuthServer:
     response_iss: str | None = None
     #: scopes the server will never grant (a user who refuses part of the request)
     withheld: set[str] = field(default_factory=set)
+    #: members put over those of its metadata document (endpoints elsewhere)
+    metadata_extra: dict[str, Any] = field(default_factory=dict)
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     clients: dict[str, dict[str, Any]] = field(default_factory=dict)
     codes: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -103,6 +105,7 @@ class AuthServer:
             md["code_challenge_methods_supported"] = ["S256"]
         if self.cimd:
             md["client_id_metadata_document_supported"] = True
+        md.update(self.metadata_extra)
         return md
 
     def count(self, kind: str) -> int:
@@ -203,6 +206,10 @@ class ResourceServer:
     default: list[str] = field(default_factory=lambda: ["mcp:read"])
     scope_in_challenge: bool = True
     resource_override: str | None = None
+    #: the ``resource_metadata`` its challenges name instead of its own document (an attacker's choice)
+    metadata_url_override: str | None = None
+    #: members put over those of its protected resource metadata
+    prm_extra: dict[str, Any] = field(default_factory=dict)
     jwks_fetches: int = 0
     seen: list[tuple[str, int]] = field(default_factory=list)
     _jwks: dict[str, Any] = field(default_factory=dict)
@@ -213,10 +220,10 @@ class ResourceServer:
 
     def prm(self) -> dict[str, Any]:
         return {"resource": self.resource_override or self.resource, "authorization_servers": [self.auth.issuer],
-                "scopes_supported": ["mcp:read"]}
+                "scopes_supported": ["mcp:read"], **self.prm_extra}
 
     def challenge(self, scopes: list[str], error: str | None = None) -> str:
-        parts = [f'resource_metadata="{self.base}/.well-known/oauth-protected-resource/mcp"']
+        parts = [f'resource_metadata="{self.metadata_url_override or self.base + "/.well-known/oauth-protected-resource/mcp"}"']
         if self.scope_in_challenge:
             parts.append(f'scope="{" ".join(scopes)}"')
         if error:

@@ -42,10 +42,14 @@ KEYS = KeySet.from_jwks({"keys": [public_jwk(KEY, "r1"), public_jwk(EC, "e1")]})
 RULES = JWTRules.build(ISS, AUD)
 
 
-def token(key: Any = KEY, kid: str | None = "r1", alg: str = "RS256", **claims: Any) -> str:
+def token(key: Any = KEY, kid: str | None = "r1", alg: str = "RS256", typ: Any = "JWT", **claims: Any) -> str:
+    """A signed token; ``typ`` None: a header without ``typ``."""
     c: dict[str, Any] = {"iss": ISS, "aud": AUD, "sub": "alice", "exp": NOW + 60, "scope": "a b"}
     c.update(claims)
-    return pyjwt.encode({k: v for k, v in c.items() if v is not None}, key, algorithm=alg, headers={"kid": kid} if kid else None)
+    headers: dict[str, Any] = {"typ": typ}  # PyJWT leaves the member out when it is None
+    if kid:
+        headers["kid"] = kid
+    return pyjwt.encode({k: v for k, v in c.items() if v is not None}, key, algorithm=alg, headers=headers)
 
 
 def test_expiry_and_not_before_with_leeway_against_the_injected_clock() -> None:
@@ -61,6 +65,35 @@ def test_expiry_and_not_before_with_leeway_against_the_injected_clock() -> None:
     for bad in ("soon", True, None):
         with pytest.raises(InvalidToken):
             verify_jwt(token(exp=bad), KEYS, RULES, NOW)
+
+
+def test_an_iat_in_the_future_beyond_the_leeway_is_refused() -> None:
+    assert verify_jwt(token(iat=NOW - 3600), KEYS, RULES, NOW).subject == "alice"
+    assert verify_jwt(token(iat=NOW + 29), KEYS, RULES, NOW).subject == "alice"  # clock skew
+    with pytest.raises(InvalidToken, match="issued in the future"):
+        verify_jwt(token(iat=NOW + 31), KEYS, RULES, NOW)
+    with pytest.raises(InvalidToken, match="issued in the future"):
+        verify_jwt(token(iat=NOW + 1), KEYS, JWTRules.build(ISS, AUD, leeway=0), NOW)
+    with pytest.raises(InvalidToken):
+        verify_jwt(token(iat="yesterday"), KEYS, RULES, NOW)
+
+
+def test_typ_must_name_an_access_token() -> None:
+    # RFC 9068 access tokens say at+jwt; many identity providers (Keycloak, older Auth0 and Okta
+    # setups) still say JWT, or nothing: accepted by default. Another explicit type is another
+    # kind of token signed by the same keys, and is no access token.
+    for typ in ("at+jwt", "AT+JWT", "application/at+jwt", "Application/At+JWT", "JWT", "jwt", "application/jwt", None):
+        assert verify_jwt(token(typ=typ), KEYS, RULES, NOW).subject == "alice", typ
+    for typ in ("logout+jwt", "dpop+jwt", "secevent+jwt", "token-introspection+jwt", "JOSE", "id_token+jwt", "at+jwt ",
+                "application/", 5, ["at+jwt"]):
+        with pytest.raises(InvalidToken):
+            verify_jwt(token(typ=typ), KEYS, RULES, NOW)
+    strict = JWTRules.build(ISS, AUD, require_at_jwt=True)
+    for typ in ("at+jwt", "application/AT+JWT"):
+        assert verify_jwt(token(typ=typ), KEYS, strict, NOW).subject == "alice"
+    for typ in ("JWT", "application/jwt", None, "dpop+jwt"):
+        with pytest.raises(InvalidToken):
+            verify_jwt(token(typ=typ), KEYS, strict, NOW)
 
 
 def test_claims_give_the_principal() -> None:
@@ -195,6 +228,16 @@ def test_cli_options() -> None:
     assert rs.resource == AUD and rs.required_scopes == () and rs.metadata.scopes_supported == ("a",)
     with pytest.raises(AuthOptionsError):
         auth_from_args(_parse("--auth-issuer", ISS, "--auth-jwks", ISS + "/jwks", "--auth-audience", "not a url"), "http://x/mcp")
+    # the defaults: a 5 s deadline for a verdict and for a JWKS fetch, the generic typ JWT accepted
+    rs = auth_from_args(_parse("--auth-issuer", ISS, "--auth-jwks", ISS + "/jwks"), AUD)
+    assert (rs.timeout, rs.verifier.jwks.timeout, rs.verifier.rules.require_at_jwt) == (5.0, 5.0, False)
+    rs = auth_from_args(_parse("--auth-issuer", ISS, "--auth-jwks", ISS + "/jwks", "--auth-timeout", "1.5", "--auth-require-at-jwt"), AUD)
+    assert (rs.timeout, rs.verifier.jwks.timeout, rs.verifier.rules.require_at_jwt) == (1.5, 1.5, True)
+    for bad in ("0", "-1", "301"):
+        with pytest.raises(AuthOptionsError):
+            auth_from_args(_parse("--auth-issuer", ISS, "--auth-jwks", ISS + "/jwks", "--auth-timeout", bad), AUD)
+    with pytest.raises(AuthOptionsError):  # on its own it asks for verification, which needs an issuer
+        auth_from_args(_parse("--auth-require-at-jwt"), AUD)
 
 
 def test_without_pyjwt_one_clear_message(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import quote
 
 from .errors import InvalidToken, VerificationUnavailable
-from .fetch import PostForm, httpx_post_form
+from .fetch import FETCH_TIMEOUT, PostForm, httpx_post_form, within
 from .jwt_verify import MAX_TOKEN_BYTES
 from .principal import Principal, parse_scopes
 
@@ -78,13 +78,19 @@ class IntrospectionVerifier:
     ``cache_ttl`` (seconds, default 0: off): keep an accepted token's principal that long (never
     past its ``exp``; at most ``cache_size`` tokens, kept by hash), trading that much revocation
     delay for one introspection call per token instead of one per request. Refusals are never cached.
+
+    ``timeout``: seconds one introspection call may take, the whole answer included (any
+    ``post`` function, yours too, is cut off then: :class:`VerificationUnavailable`, 503).
     """
 
     def __init__(self, endpoint: str, *, audience: str | Iterable[str] | None, client_id: str | None = None,
                  client_secret: str | None = None, headers: Mapping[str, str] | None = None, issuer: str | None = None,
                  leeway: float = 30.0, clock: Callable[[], float] = time.time, post: PostForm | None = None,
-                 cache_ttl: float = 0.0, cache_size: int = 10_000) -> None:
+                 cache_ttl: float = 0.0, cache_size: int = 10_000, timeout: float = FETCH_TIMEOUT) -> None:
+        if not timeout > 0:
+            raise ValueError("timeout must be a positive number of seconds")
         self.endpoint = endpoint
+        self.timeout = float(timeout)
         self.cache_ttl = cache_ttl
         self.cache_size = cache_size
         self._cache: dict[bytes, tuple[float, Principal]] = {}
@@ -94,7 +100,7 @@ class IntrospectionVerifier:
         self.issuer = issuer
         self.leeway = leeway
         self.clock = clock
-        self.post = post if post is not None else httpx_post_form()
+        self.post = post if post is not None else httpx_post_form(self.timeout)
         hdrs = {"accept": "application/json"}
         if client_id is not None:
             # RFC 6749 §2.3.1: the id and secret are form-urlencoded before Basic encoding.
@@ -114,7 +120,8 @@ class IntrospectionVerifier:
                 if self.clock() < hit[0]:
                     return hit[1]
                 del self._cache[key]
-        status, doc = await self.post(self.endpoint, {"token": token, "token_type_hint": "access_token"}, self.headers)
+        status, doc = await within(self.timeout, self.post(self.endpoint, {"token": token, "token_type_hint": "access_token"},
+                                                           self.headers), "introspection")
         if status != 200 or doc is None:
             raise VerificationUnavailable(f"introspection answered HTTP {status}")
         now = self.clock()

@@ -7,9 +7,14 @@ signature; the claims are checked here, against an injected clock:
 - the algorithm is on the allow-list AND fits the key's type (RSA keys: RS*/PS*, EC keys: the
   ES* of their curve, OKP keys: EdDSA; a key's own ``alg`` must match): ``none`` and every HS*
   algorithm are refused outright, so a public key can never be used as an HMAC secret;
+- ``typ``, when present, names an access token: ``at+jwt`` (RFC 9068 §2.1; compared
+  case-insensitively, with or without ``application/``) or the generic ``JWT`` that many
+  identity providers still put on access tokens; any other type (an ID token, a logout or
+  DPoP proof, a security event token) is refused, and ``JWTRules.require_at_jwt`` accepts
+  ``at+jwt`` only;
 - ``iss`` equals the issuer exactly; ``aud`` (string or list) holds one of the audiences
-  (RFC 8707: this resource's URL); ``exp`` is required, ``nbf`` honoured, both with a small
-  leeway; ``sub`` is required (RFC 9068).
+  (RFC 8707: this resource's URL); ``exp`` is required, ``nbf`` honoured, ``iat`` not in the
+  future, all with a small leeway; ``sub`` is required (RFC 9068).
 """
 
 from __future__ import annotations
@@ -58,12 +63,14 @@ class JWTRules:
     issuer: str
     audiences: frozenset[str]
     algorithms: frozenset[str] = frozenset(DEFAULT_ALGORITHMS)
-    #: Seconds of clock skew tolerated on ``exp`` and ``nbf``.
+    #: Seconds of clock skew tolerated on ``exp``, ``nbf`` and ``iat``.
     leeway: float = 30.0
+    #: True: the header must say ``typ: at+jwt`` (RFC 9068). False: ``at+jwt``, ``JWT`` or no ``typ``.
+    require_at_jwt: bool = False
 
     @classmethod
     def build(cls, issuer: str, audience: str | Iterable[str], algorithms: Iterable[str] = DEFAULT_ALGORITHMS,
-              leeway: float = 30.0) -> JWTRules:
+              leeway: float = 30.0, *, require_at_jwt: bool = False) -> JWTRules:
         """Validated rules: a non-empty issuer and audience, asymmetric algorithms only, leeway 0..300 s."""
         if not issuer:
             raise ValueError("an issuer is required")
@@ -77,7 +84,7 @@ class JWTRules:
             raise ValueError(f"algorithms not allowed for JWKS-verified tokens: {bad or 'empty list'}")
         if not 0 <= leeway <= 300:
             raise ValueError("leeway must be between 0 and 300 seconds")
-        return cls(issuer, auds, algs, float(leeway))
+        return cls(issuer, auds, algs, float(leeway), bool(require_at_jwt))
 
 
 @dataclass(frozen=True)
@@ -167,6 +174,7 @@ def verify_jwt(token: str, keys: KeySet, rules: JWTRules, now: float) -> Princip
         header = jwt.get_unverified_header(token)
     except Exception:
         raise InvalidToken("malformed token") from None
+    _check_type(header.get("typ"), rules.require_at_jwt)
     alg = header.get("alg")
     if type(alg) is not str or alg not in rules.algorithms:
         raise InvalidToken("algorithm not allowed")
@@ -194,6 +202,23 @@ def verify_jwt(token: str, keys: KeySet, rules: JWTRules, now: float) -> Princip
     return _principal(claims, rules, now)
 
 
+def _check_type(typ: Any, strict: bool) -> None:
+    """RFC 9068 §4: a resource server MUST check that ``typ`` is ``at+jwt`` (an ID token or
+    another JWT signed by the same keys is no access token)."""
+    if typ is None:
+        if strict:
+            raise InvalidToken("no typ (at+jwt required)")
+        return
+    if type(typ) is not str:
+        raise InvalidToken("malformed typ")
+    name = typ.lower()
+    if name.startswith("application/"):
+        name = name[len("application/"):]
+    if name == "at+jwt" or (name == "jwt" and not strict):
+        return
+    raise InvalidToken("not an access token (typ)")
+
+
 def _principal(claims: Mapping[str, Any], rules: JWTRules, now: float) -> Principal:
     if claims.get("iss") != rules.issuer:
         raise InvalidToken("other issuer")
@@ -213,6 +238,8 @@ def _principal(claims: Mapping[str, Any], rules: JWTRules, now: float) -> Princi
     iat = claims.get("iat")
     if iat is not None and not _number(iat):
         raise InvalidToken("malformed iat")
+    if iat is not None and iat > now + rules.leeway:
+        raise InvalidToken("issued in the future")
     sub = claims.get("sub")
     if type(sub) is not str or not sub:
         raise InvalidToken("no sub")

@@ -18,9 +18,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-__all__ = ["add_auth_arguments", "auth_from_args", "auth_requested", "split_scopes", "AuthOptionsError"]
+__all__ = ["add_auth_arguments", "auth_from_args", "auth_requested", "split_scopes", "AuthOptionsError", "AUTH_KEYS"]
 
-_OPTIONS = ("auth_issuer", "auth_jwks", "auth_scopes", "auth_audience")
+#: The ``--auth-*`` options by their argparse names (what a launcher hands its worker processes).
+AUTH_KEYS = ("auth_issuer", "auth_jwks", "auth_scopes", "auth_audience", "auth_timeout", "auth_require_at_jwt")
 
 
 class AuthOptionsError(ValueError):
@@ -28,7 +29,8 @@ class AuthOptionsError(ValueError):
 
 
 def add_auth_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--auth-issuer``, ``--auth-jwks``, ``--auth-scopes`` and ``--auth-audience``."""
+    """Add ``--auth-issuer``, ``--auth-jwks``, ``--auth-scopes``, ``--auth-audience``,
+    ``--auth-timeout`` and ``--auth-require-at-jwt``."""
     g = parser.add_argument_group("authorization (OAuth 2.1 resource server, needs sturdyrpc[auth]; with --http)")
     g.add_argument("--auth-issuer", metavar="ISSUER_URL", help="accept JWT access tokens issued by this authorization server (iss)")
     g.add_argument("--auth-jwks", metavar="JWKS_URL", help="the issuer's JSON Web Key Set (signing keys, refreshed on rotation)")
@@ -36,11 +38,17 @@ def add_auth_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--auth-audience", metavar="URL",
                    help="this server's public URL: the token audience (RFC 8707) and the metadata's resource"
                         " (default: the server's own MCP URL)")
+    g.add_argument("--auth-timeout", metavar="SECONDS", type=float,
+                   help="the longest a request waits for its token to be verified, the JWKS fetch included;"
+                        " past it: 503 with Retry-After (default: 5)")
+    g.add_argument("--auth-require-at-jwt", action="store_true", default=None,
+                   help="accept only tokens whose header says typ: at+jwt (RFC 9068); by default the generic"
+                        " JWT type (and none) is accepted too, any other type refused")
 
 
 def auth_requested(args: argparse.Namespace) -> bool:
     """Whether any ``--auth-*`` option was given."""
-    return any(getattr(args, name, None) for name in _OPTIONS)
+    return any(getattr(args, name, None) for name in AUTH_KEYS)
 
 
 def split_scopes(value: str | None) -> list[str]:
@@ -66,13 +74,18 @@ def auth_from_args(args: argparse.Namespace, default_resource: str, *, server_wi
     if not issuer or not jwks:
         raise AuthOptionsError("--auth-issuer and --auth-jwks are both needed to verify tokens")
     from .jwks import JWTVerifier
-    from .resource_server import ResourceServer
+    from .resource_server import VERIFY_TIMEOUT, ResourceServer
 
     resource = audience or default_resource
     scopes = split_scopes(scopes_opt)
+    timeout = getattr(args, "auth_timeout", None)
+    timeout = VERIFY_TIMEOUT if timeout is None else timeout
+    if not 0 < timeout <= 300:
+        raise AuthOptionsError("--auth-timeout must be between 0 and 300 seconds")
     try:
-        verifier = JWTVerifier(issuer, jwks, resource)
+        verifier = JWTVerifier(issuer, jwks, resource, timeout=timeout,
+                               require_at_jwt=bool(getattr(args, "auth_require_at_jwt", False)))
         return ResourceServer(verifier, resource=resource, authorization_servers=[issuer],
-                              scopes=scopes if server_wide_scopes else (), scopes_supported=scopes)
+                              scopes=scopes if server_wide_scopes else (), scopes_supported=scopes, timeout=timeout)
     except ValueError as exc:
         raise AuthOptionsError(str(exc)) from None

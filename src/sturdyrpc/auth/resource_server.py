@@ -6,7 +6,8 @@
 - verifies the bearer token with its :class:`~.verifier.TokenVerifier` (JWT/JWKS,
   introspection, or your own): no token, a malformed header or a refused token -> 401 with
   ``WWW-Authenticate: Bearer resource_metadata="...", scope="..."`` (RFC 6750 §3, RFC 9728
-  §5.1); a verifier that cannot reach its issuer -> 503 (the token is never let through);
+  §5.1); a verifier that cannot reach its issuer, or does not finish within ``timeout``
+  seconds -> 503 with ``Retry-After`` (the token is never let through);
 - requires the server-wide ``scopes`` (403 ``error="insufficient_scope"`` naming them);
 - serves the protected-resource metadata (RFC 9728) at ``/.well-known/oauth-protected-resource``
   and at the path-suffixed form for the resource's path (``/.well-known/oauth-protected-resource/mcp``).
@@ -16,6 +17,7 @@ Bodies are fixed JSON-RPC errors; the reason a token was refused goes to the log
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable
 from typing import Any
@@ -23,17 +25,26 @@ from typing import Any
 from ..transports.asgi import BearerAuth, HTTPRefusal, Receive, Scope, Send, respond
 from .challenge import bearer_challenge
 from .errors import InvalidToken, VerificationUnavailable
+from .fetch import FETCH_TIMEOUT
 from .metadata import WELL_KNOWN, ProtectedResourceMetadata, check_resource_url, well_known_path, well_known_url
 from .principal import missing_scopes, scopes_of
 from .verifier import TokenVerifier
 
-__all__ = ["ResourceServer", "insufficient_scope_refusal", "UNAVAILABLE"]
+__all__ = ["ResourceServer", "insufficient_scope_refusal", "UNAVAILABLE", "VERIFY_TIMEOUT"]
 
 log = logging.getLogger("sturdyrpc.auth")
 
 #: The JSON-RPC error code of a 503 because the token cannot be verified now (an
 #: implementation-defined server error, as for "Server busy").
 UNAVAILABLE = -32000
+
+#: Seconds a request waits for its token's verdict by default (one JWKS fetch's deadline).
+VERIFY_TIMEOUT = FETCH_TIMEOUT
+
+
+def _unavailable() -> HTTPRefusal:
+    return HTTPRefusal(503, UNAVAILABLE, "Service unavailable: the access token cannot be verified now", [(b"retry-after", b"5")])
+
 
 _METADATA_HEADERS = [
     (b"cache-control", b"public, max-age=3600"),
@@ -54,12 +65,19 @@ class ResourceServer(BearerAuth):
     - ``scopes``: required on every request (server-wide); ``scopes_supported``: advertised in
       the metadata and asked for in 401 challenges (default: ``scopes``).
     - ``realm``: an optional ``realm`` parameter for the challenges.
+    - ``timeout``: seconds a request may wait for its token to be verified (a JWKS fetch or an
+      introspection call included, however slowly the other side answers); past it the request
+      gets 503 with ``Retry-After``, and a fetch other requests wait for goes on without it.
     """
 
     def __init__(self, verifier: TokenVerifier, *, resource: str, authorization_servers: Iterable[str],
                  scopes: Iterable[str] = (), scopes_supported: Iterable[str] | None = None, realm: str | None = None,
-                 resource_name: str | None = None, resource_documentation: str | None = None) -> None:
+                 resource_name: str | None = None, resource_documentation: str | None = None,
+                 timeout: float = VERIFY_TIMEOUT) -> None:
+        if not timeout > 0:
+            raise ValueError("timeout must be a positive number of seconds")
         self.verifier = verifier
+        self.timeout = float(timeout)
         self.resource = check_resource_url(resource)
         self.required_scopes: tuple[str, ...] = tuple(dict.fromkeys(scopes))
         supported = tuple(dict.fromkeys([*self.required_scopes, *(scopes_supported or ())]))
@@ -85,14 +103,17 @@ class ResourceServer(BearerAuth):
         """The verified principal, None to refuse (401); 403 without the server-wide scopes,
         503 when the token cannot be verified now (both as :class:`HTTPRefusal`)."""
         try:
-            principal = await self.verifier.verify(token)
+            async with asyncio.timeout(self.timeout):
+                principal = await self.verifier.verify(token)
         except InvalidToken as exc:
             log.info("bearer token refused: %s", exc.reason)
             return None
         except VerificationUnavailable as exc:
             log.warning("bearer token not verifiable now: %s", exc.reason)
-            raise HTTPRefusal(503, UNAVAILABLE, "Service unavailable: the access token cannot be verified now",
-                              [(b"retry-after", b"5")]) from None
+            raise _unavailable() from None
+        except TimeoutError:
+            log.warning("bearer token not verifiable now: no verdict within %g s", self.timeout)
+            raise _unavailable() from None
         except Exception:
             log.exception("the token verifier failed; the token is refused")
             return None

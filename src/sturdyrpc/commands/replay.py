@@ -35,7 +35,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..proxy.pump import check_command
-    from ..proxy.replay import load_session, recorded_framing
+    from ..proxy.replay import load_session, recorded_framing, recorded_redacted
     from ..proxy.replay_run import replay_session
 
     command = list(args.server_command or [])
@@ -55,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
     def junk(line: bytes) -> None:
         sys.stderr.write(f"replay: non-JSON output of the server: {line[:200]!r}\n")
 
-    result = replay_session(records, command, ignore=tuple(args.ignore), framing=framing, timeout=args.timeout, on_junk=junk)
+    result = replay_session(records, command, ignore=tuple(args.ignore), framing=framing, timeout=args.timeout, on_junk=junk,
+                            redacted=recorded_redacted(lines))
     for d in result.differences:  # the report is the command's output (stdout), as call's and mcp's results are
         detail = d.diff if d.got is not None else "no reply (timeout, or the server ended)"
         sys.stdout.write(f"--- {d.method} (recorded id {d.id!r}) differs:\n{detail}\n")

@@ -16,6 +16,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from ..auth.options import AUTH_KEYS as AUTH_KEYS  # the --auth-* options a worker is handed
 from ..dispatch import Dispatcher
 from ..mcp.request_state import KEYS_ENV, new_keys_env
 from ..mcp.server import MCPServer
@@ -32,8 +33,6 @@ __all__ = ["serve_mcp_workers", "worker_app", "build_app", "resolve_target", "Wo
 _TARGET, _STORE, _STATELESS, _REMOTE = ("STURDYRPC_WORKER_TARGET", "STURDYRPC_WORKER_STORE", "STURDYRPC_WORKER_STATELESS",
                                         "STURDYRPC_WORKER_ALLOW_REMOTE")
 _AUTH, _URL = "STURDYRPC_WORKER_AUTH", "STURDYRPC_WORKER_URL"
-#: The keys of ``auth=``: the ``--auth-*`` options by their argparse names.
-AUTH_KEYS = ("auth_issuer", "auth_jwks", "auth_scopes", "auth_audience")
 
 
 class WorkersRefused(ValueError):

@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from .errors import OAuthError
+from .targets import is_loopback_host
 
 __all__ = [
     "ProtectedResourceMetadata",
@@ -113,12 +114,16 @@ def same_issuer(a: str, b: str) -> bool:
 
 
 def is_secure_url(url: str) -> bool:
-    """OAuth 2.1 §1.5 as MCP applies it: https, or http to a loopback host (local development,
-    loopback redirect URIs)."""
-    p = urlsplit(url)
+    """OAuth 2.1 §1.5 as MCP applies it: https, or http to a loopback host (``127.0.0.0/8``,
+    ``::1``, ``localhost``: local development, loopback redirect URIs)."""
+    try:
+        p = urlsplit(url)
+        host = p.hostname
+    except ValueError:
+        return False
     if p.scheme == "https":
-        return True
-    return p.scheme == "http" and (p.hostname or "").lower() in ("localhost", "127.0.0.1", "::1")
+        return bool(host)
+    return p.scheme == "http" and is_loopback_host(host)
 
 
 def _str_list(v: Any) -> list[str] | None:

@@ -21,11 +21,17 @@ can and says whether to send the request again. The flow (MCP authorization, 202
    ``403 insufficient_scope`` steps up (the challenged scopes plus those held). At most
    ``max_authorizations`` retries per request, so a server that never grants enough ends it.
 6. Tokens in the :class:`~sturdyrpc.oauth.store.TokenStore`, refreshed when expired or refused.
+
+Every URL of the flow comes from a server's answer, so before each request the URL is checked
+(:func:`~sturdyrpc.oauth.targets.check_target`: https, no private or link-local address) and
+nothing is sent to one that fails; each exchange has a deadline for the whole answer
+(``timeout``) and reads at most ``max_response_bytes`` of it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -62,8 +68,20 @@ from .metadata import (
 from .pkce import PKCE, new_state
 from .redirect import RedirectHandler
 from .store import MemoryTokenStore, TokenStore
+from .targets import check_target
 
-__all__ = ["HTTPAuth", "OAuthClientProvider"]
+__all__ = ["HTTPAuth", "OAuthClientProvider", "MAX_RESPONSE_BYTES"]
+
+#: The most of an answer (metadata, registration, token) the client reads: each is a few KiB.
+MAX_RESPONSE_BYTES = 256 * 1024
+
+
+class _Unreachable(Exception):
+    """No answer: the request failed on the way, or the answer did not arrive in time."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 log = logging.getLogger("sturdyrpc.oauth")
 
@@ -106,7 +124,12 @@ class OAuthClientProvider:
     ``client_name``: for dynamic registration. ``scope``: ask for exactly this instead of the
     spec's selection (a step-up still adds the challenged scopes). ``max_authorizations``: retries per request (authorizations, refreshes,
     a token another request just obtained). ``http``: the ``httpx.AsyncClient`` for the
-    authorization server and metadata (not closed by us).
+    authorization server and metadata (not closed by us; redirects are never followed).
+    ``timeout``: seconds for one exchange with the authorization server or a metadata URL, the
+    whole answer included. ``max_response_bytes``: larger answers are refused.
+    ``allow_private_networks``: also send requests to private, link-local and other non-public
+    addresses (an authorization server on your own network), and to loopback for an MCP server
+    that is not itself on loopback; https is required either way (plain http only to loopback).
     """
 
     def __init__(
@@ -123,6 +146,8 @@ class OAuthClientProvider:
         max_authorizations: int = 3,
         http: httpx.AsyncClient | None = None,
         timeout: float = 30.0,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
+        allow_private_networks: bool = False,
     ) -> None:
         if client_metadata_url is not None:
             p = httpx.URL(client_metadata_url)
@@ -142,6 +167,8 @@ class OAuthClientProvider:
         self._http = http
         self._own_http = http is None
         self._timeout = timeout
+        self.max_response_bytes = max_response_bytes
+        self.allow_private_networks = allow_private_networks
         self._lock = asyncio.Lock()
         self._tokens: dict[str, Tokens] = {}
         self._discovered: dict[str, _Discovery] = {}
@@ -233,24 +260,51 @@ class OAuthClientProvider:
             record["authorization_server_base"] = disc.asm.issuer
         await self.store.set(f"tokens {key}", record)
 
-    async def _get_json(self, url: str) -> Any:
+    async def _exchange(self, method: str, url: str, *, what: str, server_url: str, **request: Any) -> tuple[int, Any]:
+        """(status, the answer's JSON or None) of one request to ``url`` for the MCP server at
+        ``server_url``. The URL is checked first (:class:`OAuthError`, nothing sent); the whole
+        exchange runs under ``timeout`` and reads at most ``max_response_bytes``
+        (:class:`OAuthError` beyond); :class:`_Unreachable` when no answer came."""
+        await check_target(url, what=what, server_url=server_url, allow_private=self.allow_private_networks)
+        limit = self.max_response_bytes
+        headers = {"accept": "application/json", "accept-encoding": "identity", **request.pop("headers", {})}
+        try:
+            async with asyncio.timeout(self._timeout):
+                # Never followed: a redirect's target would skip the check above.
+                async with self.http.stream(method, url, headers=headers, follow_redirects=False, **request) as r:
+                    declared = r.headers.get("content-length", "")
+                    if declared.isdigit() and int(declared) > limit:
+                        raise OAuthError(f"{what} {url} answered with more than {limit} bytes")
+                    chunks: list[bytes] = []
+                    size = 0
+                    async for chunk in r.aiter_bytes():
+                        size += len(chunk)
+                        if size > limit:
+                            raise OAuthError(f"{what} {url} answered with more than {limit} bytes")
+                        chunks.append(chunk)
+                    status = r.status_code
+        except TimeoutError:
+            raise _Unreachable(f"no complete answer within {self._timeout:g} s") from None
+        except httpx.HTTPError as exc:
+            raise _Unreachable(type(exc).__name__) from None
+        log.debug("%s %s -> %d", method, url, status)
+        try:
+            return status, json.loads(b"".join(chunks))
+        except ValueError:
+            return status, None
+
+    async def _get_json(self, url: str, *, what: str, server_url: str) -> Any:
         """The JSON object at ``url``, or None for an HTTP error or no JSON (try the next URL)."""
         try:
-            r = await self.http.get(url, headers={"accept": "application/json"})
-        except httpx.HTTPError as exc:
-            log.debug("GET %s failed: %r", url, exc)
+            status, doc = await self._exchange("GET", url, what=what, server_url=server_url)
+        except _Unreachable as exc:
+            log.debug("GET %s failed: %s", url, exc.reason)
             return None
-        log.debug("GET %s -> %d", url, r.status_code)
-        if r.status_code != 200:
-            return None
-        try:
-            return r.json()
-        except ValueError:
-            return None
+        return doc if status == 200 else None
 
-    async def _authorization_server(self, issuer: str, *, check_issuer: bool) -> AuthorizationServerMetadata | None:
+    async def _authorization_server(self, issuer: str, *, check_issuer: bool, server_url: str) -> AuthorizationServerMetadata | None:
         for u in authorization_server_metadata_urls(issuer):
-            doc = await self._get_json(u)
+            doc = await self._get_json(u, what="authorization server metadata", server_url=server_url)
             if doc is None:
                 continue
             asm = AuthorizationServerMetadata.from_json(doc)
@@ -268,7 +322,7 @@ class OAuthClientProvider:
             return cached
         prm: ProtectedResourceMetadata | None = None
         for u in protected_resource_metadata_urls(url, metadata_url):
-            doc = await self._get_json(u)
+            doc = await self._get_json(u, what="protected resource metadata", server_url=url)
             if doc is None:
                 continue
             prm = ProtectedResourceMetadata.from_json(doc)
@@ -281,7 +335,7 @@ class OAuthClientProvider:
         if prm is not None:
             asm = None
             for issuer in prm.authorization_servers:
-                asm = await self._authorization_server(issuer, check_issuer=True)
+                asm = await self._authorization_server(issuer, check_issuer=True, server_url=url)
                 if asm is not None:
                     break
             if asm is None:
@@ -291,7 +345,7 @@ class OAuthClientProvider:
             # 2025-03-26: no protected resource metadata; the server's origin is the authorization base
             base = legacy_authorization_base(url)
             log.info("authorization: no protected resource metadata; 2025-03-26 discovery at %s", base)
-            asm = await self._authorization_server(base, check_issuer=False) or legacy_default_metadata(base)
+            asm = await self._authorization_server(base, check_issuer=False, server_url=url) or legacy_default_metadata(base)
             resource = key
         asm.require_secure_endpoints()
         asm.require_pkce_s256()
@@ -299,7 +353,8 @@ class OAuthClientProvider:
         self._discovered[key] = disc
         return disc
 
-    async def _client(self, asm: AuthorizationServerMetadata, *, register: bool, scope: str | None = None) -> ClientInfo | None:
+    async def _client(self, asm: AuthorizationServerMetadata, *, register: bool, server_url: str,
+                      scope: str | None = None) -> ClientInfo | None:
         if self.preregistered is not None:
             return self.preregistered
         if self.client_metadata_url is not None and asm.client_id_metadata_document_supported:
@@ -323,36 +378,31 @@ class OAuthClientProvider:
             )
         body = registration_request(asm, client_name=self.client_name, redirect_uri=redirect_uri, scope=scope)
         try:
-            r = await self.http.post(asm.registration_endpoint, json=body, headers={"accept": "application/json"})
-        except httpx.HTTPError as exc:
-            raise OAuthError(f"dynamic registration at {asm.registration_endpoint} failed: {type(exc).__name__}") from None
-        if r.status_code not in (200, 201):
-            raise OAuthError(f"dynamic registration at {asm.registration_endpoint} answered HTTP {r.status_code}")
-        try:
-            doc = r.json()
-        except ValueError:
-            doc = None
+            status, doc = await self._exchange("POST", asm.registration_endpoint, what="the registration endpoint",
+                                               server_url=server_url, json=body)
+        except _Unreachable as exc:
+            raise OAuthError(f"dynamic registration at {asm.registration_endpoint} failed: {exc.reason}") from None
+        if status not in (200, 201):
+            raise OAuthError(f"dynamic registration at {asm.registration_endpoint} answered HTTP {status}")
         info = read_registration(doc, body)
         await self.store.set(f"client {asm.issuer}", info.to_json())
         log.info("authorization: registered at %s", asm.registration_endpoint)
         return info
 
-    async def _token_request(self, asm: AuthorizationServerMetadata, form: dict[str, str], headers: dict[str, str]) -> tuple[int, Any]:
+    async def _token_request(self, asm: AuthorizationServerMetadata, form: dict[str, str], headers: dict[str, str],
+                             *, server_url: str) -> tuple[int, Any]:
         try:
-            r = await self.http.post(asm.token_endpoint, data=form, headers=headers)
-        except httpx.HTTPError as exc:
-            raise OAuthError(f"the token endpoint {asm.token_endpoint} could not be reached: {type(exc).__name__}") from None
-        try:
-            return r.status_code, r.json()
-        except ValueError:
-            return r.status_code, None
+            return await self._exchange("POST", asm.token_endpoint, what="the token endpoint", server_url=server_url,
+                                        data=form, headers=headers)
+        except _Unreachable as exc:
+            raise OAuthError(f"the token endpoint {asm.token_endpoint} could not be reached: {exc.reason}") from None
 
     async def _authorize(self, url: str, challenge: BearerChallenge | None, scope: str | None) -> Tokens:
         disc = await self._discover(url, challenge)
         asm = disc.asm
         if scope is None:
             scope = self.scope or select_scope(challenge, disc.prm)
-        client = await self._client(asm, register=True, scope=scope)
+        client = await self._client(asm, register=True, server_url=url, scope=scope)
         assert client is not None
         pkce, state = PKCE.generate(), new_state()
         redirect_uri = self.redirect_handler.redirect_uri
@@ -365,7 +415,7 @@ class OAuthClientProvider:
         code = read_authorization_response(params, state, issuer=asm.issuer if disc.prm is not None else None,
                                            iss_required=asm.authorization_response_iss_parameter_supported)
         form, headers = code_token_request(asm, client, code=code, redirect_uri=redirect_uri, pkce=pkce, resource=disc.resource)
-        status, doc = await self._token_request(asm, form, headers)
+        status, doc = await self._token_request(asm, form, headers, server_url=url)
         try:
             tokens = read_token_response(status, doc, requested_scope=scope, resource=disc.resource, issuer=asm.issuer)
         except OAuthError as exc:
@@ -383,13 +433,13 @@ class OAuthClientProvider:
         disc = self._discovered.get(key) or await self._saved_discovery(key, tokens)
         if disc is None or tokens.refresh_token is None:
             return None
-        client = await self._client(disc.asm, register=False)
+        client = await self._client(disc.asm, register=False, server_url=url)
         if client is None:
             return None
         resource = tokens.resource or disc.resource
         form, headers = refresh_token_request(disc.asm, client, refresh_token=tokens.refresh_token, resource=resource)
         try:
-            status, doc = await self._token_request(disc.asm, form, headers)
+            status, doc = await self._token_request(disc.asm, form, headers, server_url=url)
         except OAuthError as exc:
             log.info("authorization: refresh failed (%s)", exc)  # unreachable now: the tokens are kept
             return None

@@ -92,13 +92,14 @@ class FollowRedirectHandler:
     async def authorize(self, authorization_url: str) -> Mapping[str, str]:
         client = self._client or httpx.AsyncClient(timeout=30.0)
         try:
-            r = await client.get(authorization_url, follow_redirects=False)
+            # Only the head is read: the redirect is in it, and a body (a login page) is not wanted.
+            async with client.stream("GET", authorization_url, follow_redirects=False) as r:
+                status, location = r.status_code, r.headers.get("location")
         finally:
             if self._client is None:
                 await client.aclose()
-        location = r.headers.get("location")
-        if r.status_code not in (301, 302, 303, 307, 308) or not location:
-            raise OAuthError(f"the authorization endpoint answered HTTP {r.status_code} instead of redirecting")
+        if status not in (301, 302, 303, 307, 308) or not location:
+            raise OAuthError(f"the authorization endpoint answered HTTP {status} instead of redirecting")
         return redirect_params(location)
 
 
@@ -111,8 +112,11 @@ _PAGE = (
 class LoopbackRedirectHandler:
     """A loopback redirect listener (RFC 8252 §7.3) on ``http://127.0.0.1:PORT/callback``.
 
-    The port is bound when the handler is made (``port=0``: any free port), so
-    :attr:`redirect_uri` is known before dynamic registration. ``open_browser``: open the
+    The port is bound and listening from the moment the handler is made (``port=0``: any free
+    port) until :meth:`close`, so :attr:`redirect_uri` is known before dynamic registration and
+    no other local process can take the port meanwhile (a bound socket that does not listen yet
+    can be joined by another one with ``SO_REUSEADDR``, which would then receive the code).
+    Connections that arrive between two authorizations wait in the backlog. ``open_browser``: open the
     system browser on the authorization URL; the URL is always printed to ``out`` (stderr)
     too, so a headless machine can copy it. Waits ``timeout`` seconds for the browser.
     Requests to other paths get 404, and callbacks whose ``state`` is not the authorization
@@ -137,10 +141,8 @@ class LoopbackRedirectHandler:
 
     @staticmethod
     def _bind(port: int) -> socket.socket:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", port))
-        return sock
+        # Bound and listening in one call: the port is never held without a listener.
+        return socket.create_server(("127.0.0.1", port), backlog=8)
 
     def close(self) -> None:
         """Release the port."""
@@ -182,11 +184,12 @@ class LoopbackRedirectHandler:
                     await writer.drain()
                 writer.close()
 
-        # the same port every time: it is the registered redirect URI (a step-up authorizes again)
-        sock = self._sock if self._sock is not None else self._bind(self.port)
-        self._sock = None  # the server owns it now and closes it
-        sock.listen(8)
-        server = await asyncio.start_server(serve, sock=sock)
+        # The same port every time: it is the registered redirect URI (a step-up authorizes
+        # again). The server gets a duplicate to close when it is done: the listening socket
+        # itself stays open (and keeps the port) until close().
+        if self._sock is None:
+            self._sock = self._bind(self.port)
+        server = await asyncio.start_server(serve, sock=self._sock.dup())
         try:
             out = self._out or sys.stderr
             out.write(f"Open this URL to authorize:\n  {authorization_url}\n")

@@ -5,7 +5,9 @@ server next, one client message after another: it sends everything up to the nex
 for that request's reply, and compares it with the recorded one. Requests the server makes are
 answered with the client's recorded reply to the same request of the recording (matched by method
 and order, the id mapped to the server's new id). Ids are never compared; fields named with
-``ignore`` are left out of the comparison.
+``ignore`` are left out of the comparison. A log written with its secrets redacted
+(:func:`recorded_redacted`) holds ``"[REDACTED]"`` where they were: the server's replies are
+compared after the same redaction, so a secret the server sends again is no difference.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from typing import Any
 
 from ..check.config import id_key
 from ..codec import DecodeFailure, decode, encode
+from .redact import redact
 
-__all__ = ["Record", "Difference", "Replay", "load_session", "recorded_framing", "strip_ignored", "diff_text"]
+__all__ = ["Record", "Difference", "Replay", "load_session", "recorded_framing", "recorded_redacted", "strip_ignored",
+           "diff_text"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,18 @@ def recorded_framing(lines: list[bytes]) -> str:
         if type(head) is dict and head.get("framing") in ("line", "content-length"):
             return str(head["framing"])
     return "line"
+
+
+def recorded_redacted(lines: list[bytes]) -> bool:
+    """Whether the log's header record says its secrets were redacted (False for a log
+    without the mark: written with ``--no-redact``, or before redaction existed)."""
+    for line in lines[:1]:
+        try:
+            head = decode(line)
+        except DecodeFailure:
+            break
+        return type(head) is dict and head.get("redacted") is True
+    return False
 
 
 def _is_request(m: Any) -> bool:
@@ -133,6 +149,8 @@ class Replay:
 
     records: list[Record]
     ignore: tuple[str, ...] = ()
+    #: The log's secrets are redacted: so are the replies before they are compared.
+    redacted: bool = False
     differences: list[Difference] = field(default_factory=list)
     compared: int = 0
     _pos: int = 0
@@ -201,6 +219,8 @@ class Replay:
     def _compare(self, request: Any, got: Any) -> None:
         expected = self._expected[id_key(request["id"])]
         self.compared += 1
+        if got is not None and self.redacted:
+            got = redact(got)
         a = strip_ignored({k: v for k, v in expected.items() if k != "id"}, self.ignore)
         b = None if got is None else strip_ignored({k: v for k, v in got.items() if k != "id"}, self.ignore)
         if a != b or (b is not None and json.dumps(a, sort_keys=True) != json.dumps(b, sort_keys=True)):

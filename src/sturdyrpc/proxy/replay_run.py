@@ -37,8 +37,10 @@ def replay_session(
     framing: str = "line",
     timeout: float = 10.0,
     on_junk: Callable[[bytes], None] | None = None,
+    redacted: bool = False,
 ) -> ReplayResult:
-    """Replay ``records`` against a fresh ``cmd``; a reply missing after ``timeout`` s is a difference."""
+    """Replay ``records`` against a fresh ``cmd``; a reply missing after ``timeout`` s is a difference.
+    ``redacted``: the log's secrets were redacted (see :class:`~.replay.Replay`)."""
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
     assert proc.stdin is not None and proc.stdout is not None
     inbox: queue.Queue[object] = queue.Queue()
@@ -64,7 +66,7 @@ def replay_session(
                         on_junk(frame)
 
     threading.Thread(target=read, daemon=True, name="sturdyrpc-replay").start()
-    run = Replay(records, ignore)
+    run = Replay(records, ignore, redacted)
     ended = False
 
     def send(payloads: list[bytes]) -> None:

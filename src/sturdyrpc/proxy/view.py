@@ -17,9 +17,11 @@ _RED, _YELLOW, _DIM, _GREEN, _RESET = "\x1b[31m", "\x1b[33m", "\x1b[2m", "\x1b[3
 
 class LiveView:
     """Writes the live lines to ``out`` (stderr). ``colour`` (a terminal): coloured, through
-    ``rich`` when it is installed (wrapped to the terminal's width), else with ANSI codes."""
+    ``rich`` when it is installed (wrapped to the terminal's width), else with ANSI codes.
+    ``redact``: applied to every line before it is written (``trace`` hides secrets with it)."""
 
-    def __init__(self, out: IO[str], *, colour: bool = False, prefix: str = "trace", traffic: bool = True) -> None:
+    def __init__(self, out: IO[str], *, colour: bool = False, prefix: str = "trace", traffic: bool = True,
+                 redact: Callable[[str], str] | None = None) -> None:
         self.out = out
         self.traffic = traffic  # False: only violations, junk and the proxy's own lines
         self.colour = colour
@@ -39,6 +41,9 @@ class LiveView:
                         console.print(Text.from_ansi(line))
 
                 self._write = write
+        if redact is not None:
+            write_plain = self._write
+            self._write = lambda lines: write_plain(redact(lines))
 
     def _c(self, code: str, text: str) -> str:
         return f"{code}{text}{_RESET}" if self.colour else text
@@ -116,9 +121,13 @@ def format_summary(s: Summary, *, title: str = "trace summary", code: int | None
     return "\n".join(lines) + "\n"
 
 
-def print_summary(out: IO[str], s: Summary, *, title: str, code: int | None, terminal: bool) -> None:
-    """The summary on ``out``: with ``rich`` on a terminal when it is installed, plain otherwise."""
+def print_summary(out: IO[str], s: Summary, *, title: str, code: int | None, terminal: bool,
+                  redact: Callable[[str], str] | None = None) -> None:
+    """The summary on ``out``: with ``rich`` on a terminal when it is installed, plain otherwise
+    (``redact``: applied to its text first)."""
     text = format_summary(s, title=title, code=code)
+    if redact is not None:
+        text = redact(text)
     if terminal:
         try:
             from rich.console import Console
