@@ -380,6 +380,8 @@ class Binder:
         "list_max",
         "fills",
         "_req_prefix",
+        "_list_checks",
+        "_list_lo",
     )
 
     def __init__(self) -> None:
@@ -409,6 +411,10 @@ class Binder:
         #: filled in when absent (Python would pass the ``FieldInfo`` itself).
         self.fills: list[tuple[str, Callable[[], Any]]] = []
         self._req_prefix = -1
+        #: An array of _list_lo..len(_list_checks) elements binds by running these checks in order
+        #: (None: nothing to check there); a failing check leaves it to _bind_list to say why.
+        self._list_checks: tuple[Checker | None, ...] | None = None
+        self._list_lo = 1
 
     def finish(self) -> Binder:
         """Work out the shortcuts :meth:`bind` takes; call once the fields are filled in."""
@@ -427,11 +433,15 @@ class Binder:
             k += 1
         n_req_pos = sum(1 for name, _ in self.positional if name in self.required)
         self._req_prefix = k if k == n_req_pos else -1
-        if self.no_checks and self._req_prefix >= 0 and len(self.required) == k:
+        plain_prefix = self._req_prefix >= 0 and len(self.required) == k
+        if self.no_checks and plain_prefix:
             self.list_min = k
             self.list_max = self.n_positional if not self.has_var_positional else 1 << 62
         else:
             self.list_min, self.list_max = 1, 0
+        if not self.no_checks and plain_prefix and not self.has_var_positional and not self.fills:
+            self._list_checks = tuple(check for _, check in self.positional)
+            self._list_lo = k
         return self
 
     def bind(self, params: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -450,9 +460,19 @@ class Binder:
                 return (), params.copy()
             return (), self._bind_dict(params)
         if t is list:
-            if self.list_min <= len(params) <= self.list_max:
+            n = len(params)
+            if self.list_min <= n <= self.list_max:
                 return tuple(params), {}
-            return self._bind_list(params), self._filled({}, len(params))
+            checks = self._list_checks
+            if checks is not None and self._list_lo <= n <= len(checks):
+                try:
+                    if n == 1:  # the usual case, without building a comprehension
+                        c = checks[0]
+                        return (params[0] if c is None else c(params[0]),), {}
+                    return tuple([v if c is None else c(v) for c, v in zip(checks, params)]), {}
+                except _Mismatch:
+                    pass  # _bind_list says which parameter and why
+            return self._bind_list(params), self._filled({}, n)
         if params is None:
             if self.required:
                 raise _missing(self.required[0])
