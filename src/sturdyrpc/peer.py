@@ -354,7 +354,7 @@ class Peer:
         self._runner_pressure = False
         self._write_pressure = False
         # (what was read, its origin, the request's id key or None, the context it came in), in order
-        self._held: deque[tuple[Any, Origin | None, tuple[type, Any] | None, contextvars.Context]] = deque()
+        self._held: deque[tuple[Any, Origin | None, tuple[type, Any] | None, contextvars.Context | None]] = deque()
         self._max_held = max(1, max_held)
         self._resume_reading: asyncio.Event | None = None
         self._release_scheduled = False
@@ -1100,8 +1100,9 @@ class Peer:
         # what is refused with an answer if closing comes first: a request, or a message that is
         # none (it would have been answered -32600), by the id it carries (null when unreadable)
         key = _key(got.id) if (t is Envelope and got.id is not UNSET) or t is InvalidMessage else None
-        # the context it arrived in goes with it (an HTTP request's principal and headers)
-        self._held.append((got, origin, key, contextvars.copy_context()))
+        # a message with an origin keeps the context it arrived in (its HTTP request's principal
+        # and headers); the others are released in the peer's own, as they arrived
+        self._held.append((got, origin, key, None if origin is None else contextvars.copy_context()))
         if not self._full():
             self._schedule_release()
         if len(self._held) >= self._max_held:
@@ -1147,7 +1148,7 @@ class Peer:
     def _schedule_release(self) -> None:
         if self._held and not self._release_scheduled:
             self._release_scheduled = True
-            asyncio.get_running_loop().call_soon(self._release)
+            asyncio.get_running_loop().call_soon(self._release, context=self._context)
 
     def _release(self) -> None:
         """Start held requests, oldest first, while there is room."""
@@ -1156,7 +1157,10 @@ class Peer:
         while self._held and not (self._full() or self._refusing):
             got, origin, _key_, cv = self._held.popleft()
             try:
-                cv.run(self._to_runner, got, origin, profile)
+                if cv is None:
+                    self._to_runner(got, origin, profile)
+                else:
+                    cv.run(self._to_runner, got, origin, profile)
             except Exception:
                 log.exception("%s: internal error while handling a message", self.name)
         if len(self._held) < self._max_held:
