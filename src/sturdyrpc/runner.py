@@ -160,11 +160,8 @@ class Runner:
         d = self.dispatcher
         if type(frame) is bytes:
             todo = d.receive(frame, self.on_response, self.profile)
-            if type(todo) is Call and todo.entry.plan is INLINE and self.profile is None:
-                # the common case, as _start_call would run it: answered on this turn
-                reply = d.run_inline(todo)
-                if reply is not None:
-                    self.send(reply)
+            if type(todo) is Call:
+                self._start_call(todo, None)
                 return
         else:
             omit = self.profile is not None and self.profile.omit_unreadable_id()
@@ -184,14 +181,8 @@ class Runner:
         d = self.dispatcher
         profile = self.profile
         todo = d.accept(got, profile, self.on_response) if type(got) is Envelope else d.accept_read(got, profile, self.on_response)
-        if type(todo) is Call and todo.entry.plan is INLINE and (profile is None or not profile.refuse_duplicate_ids or not self._by_id):
-            # the common case, as _start_call would run it: answered on this turn
-            reply = d.run_inline(todo)
-            if origin is not None:
-                self._reply(origin, reply)
-            elif reply is not None:
-                self.send(reply)
-            return None
+        if type(todo) is Call:
+            return self._start_call(todo, origin)
         if todo is None:
             if origin is not None:
                 origin.reply(None)
@@ -207,9 +198,7 @@ class Runner:
             self._reply(origin, todo)  # type: ignore[arg-type]
             return None
         if t is Call:
-            call: Call = todo  # type: ignore[assignment]
-            call.origin = origin
-            return self._start_call(call)
+            return self._start_call(todo, origin)  # type: ignore[arg-type]
         job: BatchJob = todo  # type: ignore[assignment]
         job.origin = origin
         return self._start_batch(job)
@@ -224,15 +213,23 @@ class Runner:
         elif data is not None:
             self.send(data)
 
-    def _start_call(self, call: Call) -> asyncio.Task[None] | None:
-        profile = self.profile
-        if profile is not None and profile.refuse_duplicate_ids and not call.is_notification \
-                and self._by_id and _key(call.id) in self._by_id:
-            self._reply(call.origin, self.dispatcher.failure(call, _DUPLICATE))
-            return None
+    def _start_call(self, call: Call, origin: Origin | None) -> asyncio.Task[None] | None:
+        """The one place that decides how a call runs: by its entry's plan."""
+        if origin is not None:
+            call.origin = origin
+        by_id = self._by_id
+        if by_id:
+            profile = self.profile
+            if profile is not None and profile.refuse_duplicate_ids and not call.is_notification and _key(call.id) in by_id:
+                self._reply(origin, self.dispatcher.failure(call, _DUPLICATE))
+                return None
         plan = call.entry.plan
-        if plan is INLINE:
-            self._reply(call.origin, self.dispatcher.run_inline(call))
+        if plan is INLINE:  # answered on this turn: the reply is handed on before feeding returns
+            reply = self.dispatcher.run_inline(call)
+            if origin is not None:
+                self._reply(origin, reply)
+            elif reply is not None:
+                self.send(reply)
             return None
         if plan is NOW:
             return self._run_now(call)
