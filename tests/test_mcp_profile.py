@@ -207,6 +207,8 @@ def test_stateless_profile() -> None:
     assert handle(d, p, req("tools/list", 2, {"_meta": modern_meta()}))["result"] == {"tools": []}
     r = handle(d, p, req("tools/list", 3, {"_meta": modern_meta("2025-11-25")}))
     assert r["error"]["code"] == -32022 and r["error"]["data"]["supported"][0] == "2026-07-28"
+    # stateless requests come from different clients: two in flight may carry the same id
+    assert p.refuse_duplicate_ids is False and MCPProfile().refuse_duplicate_ids is True
 
 
 def test_cancel_and_progress_wire_format() -> None:

@@ -487,3 +487,64 @@ def test_stdio_client_that_does_not_read_is_held_back() -> None:
     finally:
         proc.kill()
         proc.wait(5)
+
+
+def test_share_keeps_tasks_in_the_given_store_and_sends_notifications_through_the_fanout() -> None:
+    """``server.share(store, worker=, fanout=)``: how several workers' wiring reaches the server
+    (no attribute set from outside)."""
+    from sturdyrpc.store.memory import MemoryStore
+
+    async def main() -> None:
+        server = MCPServer("shared", "1")
+
+        @server.tool(task_support="optional")
+        async def work() -> str:
+            return "done"
+
+        store = MemoryStore()
+        sent: list[tuple[str, dict[str, Any]]] = []
+
+        async def fanout(method: str, params: dict[str, Any]) -> None:
+            sent.append((method, params))
+
+        server.share(store, worker="worker-one", fanout=fanout)
+        await server.notify_list_changed("prompts")
+        await server.resource_updated("test://x")
+
+        @server.tool()
+        def later() -> str:
+            return "x"
+
+        for _ in range(5):  # the registration's list_changed goes out from a task of the loop
+            await asyncio.sleep(0)
+        assert sent == [("notifications/prompts/list_changed", {}), ("notifications/resources/updated", {"uri": "test://x"}),
+                        ("notifications/tools/list_changed", {})]
+
+        async with server.test_client("2025-11-25") as client:
+            handle = await client.call_tool_as_task("work")
+            raw = await store.get(f"task:{handle.task_id}")
+            assert raw is not None and json.loads(raw)["worker"] == "worker-one"
+            assert (await handle.wait())["status"] == "completed"
+
+    run(main())
+
+
+def test_create_peer_passes_on_enqueue_to_its_peer() -> None:
+    """A transport that tags outgoing messages gives its callback to ``create_peer`` (the HTTP
+    app does): it sees every message the session queues, the reply included."""
+    from sturdyrpc.transports.memory import memory_pair
+
+    async def main() -> None:
+        server = make_mcp_demo()
+        queued: list[bytes] = []
+        client_end, server_end = memory_pair()
+        peer = server.create_peer(server_end, on_enqueue=queued.append)
+        assert server.session_of(peer) is not None
+        async with peer:
+            await client_end.send(msgspec.json.encode({"jsonrpc": "2.0", "id": 7, "method": "ping"}))
+            reply = msgspec.json.decode(await asyncio.wait_for(client_end.receive(), 5))
+            assert reply == {"jsonrpc": "2.0", "id": 7, "result": {}}
+            assert [msgspec.json.decode(b) for b in queued] == [reply]
+            await client_end.close()
+
+    run(main())

@@ -50,7 +50,8 @@ def cancel(id_: Any) -> dict[str, Any]:
 
 def test_stdio_ack_first_only_requested_cancel_ends() -> None:
     async def main() -> None:
-        async with Wire(make_mcp_demo()) as w:
+        mcp = make_mcp_demo()
+        async with Wire(mcp) as w:
             await w.send(listen_req("L", {"toolsListChanged": True, "resourceSubscriptions": [WATCHED]}))
             ack = await w.recv()
             assert ack["method"] == ACK and "id" not in ack
@@ -73,7 +74,6 @@ def test_stdio_ack_first_only_requested_cancel_ends() -> None:
                 assert any(m.get("id") == i and m["result"]["content"][0]["text"] == word for m in got)
 
             # resources/list_changed was not asked for: nothing on the stream (the call's reply only)
-            mcp = w.peer.mcp_session.server  # type: ignore[attr-defined]
             await mcp.notify_list_changed("resources")
             await mcp.notify_list_changed("prompts")
             await mcp.resource_updated("test://static-text")  # not subscribed

@@ -65,7 +65,7 @@ class MCPContext:
     @property
     def lifespan(self) -> Any:
         """The value the server's ``lifespan`` yielded (None without one)."""
-        return self.session.server.lifespan_state
+        return self.session.lifespan_state
 
     @property
     def headers(self) -> Mapping[str, str] | None:

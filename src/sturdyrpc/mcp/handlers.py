@@ -11,21 +11,20 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..dispatch import Context, Dispatcher
-from ..errors import InvalidParams, InvalidRequest, MethodNotFound, RPCError
+from ..errors import InvalidParams, MethodNotFound, RPCError
 from ..execute import execute, shared_pool
 from .content import ToolError
 from .context import LEVEL_RANK, InputRequired, MCPContext
+from .core import ServerCore
 from .listen import agree
 from .registry import HandlerFunction, Prompt, find_resource
-from .scopes import may_use
-from .session_state import SessionState, current_session
+from .scopes import may_use, required_scopes
+from .session_state import SessionState
+from .tools_call import ToolsCall
 from .versions import VersionRules
-
-if TYPE_CHECKING:
-    from .server import MCPServer
 
 __all__ = ["ProtocolHandlers"]
 
@@ -35,10 +34,12 @@ async def _await(aw: Any) -> Any:
 
 
 class ProtocolHandlers:
-    """The protocol methods of ``server`` (registered on its dispatcher by :meth:`register`)."""
+    """The protocol methods of the server whose core is ``core`` (registered on its dispatcher
+    by :meth:`register`); ``tools_call`` is its ``tools/call`` path."""
 
-    def __init__(self, server: MCPServer) -> None:
-        self.server = server
+    def __init__(self, core: ServerCore, tools_call: ToolsCall) -> None:
+        self.core = core
+        self.tools_call = tools_call
 
     def register(self, d: Dispatcher) -> None:
         """Register every method on ``d`` (``tools/call`` routed per tool by :mod:`.tools_call`)."""
@@ -51,9 +52,9 @@ class ProtocolHandlers:
         add(self.ping, "ping")
         add(self.discover, "server/discover")
         add(self.tools_list, "tools/list")
-        tools_call = self.server.tools_call
-        tools_call.use_dispatcher(d, d.make_entry(self.tools_call, "tools/call", raw=True))
-        d.add_method(self.tools_call, "tools/call", raw=True, route=tools_call.route)
+        tools_call = self.tools_call
+        tools_call.use_dispatcher(d, d.make_entry(self.call_tool, "tools/call", raw=True))
+        d.add_method(self.call_tool, "tools/call", raw=True, route=tools_call.route)
         add(self.resources_list, "resources/list")
         add(self.templates_list, "resources/templates/list")
         add(self.resources_read, "resources/read")
@@ -75,28 +76,20 @@ class ProtocolHandlers:
 
     # ------------------------------------------------------------------ helpers
 
-    @staticmethod
-    def current() -> SessionState:
-        """The session of the message being handled (inline handlers run in the reader's context)."""
-        s = current_session()
-        if s is None:
-            raise InvalidRequest("Invalid Request", {"reason": "no MCP session for this request"})
-        return s
-
     def _listed(self, rules: VersionRules, key: str, kind: str, records: Any, params: dict[str, Any]) -> dict[str, Any]:
         """A list result: one page of ``records`` (:mod:`.pages`), described under ``rules``."""
         # What the caller's token may not use is not listed (tools, resources, prompts with scopes=).
-        page, next_cursor = self.server.pages.page(kind, [r for r in records if may_use(r.scopes)], params)
+        page, next_cursor = self.core.pages.page(kind, [r for r in records if may_use(r.scopes)], params)
         result: dict[str, Any] = {key: [r.describe(rules) for r in page]}
         if next_cursor is not None:
             result["nextCursor"] = next_cursor
-        return self.server.finish(rules, result, True)
+        return self.core.finish(rules, result, True)
 
     async def _run(self, fn: HandlerFunction, arguments: Any, mctx: MCPContext) -> Any:
         """Run a resource or prompt function; its exceptions propagate (the caller's policy)."""
         args, kwargs = fn.bind(arguments)
         try:
-            ok, value = await fn.run(args, kwargs, mctx, shared_pool(self.server.dispatcher.limits.max_threads))
+            ok, value = await fn.run(args, kwargs, mctx, shared_pool(self.core.dispatcher.limits.max_threads))
         finally:
             mctx.done = True
         if not ok:
@@ -106,107 +99,107 @@ class ProtocolHandlers:
     # ------------------------------------------------------------------ lifecycle, discovery
 
     def initialize(self, **params: Any) -> dict[str, Any]:
-        server = self.server
-        session = self.current()
+        core = self.core
+        session = core.session_for()
         rules = session.rules
         result: dict[str, Any] = {
             "protocolVersion": rules.version,
-            "capabilities": server.capabilities(rules, bound=session.request_principal() is not None),
-            "serverInfo": server.server_info(rules),
+            "capabilities": core.capabilities(rules, bound=session.request_principal() is not None),
+            "serverInfo": core.server_info(rules),
         }
-        if server.instructions:
-            result["instructions"] = server.instructions
+        if core.instructions:
+            result["instructions"] = core.instructions
         return result
 
     def ping(self, **params: Any) -> dict[str, Any]:
         return {}
 
     def discover(self, **params: Any) -> dict[str, Any]:
-        server = self.server
-        rules = self.current().rules_of(params)
+        core = self.core
+        rules = core.session_for().rules_of(params)
         result: dict[str, Any] = {
-            "supportedVersions": list(reversed(server.supported_versions)),
-            "capabilities": server.capabilities(rules),
+            "supportedVersions": list(reversed(core.supported_versions)),
+            "capabilities": core.capabilities(rules),
         }
-        if server.instructions:
-            result["instructions"] = server.instructions
-        return server.finish(rules, result, True)
+        if core.instructions:
+            result["instructions"] = core.instructions
+        return core.finish(rules, result, True)
 
     # ------------------------------------------------------------------ tools
 
     def tools_list(self, **params: Any) -> dict[str, Any]:
-        rules = self.current().rules_of(params)
-        return self._listed(rules, "tools", "tools", self.server.tools.values(), params)
+        rules = self.core.session_for().rules_of(params)
+        return self._listed(rules, "tools", "tools", self.core.tools.values(), params)
 
-    async def tools_call(self, params: Any, ctx: Context | None) -> Any:
+    async def call_tool(self, params: Any, ctx: Context | None) -> Any:
         """``tools/call`` of any tool that does not run inline, in a task of its own (inline tools
         have entries of their own: :meth:`.ToolsCall.route`); a task call (:mod:`.tasks`) is
         answered with its handle at once while the same call runs in the background."""
-        server = self.server
+        core = self.core
         if ctx is None:  # run without a context (the caller is not a runner): make a plain one
             ctx = Context(None, "tools/call", params, False)
         if params is None:
             params = {}
-        session = server.session_for(ctx)
+        session = core.session_for(ctx)
         name = params.get("name")
-        tool = server.tools.get(name) if type(name) is str else None
+        tool = core.tools.get(name) if type(name) is str else None
         rules = session.rules_of(params)
-        mode = server.tasks.mode(session, ctx, params, rules, tool)
+        mode = core.tasks.mode(session, ctx, params, rules, tool)
         if mode is not None:
-            return await server.tasks.create(session, ctx, params, rules, mode == "ext")
-        return await server.tools_call.run(session, ctx, params)
+            return await core.tasks.create(session, ctx, params, rules, mode == "ext", self.tools_call.run)
+        return await self.tools_call.run(session, ctx, params)
 
     # ------------------------------------------------------------------ tasks (see .tasks)
 
     async def tasks_get(self, ctx: Context, **params: Any) -> dict[str, Any]:
-        session = self.server.session_for(ctx)
-        return await self.server.tasks.get(session, session.rules_of(params), params)
+        session = self.core.session_for(ctx)
+        return await self.core.tasks.get(session, session.rules_of(params), params)
 
     async def tasks_result(self, ctx: Context, **params: Any) -> dict[str, Any]:
-        session = self.server.session_for(ctx)
-        return await self.server.tasks.result(session, session.rules_of(params), params, ctx)
+        session = self.core.session_for(ctx)
+        return await self.core.tasks.result(session, session.rules_of(params), params, ctx)
 
     async def tasks_list(self, ctx: Context, **params: Any) -> dict[str, Any]:
-        session = self.server.session_for(ctx)
-        return await self.server.tasks.list(session, session.rules_of(params), params)
+        session = self.core.session_for(ctx)
+        return await self.core.tasks.list(session, session.rules_of(params), params)
 
     async def tasks_cancel(self, ctx: Context, **params: Any) -> dict[str, Any]:
-        session = self.server.session_for(ctx)
-        return await self.server.tasks.cancel(session, session.rules_of(params), params)
+        session = self.core.session_for(ctx)
+        return await self.core.tasks.cancel(session, session.rules_of(params), params)
 
     async def tasks_update(self, ctx: Context, **params: Any) -> dict[str, Any]:
-        session = self.server.session_for(ctx)
-        return await self.server.tasks.update(session, session.rules_of(params), params)
+        session = self.core.session_for(ctx)
+        return await self.core.tasks.update(session, session.rules_of(params), params)
 
     # ------------------------------------------------------------------ resources
 
     def resources_list(self, **params: Any) -> dict[str, Any]:
-        rules = self.current().rules_of(params)
-        return self._listed(rules, "resources", "resources", self.server.resources.values(), params)
+        rules = self.core.session_for().rules_of(params)
+        return self._listed(rules, "resources", "resources", self.core.resources.values(), params)
 
     def templates_list(self, **params: Any) -> dict[str, Any]:
-        rules = self.current().rules_of(params)
-        return self._listed(rules, "resourceTemplates", "templates", self.server.templates.values(), params)
+        rules = self.core.session_for().rules_of(params)
+        return self._listed(rules, "resourceTemplates", "templates", self.core.templates.values(), params)
 
     async def resources_read(self, ctx: Context, **params: Any) -> dict[str, Any]:
-        server = self.server
-        session = server.session_for(ctx)
+        core = self.core
+        session = core.session_for(ctx)
         rules = session.rules_for(ctx.meta)
         uri = params.get("uri")
         if type(uri) is not str:
             raise InvalidParams("Invalid params: 'uri' must be a string", {"param": "uri"})
-        found = find_resource(server.resources, server.templates, uri)
+        found = find_resource(core.resources, core.templates, uri)
         if found is None:
             raise RPCError("Resource not found", {"uri": uri}, code=rules.resource_not_found)
         res, variables = found
-        server.request_state.check(params, "resources/read", uri)
+        core.request_state.check(params, "resources/read", uri)
         try:
             value = await self._run(res, variables, MCPContext(session, ctx))
         except InputRequired as need:
-            return server.input_required(rules, need, "resources/read", uri, params)
+            return core.input_required(rules, need, "resources/read", uri, params)
         except ToolError as exc:
             raise InvalidParams(exc.message) from None
-        return server.finish(rules, {"contents": res.contents(uri, value)}, True)
+        return core.finish(rules, {"contents": res.contents(uri, value)}, True)
 
     def subscribe(self, **params: Any) -> dict[str, Any]:
         session, uri = self._subscription_target(params)
@@ -220,7 +213,7 @@ class ProtocolHandlers:
 
     def _subscription_target(self, params: dict[str, Any]) -> tuple[SessionState, str]:
         """The session and URI of a resources/(un)subscribe request, after the version's checks."""
-        session = self.current()
+        session = self.core.session_for()
         if session.rules_of(params).stateless:
             raise MethodNotFound("Method not found")  # 2026-07-28: subscriptions/listen instead
         uri = params.get("uri")
@@ -231,36 +224,36 @@ class ProtocolHandlers:
     # ------------------------------------------------------------------ prompts
 
     def prompts_list(self, **params: Any) -> dict[str, Any]:
-        rules = self.current().rules_of(params)
-        return self._listed(rules, "prompts", "prompts", self.server.prompts.values(), params)
+        rules = self.core.session_for().rules_of(params)
+        return self._listed(rules, "prompts", "prompts", self.core.prompts.values(), params)
 
     async def prompts_get(self, ctx: Context, **params: Any) -> dict[str, Any]:
-        server = self.server
-        session = server.session_for(ctx)
+        core = self.core
+        session = core.session_for(ctx)
         rules = session.rules_for(ctx.meta)
         name = params.get("name")
         if type(name) is not str:
             raise InvalidParams("Invalid params: 'name' must be a string", {"param": "name"})
-        prompt = server.prompts.get(name)
+        prompt = core.prompts.get(name)
         if prompt is None:
             raise InvalidParams(f"Unknown prompt: {name}", {"prompt": name})
         arguments = params.get("arguments") or {}
         if type(arguments) is not dict:
             raise InvalidParams("Invalid params: 'arguments' must be an object", {"param": "arguments"})
-        server.request_state.check(params, "prompts/get", name)
+        core.request_state.check(params, "prompts/get", name)
         try:
             value = await self._run(prompt, arguments, MCPContext(session, ctx))
         except InputRequired as need:
-            return server.input_required(rules, need, "prompts/get", name, params)
+            return core.input_required(rules, need, "prompts/get", name, params)
         except ToolError as exc:
             raise InvalidParams(exc.message) from None
-        return server.finish(rules, Prompt.result(value, prompt.description))
+        return core.finish(rules, Prompt.result(value, prompt.description))
 
     # ------------------------------------------------------------------ completion, logging
 
     async def complete(self, ctx: Context, **params: Any) -> dict[str, Any]:
-        server = self.server
-        rules = server.session_for(ctx).rules_for(ctx.meta)
+        core = self.core
+        rules = core.session_for(ctx).rules_for(ctx.meta)
         ref = params.get("ref")
         argument = params.get("argument")
         if type(ref) is not dict or type(argument) is not dict:
@@ -269,16 +262,16 @@ class ProtocolHandlers:
             raise InvalidParams("Invalid params: 'argument' needs a string 'name' and 'value'", {"param": "argument"})
         kind = ref.get("type")
         if kind == "ref/prompt":
-            if ref.get("name") not in server.prompts:  # the spec's "invalid prompt name": -32602
+            if ref.get("name") not in core.prompts:  # the spec's "invalid prompt name": -32602
                 raise InvalidParams(f"Unknown prompt: {ref.get('name')}", {"prompt": ref.get("name")})
         elif kind == "ref/resource":
             uri = ref.get("uri")
-            if not isinstance(uri, str) or (uri not in server.templates and find_resource(server.resources, server.templates, uri) is None):
+            if not isinstance(uri, str) or (uri not in core.templates and find_resource(core.resources, core.templates, uri) is None):
                 raise InvalidParams(f"Unknown resource: {uri}", {"uri": uri})
         else:
             raise InvalidParams("Invalid params: 'ref.type' must be 'ref/prompt' or 'ref/resource'", {"param": "ref"})
         values: Any = []
-        completer = server.completer
+        completer = core.completer
         if completer is not None:
             fn_args = (ref, argument, params.get("context"))
             ok, values = await execute(completer, fn_args, {}, is_async=inspect.iscoroutinefunction(completer), blocking=False, pool=None)
@@ -291,10 +284,10 @@ class ProtocolHandlers:
         else:
             vals = [str(v) for v in values]
             completion = {"values": vals[:100], "total": len(vals), "hasMore": len(vals) > 100}
-        return server.finish(rules, {"completion": completion})
+        return core.finish(rules, {"completion": completion})
 
     def set_level(self, **params: Any) -> dict[str, Any]:
-        session = self.current()
+        session = self.core.session_for()
         if not session.rules_of(params).set_level:
             raise MethodNotFound("Method not found")  # 2026-07-28: the per-request _meta log level replaces it
         level = params.get("level")
@@ -310,8 +303,8 @@ class ProtocolHandlers:
         the subscription id in ``_meta``) until the client cancels (no reply then) or the server
         ends the stream (:meth:`MCPServer.close_subscriptions`, or its connection closing): then
         the final ``resultType: "complete"`` result, and nothing after it."""
-        server = self.server
-        session = server.session_for(ctx)
+        core = self.core
+        session = core.session_for(ctx)
         rules = session.rules_for(ctx.meta)
         if not rules.stateless:
             raise MethodNotFound("Method not found")  # handshake era: resources/subscribe, list_changed, GET stream
@@ -319,9 +312,9 @@ class ProtocolHandlers:
         if type(wanted) is not dict:
             raise InvalidParams("Invalid params: 'notifications' must be an object", {"param": "notifications"})
         # Updates of a resource the caller's token may not read are not agreed to (its scopes=).
-        agreed = agree(wanted, has_prompts=bool(server.prompts), has_resources=bool(server.resources or server.templates),
-                       may_read=lambda uri: may_use(server.required_scopes("resources/read", {"uri": uri})))
-        return server.finish(rules, await server.listeners.serve(ctx, agreed, session.peer))
+        agreed = agree(wanted, has_prompts=bool(core.prompts), has_resources=bool(core.resources or core.templates),
+                       may_read=lambda uri: may_use(required_scopes(core, "resources/read", {"uri": uri})))
+        return core.finish(rules, await core.listeners.serve(ctx, agreed, session.peer))
 
     # ------------------------------------------------------------------ the client's notifications
 
@@ -332,8 +325,8 @@ class ProtocolHandlers:
         return None  # the peer acts on cancellations before dispatch; late or unknown ones end here
 
     async def on_roots_changed(self, ctx: Context, **params: Any) -> None:
-        cb = self.server.on_roots_changed
+        cb = self.core.on_roots_changed
         if cb is not None:
-            res = cb(self.server.session_for(ctx))
+            res = cb(self.core.session_for(ctx))
             if inspect.isawaitable(res):
                 await res

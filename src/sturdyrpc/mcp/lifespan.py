@@ -18,10 +18,7 @@ import contextlib
 import inspect
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .server import MCPServer
+from typing import Any
 
 __all__ = ["Lifespan", "LifespanError", "LifespanRunner"]
 
@@ -36,13 +33,17 @@ class LifespanError(RuntimeError):
 
 
 class LifespanRunner:
-    """Runs one server's lifespan at most once at a time, shared by every transport of the process."""
+    """Runs one server's lifespan at most once at a time, shared by every transport of the process.
 
-    def __init__(self, server: MCPServer, fn: Lifespan | None) -> None:
+    ``fn(server)`` is called with ``server``: the object the user registered on (the
+    :class:`~sturdyrpc.mcp.server.MCPServer`).
+    """
+
+    def __init__(self, server: Any, fn: Lifespan | None) -> None:
         self.server = server
         self.fn = fn
         #: What the lifespan yielded while it runs (None otherwise).
-        self.state: Any = None
+        self.value: Any = None
         self._users = 0
         self._cm: Any = None
         self._lock: asyncio.Lock | None = None
@@ -66,7 +67,7 @@ class LifespanRunner:
                 await self._startup()
             self._users += 1
         try:
-            yield self.state
+            yield self.value
         finally:
             self._users -= 1
             if self._users == 0:
@@ -83,9 +84,9 @@ class LifespanRunner:
                 cm = contextlib.asynccontextmanager(lambda: gen)()
             if not hasattr(cm, "__aenter__"):
                 raise TypeError(f"{name}(server) must return an async context manager, not {type(cm).__name__}")
-            self.state = await cm.__aenter__()
+            self.value = await cm.__aenter__()
         except Exception as exc:
-            self.state = None
+            self.value = None
             raise LifespanError(f"lifespan startup failed in {name}(): {type(exc).__name__}: {exc}") from exc
         self._cm = cm
 
@@ -97,4 +98,4 @@ class LifespanRunner:
         except Exception:
             log.exception("the lifespan failed at shutdown")
         finally:
-            self.state = None
+            self.value = None

@@ -102,7 +102,8 @@ class MCPProfile(Profile):
     ``role="server"`` (default) also enforces the lifecycle; ``role="client"`` only the
     message rules (what a client accepts from its server). ``stateless=True`` is the
     single-request 2026-07-28 mode (Streamable HTTP): every request must carry the
-    ``_meta`` envelope and nothing is remembered between requests.
+    ``_meta`` envelope, nothing is remembered between requests, and two requests in flight may
+    carry the same id (they come from different clients).
     """
 
     name = "mcp"
@@ -129,6 +130,8 @@ class MCPProfile(Profile):
             self.era = "modern" if RULES[version].stateless else "handshake"
         if stateless:
             self.era = "modern"
+            # requests of different clients may carry the same id: no connection whose ids could repeat
+            self.refuse_duplicate_ids = False
         #: ``initialize`` has been accepted (handshake era).
         self.initialize_seen = False
         #: ``notifications/initialized`` arrived.

@@ -17,45 +17,45 @@ from ..request_context import request_principal
 from .registry import find_resource
 
 if TYPE_CHECKING:
-    from .server import MCPServer
+    from .core import ServerCore
 
 __all__ = ["required_scopes", "may_use", "NO_SCOPES"]
 
 NO_SCOPES: frozenset[str] = frozenset()
 
 
-def required_scopes(server: MCPServer, method: str, params: Any) -> frozenset[str]:
+def required_scopes(core: ServerCore, method: str, params: Any) -> frozenset[str]:
     """The scopes a ``method`` request with ``params`` needs: those of the tool it calls, the
     resource it reads or subscribes to, the prompt it gets, or the prompt/resource it completes
     arguments of. Unknown names need none (the request fails as it would anyway)."""
     if type(params) is not dict:
         return NO_SCOPES
     if method == "tools/call":
-        tool = server.tools.get(params.get("name"))  # type: ignore[arg-type]
+        tool = core.tools.get(params.get("name"))  # type: ignore[arg-type]
         return tool.scopes if tool is not None else NO_SCOPES
     if method in ("resources/read", "resources/subscribe"):
-        return _resource_scopes(server, params.get("uri"))
+        return _resource_scopes(core, params.get("uri"))
     if method == "prompts/get":
-        prompt = server.prompts.get(params.get("name"))  # type: ignore[arg-type]
+        prompt = core.prompts.get(params.get("name"))  # type: ignore[arg-type]
         return prompt.scopes if prompt is not None else NO_SCOPES
     if method == "completion/complete":
         ref = params.get("ref")
         if type(ref) is not dict:
             return NO_SCOPES
         if ref.get("type") == "ref/prompt":
-            prompt = server.prompts.get(ref.get("name"))  # type: ignore[arg-type]
+            prompt = core.prompts.get(ref.get("name"))  # type: ignore[arg-type]
             return prompt.scopes if prompt is not None else NO_SCOPES
         if ref.get("type") == "ref/resource":
             uri = ref.get("uri")
-            template = server.templates.get(uri) if type(uri) is str else None
-            return template.scopes if template is not None else _resource_scopes(server, uri)
+            template = core.templates.get(uri) if type(uri) is str else None
+            return template.scopes if template is not None else _resource_scopes(core, uri)
     return NO_SCOPES
 
 
-def _resource_scopes(server: MCPServer, uri: Any) -> frozenset[str]:
+def _resource_scopes(core: ServerCore, uri: Any) -> frozenset[str]:
     if type(uri) is not str:
         return NO_SCOPES
-    found = find_resource(server.resources, server.templates, uri)
+    found = find_resource(core.resources, core.templates, uri)
     return found[0].scopes if found is not None else NO_SCOPES
 
 

@@ -27,12 +27,14 @@ raise :class:`ToolError` to show a message on purpose. A parameter annotated
 :class:`MCPContext` receives the request context (progress, logging, sampling, elicitation,
 roots).
 
-The work is split by job: :mod:`.registry` (tool, resource and prompt records),
-:mod:`.content` (content blocks, :class:`ToolResult`, :class:`ToolError`), :mod:`.context`
-(:class:`MCPContext`), :mod:`.session_state` (per-connection state), :mod:`.request_state`
-(signed 2026-07-28 ``requestState``), :mod:`.listen` (``subscriptions/listen``),
-:mod:`.handlers` (the protocol methods) and :mod:`.tools_call` (the one ``tools/call`` path);
-this module is the facade that ties them to one object.
+The work is split by job: :mod:`.core` (:class:`~.core.ServerCore`: the registries, the
+server's info, capabilities, finishing results, the ``requestState`` signer, tasks, listen
+streams, the lifespan, the live sessions: what every other part receives), :mod:`.registry`
+(tool, resource and prompt records), :mod:`.content` (content blocks, :class:`ToolResult`,
+:class:`ToolError`), :mod:`.context` (:class:`MCPContext`), :mod:`.session_state`
+(per-connection state), :mod:`.handlers` (the protocol methods), :mod:`.tools_call` (the one
+``tools/call`` path) and :mod:`.stateless` (2026-07-28 requests). This module is the facade:
+the decorators and the serving entry points, over one core; nothing below imports it.
 """
 
 from __future__ import annotations
@@ -41,15 +43,14 @@ import asyncio
 import contextlib
 import logging
 import os
-import weakref
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..dispatch import Context, Dispatcher, Middleware
+from ..dispatch import Dispatcher, Middleware
 from ..envelope import read
-from ..errors import InvalidRequest
 from ..limits import DEFAULT_LIMITS, Limits
-from ..peer import MessageTransport, Peer, PeerContext
+from ..peer import MessageTransport, Peer
+from ..store import Store
 from .content import (
     ToolError,
     ToolResult,
@@ -58,7 +59,8 @@ from .content import (
     image_content,
     text_content,
 )
-from .context import LOG_LEVELS, InputRequired, MCPContext
+from .context import LOG_LEVELS, MCPContext
+from .core import ServerCore
 from .handlers import ProtocolHandlers
 from .lifespan import Lifespan, LifespanRunner
 from .listen import META_SUBSCRIPTION_ID, ListenStreams
@@ -67,11 +69,11 @@ from .profile import MCPProfile
 from .registry import Prompt, Resource, Tool
 from .request_state import RequestStateSigner
 from .scopes import required_scopes
-from .session_state import SessionPeer, SessionState, StatelessContext, current_session
+from .session_state import SessionPeer, SessionState
 from .stateless import StatelessRequest, StatelessServing
-from .tasks import TASKS_EXTENSION, Tasks
-from .tools_call import MCPDispatcher, ToolsCall
-from .versions import META_SERVER_INFO, SUPPORTED_VERSIONS, VersionRules
+from .tasks import Tasks
+from .tools_call import ToolsCall
+from .versions import SUPPORTED_VERSIONS
 
 if TYPE_CHECKING:
     from .client import MCPClient
@@ -88,11 +90,17 @@ __all__ = [
     "embedded_resource",
     "LOG_LEVELS",
     "META_SUBSCRIPTION_ID",
+    "Fanout",
 ]
 
 log = logging.getLogger("sturdyrpc.mcp")
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: ``await fanout(method, params)``: a session notification (``resources/updated``,
+#: ``list_changed``) for every worker of a server, each delivering it to its own sessions and
+#: listen streams (see :meth:`MCPServer.share`).
+Fanout = Callable[[str, dict[str, Any]], Awaitable[None]]
 
 
 class MCPServer:
@@ -118,47 +126,181 @@ class MCPServer:
         coerce_json_strings: bool = False,
         lifespan: Lifespan | None = None,
     ) -> None:
-        self.name = name
-        #: List results come in pages of this many items with a ``nextCursor`` (None: one page).
-        self.pages = Pages(page_size)
-        #: Tool arguments declared as objects/arrays that arrive as JSON strings are decoded
-        #: once before validation (set before registering the tools it should apply to).
-        self.coerce_json_strings = coerce_json_strings
-        #: 2026-07-28 caching hints on list, read and discover results (``ttlMs``, ``cacheScope``).
-        self.cache_ttl_ms = cache_ttl_ms
-        self.cache_scope = cache_scope
-        self.version = version
-        self.title = title
-        self.instructions = instructions
-        self.supported_versions = supported_versions
-        self.tools: dict[str, Tool] = {}
-        self.resources: dict[str, Resource] = {}
-        self.templates: dict[str, Resource] = {}
-        self.prompts: dict[str, Prompt] = {}
-        self.completer: Callable[..., Any] | None = None
-        #: Called with the session when the client says its roots changed.
-        self.on_roots_changed: Callable[[SessionState], Awaitable[None] | None] | None = None
-        self._sessions: weakref.WeakKeyDictionary[Peer, SessionState] = weakref.WeakKeyDictionary()
-        #: Open ``subscriptions/listen`` streams (2026-07-28), over every transport.
-        self.listeners = ListenStreams()
-        #: Signs and checks ``requestState`` (2026-07-28 multi round-trip requests).
-        self.request_state = RequestStateSigner()
-        #: Set when several workers serve this server (Streamable HTTP with a shared store): session
-        #: notifications (``resources/updated``, ``list_changed``) go to every worker through it,
-        #: and each worker delivers them to its sessions and listen streams.
-        self.fanout: Callable[[str, dict[str, Any]], Awaitable[None]] | None = None
+        # What every part shares is the core's (see :mod:`.core`); this object registers on it
+        # and serves it.
+        self._core = core = ServerCore(
+            name, version, lifespan=LifespanRunner(self, lifespan), limits=limits, instructions=instructions, title=title,
+            supported_versions=supported_versions, cache_ttl_ms=cache_ttl_ms, cache_scope=cache_scope, page_size=page_size,
+            coerce_json_strings=coerce_json_strings,
+        )
         #: ``tools/call``: the one path from request to reply (see :mod:`.tools_call`).
-        self.tools_call = ToolsCall(self)
-        #: Tasks: tool calls answered with a handle and run in the background (see :mod:`.tasks`).
-        self.tasks = Tasks(self)
-        dispatcher = MCPDispatcher(limits, log)
-        self.dispatcher: Dispatcher = dispatcher
-        ProtocolHandlers(self).register(dispatcher)
-        dispatcher.set_tool_failure(self.tools_call.failed_call)
+        self.tools_call = ToolsCall(core)
+        ProtocolHandlers(core, self.tools_call).register(core.dispatcher)
+        core.dispatcher.set_tool_failure(self.tools_call.failed_call)
         #: 2026-07-28 requests, each served on its own (see :mod:`.stateless`).
-        self._stateless = StatelessServing(self)
-        #: Startup and shutdown around serving (see :mod:`.lifespan`); its value is ``ctx.lifespan``.
-        self.lifespan = LifespanRunner(self, lifespan)
+        self._stateless = StatelessServing(core)
+        self._fanout: Fanout | None = None
+
+    # ------------------------------------------------------------------ what the core keeps
+
+    @property
+    def name(self) -> str:
+        """The server's name (``serverInfo.name``)."""
+        return self._core.name
+
+    @name.setter
+    def name(self, value: str) -> None:
+        self._core.name = value
+
+    @property
+    def version(self) -> str:
+        """The server's version (``serverInfo.version``)."""
+        return self._core.version
+
+    @version.setter
+    def version(self, value: str) -> None:
+        self._core.version = value
+
+    @property
+    def title(self) -> str | None:
+        """The server's title (``serverInfo.title``, 2025-06-18+)."""
+        return self._core.title
+
+    @title.setter
+    def title(self, value: str | None) -> None:
+        self._core.title = value
+
+    @property
+    def instructions(self) -> str | None:
+        """The ``instructions`` of ``initialize`` and ``server/discover`` results."""
+        return self._core.instructions
+
+    @instructions.setter
+    def instructions(self, value: str | None) -> None:
+        self._core.instructions = value
+
+    @property
+    def supported_versions(self) -> tuple[str, ...]:
+        """The protocol versions served, oldest first (a new tuple applies to new sessions and requests)."""
+        return self._core.supported_versions
+
+    @supported_versions.setter
+    def supported_versions(self, value: tuple[str, ...]) -> None:
+        self._core.supported_versions = value
+
+    @property
+    def pages(self) -> Pages:
+        """List results come in pages of ``page_size`` items with a ``nextCursor`` (:class:`.Pages`)."""
+        return self._core.pages
+
+    @pages.setter
+    def pages(self, value: Pages) -> None:
+        self._core.pages = value
+
+    @property
+    def coerce_json_strings(self) -> bool:
+        """Tool arguments declared as objects/arrays that arrive as JSON strings are decoded once
+        before validation (set before registering the tools it should apply to)."""
+        return self._core.coerce_json_strings
+
+    @coerce_json_strings.setter
+    def coerce_json_strings(self, value: bool) -> None:
+        self._core.coerce_json_strings = value
+
+    @property
+    def cache_ttl_ms(self) -> int:
+        """2026-07-28 caching hint ``ttlMs`` on list, read and discover results."""
+        return self._core.cache_ttl_ms
+
+    @cache_ttl_ms.setter
+    def cache_ttl_ms(self, value: int) -> None:
+        self._core.cache_ttl_ms = value
+
+    @property
+    def cache_scope(self) -> str:
+        """2026-07-28 caching hint ``cacheScope`` on list, read and discover results."""
+        return self._core.cache_scope
+
+    @cache_scope.setter
+    def cache_scope(self, value: str) -> None:
+        self._core.cache_scope = value
+
+    @property
+    def on_roots_changed(self) -> Callable[[SessionState], Awaitable[None] | None] | None:
+        """Called with the session when the client says its roots changed."""
+        return self._core.on_roots_changed
+
+    @on_roots_changed.setter
+    def on_roots_changed(self, fn: Callable[[SessionState], Awaitable[None] | None] | None) -> None:
+        self._core.on_roots_changed = fn
+
+    @property
+    def tools(self) -> dict[str, Tool]:
+        """The registered tools by name."""
+        return self._core.tools
+
+    @property
+    def resources(self) -> dict[str, Resource]:
+        """The registered resources by URI (templates: :attr:`templates`)."""
+        return self._core.resources
+
+    @property
+    def templates(self) -> dict[str, Resource]:
+        """The registered resource templates by URI template."""
+        return self._core.templates
+
+    @property
+    def prompts(self) -> dict[str, Prompt]:
+        """The registered prompts by name."""
+        return self._core.prompts
+
+    @property
+    def completer(self) -> Callable[..., Any] | None:
+        """The completion handler (:meth:`completion`), or None."""
+        return self._core.completer
+
+    @property
+    def dispatcher(self) -> Dispatcher:
+        """The dispatcher every request of this server runs through, on every transport."""
+        return self._core.dispatcher
+
+    @property
+    def tasks(self) -> Tasks:
+        """Tasks: tool calls answered with a handle and run in the background (see :mod:`.tasks`)."""
+        return self._core.tasks
+
+    @property
+    def lifespan(self) -> LifespanRunner:
+        """Startup and shutdown around serving (see :mod:`.lifespan`); its value is ``ctx.lifespan``."""
+        return self._core.lifespan
+
+    @property
+    def lifespan_state(self) -> Any:
+        """What the lifespan yielded (None before startup, after shutdown, or without one)."""
+        return self._core.lifespan.value
+
+    @property
+    def listeners(self) -> ListenStreams:
+        """Open ``subscriptions/listen`` streams (2026-07-28), over every transport."""
+        return self._core.listeners
+
+    @property
+    def request_state(self) -> RequestStateSigner:
+        """Signs and checks ``requestState`` (2026-07-28 multi round-trip requests)."""
+        return self._core.request_state
+
+    def share(self, store: Store, *, worker: str, fanout: Fanout | None = None) -> None:
+        """Serve as one of several workers of this server that share ``store`` (Streamable HTTP
+        with a shared store does this: :func:`~sturdyrpc.mcp_http.mcp_http_app`).
+
+        Tasks are kept in ``store``, so any worker polls, fetches and cancels them (``worker``:
+        this worker's name in task records, whose heartbeat ``alive:<worker>`` says its tasks
+        still run). ``fanout(method, params)``: session notifications (``resources/updated``,
+        ``list_changed``) go to every worker through it, and each worker delivers them to its
+        own sessions and listen streams (None: to this worker's only).
+        """
+        self._core.tasks.use_store(store, worker)
+        self._fanout = fanout
 
     # ------------------------------------------------------------------ decorators
 
@@ -202,12 +344,12 @@ class MCPServer:
         """
 
         def register(fn: F) -> F:
-            t = Tool(fn, name or fn.__name__, description, title, annotations, input_schema, structured, blocking, meta, icons=icons, coerce_json_strings=self.coerce_json_strings,
+            t = Tool(fn, name or fn.__name__, description, title, annotations, input_schema, structured, blocking, meta, icons=icons, coerce_json_strings=self._core.coerce_json_strings,
                      scopes=scopes)
             if timeout is not None:
                 t.set_timeout(timeout)
             t.set_task_support(task_support)
-            self.tools[t.name] = t
+            self._core.tools[t.name] = t
             self._changed("tools")
             return fn
 
@@ -230,7 +372,7 @@ class MCPServer:
 
         def register(fn: F) -> F:
             r = Resource(fn, uri, name or fn.__name__, description, mime_type, title, blocking, icons=icons, scopes=scopes)
-            (self.templates if r.is_template else self.resources)[uri] = r
+            (self._core.templates if r.is_template else self._core.resources)[uri] = r
             self._changed("resources")
             return fn
 
@@ -251,7 +393,7 @@ class MCPServer:
 
         def register(fn: F) -> F:
             p = Prompt(fn, name or fn.__name__, description, title, arguments, icons=icons, scopes=scopes)
-            self.prompts[p.name] = p
+            self._core.prompts[p.name] = p
             self._changed("prompts")
             return fn
 
@@ -259,7 +401,7 @@ class MCPServer:
 
     def remove_tool(self, name: str) -> bool:
         """Unregister the tool ``name`` (listeners are told the list changed); False if absent."""
-        if self.tools.pop(name, None) is None:
+        if self._core.tools.pop(name, None) is None:
             return False
         self._changed("tools")
         return True
@@ -274,12 +416,7 @@ class MCPServer:
         of your own, or raise an ``RPCError``; any other exception is answered as a handler's
         (-32603, or ``isError`` for ``tools/call``, naming an incident id).
         """
-        return self.dispatcher.middleware(fn)
-
-    @property
-    def lifespan_state(self) -> Any:
-        """What the lifespan yielded (None before startup, after shutdown, or without one)."""
-        return self.lifespan.state
+        return self._core.dispatcher.middleware(fn)
 
     def test_client(self, protocol: str | None = None, **options: Any) -> contextlib.AbstractAsyncContextManager[MCPClient]:
         """``async with server.test_client() as client``: an :class:`~sturdyrpc.mcp.client.MCPClient`
@@ -291,13 +428,13 @@ class MCPServer:
         """
         from .testing import connect_in_memory
 
-        return connect_in_memory(self, protocol, **options)
+        return connect_in_memory(self.create_peer, self._core.lifespan, protocol, **options)
 
     def completion(self) -> Callable[[F], F]:
         """Register the completion handler ``fn(ref, argument, context) -> list[str] | dict``."""
 
         def register(fn: F) -> F:
-            self.completer = fn
+            self._core.completer = fn
             return fn
 
         return register
@@ -306,10 +443,10 @@ class MCPServer:
 
     def sessions(self) -> list[SessionState]:
         """The live stateful sessions."""
-        return [s for p, s in list(self._sessions.items()) if not p.is_closing]
+        return [s for p, s in list(self._core.sessions_by_peer.items()) if not p.is_closing]
 
     def _changed(self, kind: str) -> None:
-        if not self._sessions and not len(self.listeners) and self.fanout is None:
+        if not self._core.sessions_by_peer and not len(self._core.listeners) and self._fanout is None:
             return
         try:
             loop = asyncio.get_running_loop()
@@ -321,10 +458,10 @@ class MCPServer:
         """Send ``notifications/{kind}/list_changed`` (kind: tools, resources, prompts) to every
         handshake-era session that finished initializing, and to every ``subscriptions/listen``
         stream that asked for them."""
-        if self.fanout is not None:
-            await self.fanout(f"notifications/{kind}/list_changed", {})
+        if self._fanout is not None:
+            await self._fanout(f"notifications/{kind}/list_changed", {})
             return
-        self.listeners.publish(f"notifications/{kind}/list_changed", {})
+        self._core.listeners.publish(f"notifications/{kind}/list_changed", {})
         for s in self.sessions():
             if s.profile.era == "handshake" and s.profile.initialize_seen:
                 await s.notify(f"notifications/{kind}/list_changed")
@@ -332,10 +469,10 @@ class MCPServer:
     async def resource_updated(self, uri: str) -> None:
         """Send ``notifications/resources/updated`` to the sessions subscribed to ``uri`` (and the
         ``subscriptions/listen`` streams naming it)."""
-        if self.fanout is not None:
-            await self.fanout("notifications/resources/updated", {"uri": uri})
+        if self._fanout is not None:
+            await self._fanout("notifications/resources/updated", {"uri": uri})
             return
-        self.listeners.publish("notifications/resources/updated", {"uri": uri})
+        self._core.listeners.publish("notifications/resources/updated", {"uri": uri})
         for s in self.sessions():
             if uri in s.subscriptions:
                 await s.notify("notifications/resources/updated", {"uri": uri})
@@ -343,7 +480,7 @@ class MCPServer:
     def close_subscriptions(self) -> int:
         """End every open ``subscriptions/listen`` stream gracefully (e.g. at shutdown): each
         gets its final ``resultType: "complete"`` result, then nothing more. Returns how many."""
-        return self.listeners.close_all()
+        return self._core.listeners.close_all()
 
     # ------------------------------------------------------------------ serving
 
@@ -355,26 +492,28 @@ class MCPServer:
         default_timeout: float | None = 60.0,
         session_id: str | None = None,
         principal: Any = None,
+        on_enqueue: Callable[[bytes], None] | None = None,
     ) -> Peer:
         """A :class:`~sturdyrpc.peer.Peer` (not started) serving one MCP session on ``transport``.
 
         The session (version, capabilities, log level, subscriptions, ``ctx.state``) lives as
         long as the peer. Start it with ``async with peer:`` and wait with ``await peer.wait_closed()``.
         A transport that knows more passes it on: ``session_id`` (default: a random one),
-        ``principal`` (its security step's, for the session). Each request's own principal and
-        headers are the transport's to make current (:mod:`sturdyrpc.request_context`).
+        ``principal`` (its security step's, for the session), ``on_enqueue(data)`` (the peer's:
+        called with each message queued for sending, where the handler that queued it runs).
+        Each request's own principal and headers are the transport's to make current
+        (:mod:`sturdyrpc.request_context`).
         """
-        profile = MCPProfile(supported=self.supported_versions)
-        peer = SessionPeer(transport, self.dispatcher, profile=profile, default_timeout=default_timeout, name=name)
-        session = SessionState(self, profile, peer, session_id=session_id if session_id is not None else os.urandom(16).hex(),
-                               principal=principal)
-        peer.mcp_session = session
-        self._sessions[peer] = session
+        core = self._core
+        peer = SessionPeer(transport, core.dispatcher, profile=MCPProfile(supported=core.supported_versions), lifespan=core.lifespan,
+                           session_id=session_id if session_id is not None else os.urandom(16).hex(), principal=principal,
+                           default_timeout=default_timeout, name=name, on_enqueue=on_enqueue)
+        core.sessions_by_peer[peer] = peer.mcp_session
         return peer
 
     def session_of(self, peer: Peer) -> SessionState | None:
         """The session served on ``peer`` (made by :meth:`create_peer`), or None."""
-        return self._sessions.get(peer)
+        return self._core.sessions_by_peer.get(peer)
 
     async def serve(self, transport: MessageTransport, *, name: str = "mcp-server") -> None:
         """Serve one session on ``transport`` until the other side closes it."""
@@ -402,84 +541,13 @@ class MCPServer:
         -32603 reply with an incident id, or a tool's ``isError`` result. Cancel by cancelling
         the task that awaits this coroutine (nothing is returned then).
         """
-        request = self.serve_stateless(read(body, self.dispatcher.limits), send_related)
+        request = self.serve_stateless(read(body, self._core.dispatcher.limits), send_related)
         return request.value if request.done else await request.wait()
 
     def required_scopes(self, method: str, params: Any) -> frozenset[str]:
         """The OAuth scopes a ``method`` request with ``params`` needs (the ``scopes=`` of the
         tool, resource or prompt it names; see :mod:`.scopes`)."""
-        return required_scopes(self, method, params)
-
-    # ------------------------------------------------------------------ what handlers share
-
-    def session_for(self, ctx: Context) -> SessionState:
-        """The session a handler's request belongs to."""
-        s = current_session()
-        if s is not None:
-            return s
-        if isinstance(ctx, StatelessContext):
-            return ctx.session
-        if isinstance(ctx, PeerContext):
-            s = self._sessions.get(ctx.peer)
-            if s is not None:
-                return s
-            prof = ctx.peer.profile
-            if isinstance(prof, MCPProfile):  # a peer built elsewhere around our dispatcher
-                s = SessionState(self, prof, ctx.peer)
-                self._sessions[ctx.peer] = s
-                return s
-        raise InvalidRequest("Invalid Request", {"reason": "no MCP session for this request"})
-
-    def server_info(self, rules: VersionRules) -> dict[str, Any]:
-        """``serverInfo`` under ``rules``."""
-        info: dict[str, Any] = {"name": self.name, "version": self.version}
-        if self.title and rules.structured_output:
-            info["title"] = self.title
-        return info
-
-    def capabilities(self, rules: VersionRules, bound: bool = False) -> dict[str, Any]:
-        """The server capabilities advertised under ``rules``; ``bound``: the client has an
-        auth context (a principal) that tasks are bound to (``tasks.list`` is declared only then)."""
-        caps: dict[str, Any] = {}
-        if self.completer is not None and rules.audio:
-            caps["completions"] = {}
-        caps["logging"] = {}
-        # 2026-07-28: the same notifications, delivered on subscriptions/listen streams
-        if self.prompts:
-            caps["prompts"] = {"listChanged": True}
-        if self.resources or self.templates:
-            caps["resources"] = {"subscribe": True, "listChanged": True}
-        caps["tools"] = {"listChanged": True}
-        if self.tasks.enabled():
-            if rules.tasks:
-                caps["tasks"] = self.tasks.capability(bound)
-            elif rules.stateless:
-                caps["extensions"] = {TASKS_EXTENSION: {}}
-        return caps
-
-    def finish(self, rules: VersionRules, result: dict[str, Any], cacheable: bool = False) -> dict[str, Any]:
-        """``result`` with what ``rules`` add to every result (2026-07-28: ``resultType``, the
-        server info in ``_meta``, and caching hints on cacheable results)."""
-        if rules.result_type:
-            result.setdefault("resultType", "complete")
-            if cacheable and result["resultType"] == "complete":
-                result.setdefault("ttlMs", self.cache_ttl_ms)
-                result.setdefault("cacheScope", self.cache_scope)
-            meta = result.get("_meta")
-            meta = dict(meta) if type(meta) is dict else {}
-            meta[META_SERVER_INFO] = self.server_info(rules)
-            result["_meta"] = meta
-        return result
-
-    def input_required(self, rules: VersionRules, need: InputRequired, method: str, name: str, params: Any = None) -> dict[str, Any]:
-        """The ``input_required`` result (2026-07-28) of ``method`` on ``name``; its ``requestState``
-        is bound to the ``arguments`` in the request's ``params``."""
-        if not rules.stateless:  # cannot happen: only modern requests ask for input this way
-            return {"content": [text_content("Input required")], "isError": True}
-        return self.finish(
-            rules, {"resultType": "input_required", "inputRequests": need.requests,
-                    "requestState": self.request_state.sign(method, name, params)}
-        )
+        return required_scopes(self._core, method, params)
 
 
 def __getattr__(name: str) -> object:

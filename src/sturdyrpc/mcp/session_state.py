@@ -1,9 +1,10 @@
 """What the server knows about one MCP connection (or one stateless request).
 
 :class:`SessionState` holds the connection's profile (negotiated version, client
-capabilities), its log level and resource subscriptions. The session of the message being
-handled is found through a context variable, set for a peer's reader task (and so for
-everything it starts) by :class:`SessionPeer`, and around each stateless request.
+capabilities), its log level and resource subscriptions. The session of the request at hand
+is :data:`sturdyrpc.request_context.current_session` (read here by :func:`request_session`),
+set for a peer's reader task (and so for everything it starts) by :class:`SessionPeer`, and
+around each stateless request.
 """
 
 from __future__ import annotations
@@ -13,20 +14,17 @@ import logging
 import secrets
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import codec
-from ..dispatch import Call, Context
-from ..peer import Peer
-from ..request_context import current_headers, request_principal
-from ..request_context import current_session as current_session_var
+from ..dispatch import Call, Context, Dispatcher
+from ..peer import MessageTransport, Peer
+from ..request_context import current_headers, current_session, request_principal
+from .lifespan import LifespanRunner
 from .profile import MCPProfile
 from .versions import LATEST, META_PROTOCOL_VERSION, RULES, VersionRules
 
-if TYPE_CHECKING:
-    from .server import MCPServer
-
-__all__ = ["SessionState", "SessionPeer", "StatelessContext", "current_session", "use_session", "reset_session"]
+__all__ = ["SessionState", "SessionPeer", "StatelessContext", "request_session", "use_session", "reset_session"]
 
 log = logging.getLogger("sturdyrpc.mcp")
 
@@ -36,16 +34,17 @@ class SessionState:
 
     def __init__(
         self,
-        server: MCPServer,
         profile: MCPProfile,
+        lifespan: LifespanRunner,
         peer: Peer | None = None,
         *,
         session_id: str | None = None,
         principal: Any = None,
         headers: Mapping[str, str] | None = None,
     ) -> None:
-        self.server = server
         self.profile = profile
+        #: The server's lifespan: what it yielded is ``ctx.lifespan`` in this session's requests.
+        self._lifespan = lifespan
         self._peer = weakref.ref(peer) if peer is not None else None
         #: Minimum level of ``notifications/message`` set by ``logging/setLevel`` (None: send none).
         self.log_level: str | None = None
@@ -76,11 +75,16 @@ class SessionState:
         latest = request_principal()
         return latest if latest is not None else self.principal
 
+    @property
+    def lifespan_state(self) -> Any:
+        """What the server's lifespan yielded (None before startup, after shutdown, or without one)."""
+        return self._lifespan.value
+
     def fill(self, ctx: Context) -> None:
         """Set what this session knows on a request's context (before the middleware sees it)."""
         ctx.session_id = self.session_id
         ctx.principal = self.request_principal()
-        ctx.lifespan = self.server.lifespan_state
+        ctx.lifespan = self._lifespan.value
         ctx.state = self.state
         ctx.headers = self.headers_for(ctx.id)
 
@@ -128,8 +132,6 @@ class SessionState:
             log.debug("notification %s not sent: %r", method, exc)
 
 
-#: The session whose messages are being handled (set for a peer's reader task and everything
-#: it starts, and around each stateless request).
 #: The ``params._meta`` member marking a message a server replays to itself (a shared session's
 #: replica repeating the client's ``initialize``, see :mod:`sturdyrpc.mcp_http.shared`): no
 #: request of the client's, so telemetry leaves it out. Its value is :data:`REPLAY_TOKEN`, made
@@ -154,11 +156,14 @@ def is_replayed(params: Any) -> bool:
     return type(meta) is dict and meta.get(REPLAY_MARK) == REPLAY_TOKEN
 
 
-_SESSION: contextvars.ContextVar[SessionState | None] = current_session_var
+#: The session whose messages are being handled (set for a peer's reader task and everything
+#: it starts, and around each stateless request): :data:`sturdyrpc.request_context.current_session`.
+_SESSION: contextvars.ContextVar[SessionState | None] = current_session
 
 
-def current_session() -> SessionState | None:
-    """The session of the message being handled here, if any."""
+def request_session() -> SessionState | None:
+    """The session of the request at hand, if any (as :func:`~sturdyrpc.request_context.request_principal`
+    is its principal)."""
     return _SESSION.get()
 
 
@@ -173,10 +178,17 @@ def reset_session(token: contextvars.Token[SessionState | None]) -> None:
 
 
 class SessionPeer(Peer):
-    """A peer that makes its MCP session known to everything it handles (its context is copied
-    when it starts: the reader and writer tasks, and every frame a transport pushes to it)."""
+    """A peer serving one MCP session, which it makes known to everything it handles (its
+    context is copied when it starts: the reader and writer tasks, and every frame a transport
+    pushes to it). The session (:attr:`mcp_session`) is made with the peer and lives as long.
+    """
 
-    mcp_session: SessionState
+    def __init__(self, transport: MessageTransport, dispatcher: Dispatcher, *, profile: MCPProfile, lifespan: LifespanRunner,
+                 session_id: str | None = None, principal: Any = None, default_timeout: float | None = 60.0,
+                 name: str = "mcp-server", on_enqueue: Callable[[bytes], None] | None = None) -> None:
+        super().__init__(transport, dispatcher, profile=profile, default_timeout=default_timeout, name=name, on_enqueue=on_enqueue)
+        #: The MCP session served on this peer.
+        self.mcp_session = SessionState(profile, lifespan, self, session_id=session_id, principal=principal)
 
     def start_now(self) -> None:
         token = _SESSION.set(self.mcp_session)
@@ -189,23 +201,24 @@ class SessionPeer(Peer):
 class StatelessContext(Context):
     """The context of one 2026-07-28 request served by :meth:`MCPServer.handle_stateless`."""
 
-    __slots__ = ("session", "send_related", "done", "_last_progress")
+    __slots__ = ("session", "emit", "done", "_last_progress")
 
-    def __init__(self, call: Call, session: SessionState, send_related: Callable[[bytes], Awaitable[None]]) -> None:
+    def __init__(self, call: Call, session: SessionState, emit: Callable[[bytes], Awaitable[None]]) -> None:
         super().__init__(call.request_id, call.method, call.params, call.is_notification)
         self.session = session
-        self.send_related = send_related
+        #: ``await emit(data)``: a notification of this request, encoded, sent before its reply.
+        self.emit = emit
         self.done = False
         self._last_progress: float | None = None
 
     async def notify(self, method: str, params: Any = None) -> None:
-        """Pass a notification of this request, encoded, to ``send_related``."""
+        """Pass a notification of this request, encoded, to :attr:`emit`."""
         if self.done:
             return
         msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             msg["params"] = params
-        await self.send_related(codec.encode(msg))
+        await self.emit(codec.encode(msg))
 
     async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         token = self.session.profile.read_progress_token(self.params)

@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..dispatch import Call, Context
 from ..request_context import current_headers, current_principal
 from ..runner import Runner
+from .core import ServerCore
 from .profile import MCPProfile
 from .session_state import SessionState, StatelessContext, reset_session, use_session
-
-if TYPE_CHECKING:
-    from .server import MCPServer
 
 __all__ = ["StatelessRequest", "StatelessServing", "Emit"]
 
@@ -79,28 +77,26 @@ def _nowhere(data: bytes) -> None:
 
 
 class StatelessServing:
-    """The stateless requests of one :class:`~.server.MCPServer`."""
+    """The stateless requests of the server whose core is ``core``."""
 
-    def __init__(self, server: MCPServer) -> None:
-        self.server = server
+    def __init__(self, core: ServerCore) -> None:
+        self.core = core
         self._made_for: tuple[str, ...] | None = None
         self._session: SessionState | None = None
         self._runner: Runner | None = None
 
     def _setup(self) -> tuple[SessionState, Runner]:
-        server = self.server
-        profile = MCPProfile(stateless=True, supported=server.supported_versions)
-        # requests of different clients may carry the same id: no connection whose ids could repeat
-        profile.refuse_duplicate_ids = False
-        self._session = SessionState(server, profile)
-        self._runner = Runner(server.dispatcher, _nowhere, context_factory=self._context, profile=profile, max_in_flight=None)
-        self._made_for = server.supported_versions
+        core = self.core
+        profile = MCPProfile(stateless=True, supported=core.supported_versions)
+        self._session = SessionState(profile, core.lifespan)
+        self._runner = Runner(core.dispatcher, _nowhere, context_factory=self._context, profile=profile, max_in_flight=None)
+        self._made_for = core.supported_versions
         return self._session, self._runner
 
     def serve(self, got: Any, emit: Emit) -> StatelessRequest:
         """Start serving one message read already (anything :func:`sturdyrpc.envelope.read`
         returns), in the caller's context (the HTTP request's principal and headers)."""
-        if self._made_for is not self.server.supported_versions or self._runner is None or self._session is None:
+        if self._made_for is not self.core.supported_versions or self._runner is None or self._session is None:
             session, runner = self._setup()
         else:
             session, runner = self._session, self._runner
@@ -117,7 +113,7 @@ class StatelessServing:
         principal and headers), made current where the request runs."""
         shared = self._session
         assert shared is not None
-        session = SessionState(self.server, shared.profile, principal=current_principal.get(), headers=current_headers.get())
+        session = SessionState(shared.profile, self.core.lifespan, principal=current_principal.get(), headers=current_headers.get())
         use_session(session)  # in the request's own context: its task's, or the copy a NOW plan runs in
         origin: StatelessRequest = call.origin
         ctx = StatelessContext(call, session, origin.emit)

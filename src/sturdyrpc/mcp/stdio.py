@@ -2,8 +2,8 @@
 
 Newline-delimited JSON over the one stdio transport
 (:class:`~sturdyrpc.transports.stdio.StdioTransport`): nothing but protocol on stdout (stray
-prints go to stderr), logs on stderr. The server's early answers (inline ``tools/call``,
-:meth:`~sturdyrpc.mcp.server.MCPServer.fast_path`) are written on the reader's turn.
+prints go to stderr), logs on stderr. The transport pushes each frame into the session's peer,
+whose runner answers an inline ``tools/call`` on the reader's turn.
 
 When stdin ends, every request that was running or waiting is answered and every reply is
 flushed before the server returns: no deadline applies to EOF. SIGTERM/SIGINT stop it

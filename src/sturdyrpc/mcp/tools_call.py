@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
@@ -32,18 +31,15 @@ from ..dispatch import Call, Context, Dispatcher, MethodEntry
 from ..errors import InvalidParams, InvalidRequest, MethodNotFound, RPCError, assigned_incident, incident_of
 from ..execute import shared_pool
 from ..invoke import call_now
-from ..limits import Limits
-from ..request_context import current_session as current_session_var
+from ..request_context import current_session
 from .content import ToolError, text_content
 from .context import InputRequired, MCPContext
+from .core import ServerCore
 from .registry import TEMPLATE_TEXT, TEMPLATE_WRAPPED, OutputMismatch, Tool
-from .session_state import SessionState, current_session
+from .session_state import SessionState, request_session
 from .versions import VersionRules
 
-if TYPE_CHECKING:
-    from .server import MCPServer
-
-__all__ = ["ToolsCall", "MCPDispatcher", "Prepared"]
+__all__ = ["ToolsCall", "Prepared"]
 
 log = logging.getLogger("sturdyrpc.mcp")
 
@@ -77,11 +73,11 @@ _UNMADE: Any = object()
 
 
 class ToolsCall:
-    """The ``tools/call`` logic of one server (see the module docstring)."""
+    """The ``tools/call`` logic of the server whose core is ``core`` (see the module docstring)."""
 
-    def __init__(self, server: MCPServer) -> None:
-        self.server = server
-        self._tools = server.tools
+    def __init__(self, core: ServerCore) -> None:
+        self.core = core
+        self._tools = core.tools
         self._dispatcher: Dispatcher | None = None
         self._async_entry: MethodEntry | None = None
         #: tool name -> (the tool, its entry): made at the first call, remade for a new tool of that name
@@ -119,7 +115,7 @@ class ToolsCall:
         elif type(arguments) is not dict:
             raise InvalidParams("Invalid params: 'arguments' must be an object", {"param": "arguments"})
         if "requestState" in params:
-            self.server.request_state.check(params, "tools/call", tool.name)
+            self.core.request_state.check(params, "tools/call", tool.name)
         spec = tool.by_position
         if spec is not None and len(arguments) == len(spec):
             # the common case, bound as Binder.bind would by name; any doubt (a name missing, a
@@ -135,7 +131,7 @@ class ToolsCall:
             args, kwargs = tool.bind(arguments)  # checked before the tool runs
         except InvalidParams as exc:
             if rules.validation_as_tool_error:  # SEP-1303 (2025-11-25+): the model sees what to fix
-                return self.server.finish(rules, {"content": [text_content(exc.message)], "isError": True})
+                return self.core.finish(rules, {"content": [text_content(exc.message)], "isError": True})
             raise
         return rules, tool, args, kwargs
 
@@ -175,7 +171,7 @@ class ToolsCall:
         rules, tool, args, kwargs = p
         mctx = MCPContext(session, ctx)
         try:
-            running = tool.run(args, kwargs, mctx, shared_pool(self.server.dispatcher.limits.max_threads))
+            running = tool.run(args, kwargs, mctx, shared_pool(self.core.dispatcher.limits.max_threads))
             if tool.timeout is None:
                 ok, value = await running
             else:
@@ -202,13 +198,13 @@ class ToolsCall:
         if isinstance(value, RPCError):
             raise value
         if isinstance(value, InputRequired):
-            return self.server.input_required(rules, value, "tools/call", tool.name, params)
+            return self.core.input_required(rules, value, "tools/call", tool.name, params)
         return self.failed(rules, tool.name, value)
 
     def failed_call(self, call: Call, exc: BaseException) -> dict[str, Any] | None:
         """The ``isError`` result of ``tools/call`` ``call`` whose middleware (or anything around
         the tool) raised ``exc``; None outside an MCP session (the caller answers -32603)."""
-        session = current_session()
+        session = request_session()
         if session is None:
             return None
         params = call.params if type(call.params) is dict else {}
@@ -219,23 +215,23 @@ class ToolsCall:
         """The ``isError`` result of a tool that raised ``exc``: a :class:`ToolError`'s message
         as is, anything else a generic text naming an incident id (the traceback is logged)."""
         if isinstance(exc, ToolError):
-            return self.server.finish(rules, {"content": [text_content(exc.message)], "isError": True})
+            return self.core.finish(rules, {"content": [text_content(exc.message)], "isError": True})
         incident = incident_of(exc)
         if isinstance(exc, OutputMismatch):  # the author's bug, said in full; no traceback to read
             log.error("incident %s: %s", incident, exc)
         else:
             log.error("incident %s: tool %r raised", incident, name, exc_info=exc)
         text = f"The tool failed with an internal error (incident {incident})."
-        return self.server.finish(rules, {"content": [text_content(text)], "isError": True})
+        return self.core.finish(rules, {"content": [text_content(text)], "isError": True})
 
     def result(self, rules: VersionRules, tool: Tool, value: Any) -> Any:
         """The result for ``value``: rendered bytes (``msgspec.Raw``) for the common shapes,
         else the result object for the dispatcher to encode (which refuses NaN and the like).
         With middleware, always the object: the chain sees results as plain data."""
-        raw = None if self.server.dispatcher.middleware_chain else self.render(rules, tool, value)
+        raw = None if self.core.dispatcher.middleware_chain else self.render(rules, tool, value)
         if raw is not None:
             return _Raw(raw)
-        return self.server.finish(rules, tool.result(value, rules))
+        return self.core.finish(rules, tool.result(value, rules))
 
     def render(self, rules: VersionRules, tool: Tool, value: Any) -> bytes | None:
         """The encoded result from a cached template, or None when no template applies."""
@@ -259,14 +255,14 @@ class ToolsCall:
             return None
 
     def _info(self) -> tuple[str, str, str | None]:
-        s = self.server
-        return s.name, s.version, s.title
+        c = self.core
+        return c.name, c.version, c.title
 
     def _make_template(self, rules: VersionRules, tool: Tool) -> _Template | None:
         """Cut the general rendering of ``tool``'s result around its holes, and check the cut
         against the general rendering of a few awkward values (else no template: None)."""
         mark = "\x00sturdyrpc-hole\x00"
-        finish = self.server.finish
+        finish = self.core.finish
         try:
             # one template per kind serves str and int tools alike: cut and checked on the
             # unchecked rendering (the mark is a string, whatever the tool's declared type)
@@ -317,7 +313,7 @@ class ToolsCall:
 
     def _inline_entry(self, tool: Tool) -> MethodEntry:
         run_inline = self.run_inline
-        session_of_request = current_session_var.get
+        session_of_request = current_session.get
 
         def call_tool(params: dict[str, Any], ctx: Context | None) -> Any:
             session = session_of_request()
@@ -327,33 +323,3 @@ class ToolsCall:
 
         assert self._dispatcher is not None
         return self._dispatcher.make_entry(call_tool, "tools/call", blocking=False, raw=True)
-
-
-class MCPDispatcher(Dispatcher):
-    """The MCP server's dispatcher: the request's context filled from its session before the
-    middleware sees it, and a ``tools/call`` that fails around its tool (a middleware raised)
-    answered as a tool error, as the tool's own failure would be."""
-
-    def __init__(self, limits: Limits, logger: logging.Logger) -> None:
-        super().__init__(limits, logger=logger)
-        self._tool_failure: Callable[[Call, BaseException], dict[str, Any] | None] | None = None
-
-    def set_tool_failure(self, fn: Callable[[Call, BaseException], dict[str, Any] | None]) -> None:
-        """``fn(call, exc)``: the ``isError`` result of a ``tools/call`` that failed outside its
-        tool (a middleware raised), or None for the plain -32603."""
-        self._tool_failure = fn
-
-    def prepare_context(self, ctx: Context) -> None:
-        session = current_session()
-        if session is not None:
-            session.fill(ctx)
-
-    def failure(self, call: Call, exc: BaseException) -> bytes | None:
-        """As :meth:`Dispatcher.failure`, but a ``tools/call`` failing with anything but an
-        ``RPCError`` is a tool error (``isError`` naming an incident id), as a tool's own would be."""
-        fn = self._tool_failure
-        if fn is not None and call.method == "tools/call" and not isinstance(exc, RPCError) and not call.is_notification:
-            value = fn(call, exc)
-            if value is not None:
-                return self.result(call, value)
-        return super().failure(call, exc)

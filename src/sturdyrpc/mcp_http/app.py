@@ -7,6 +7,7 @@ server object as stdio does (:meth:`MCPServer.create_peer` on the session's pipe
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..mcp.server import MCPServer
@@ -15,17 +16,17 @@ from ..store import Store, open_store
 from .server import StreamableHTTPApp
 from .session import HTTPSession, SessionPipe, note_outgoing
 
-__all__ = ["mcp_http_app", "tag_outgoing"]
+__all__ = ["mcp_http_app", "outgoing_tagger"]
 
 
-def tag_outgoing(peer: Peer, pipe: SessionPipe) -> None:
-    """Make ``peer`` tag each message a handler queues with the request being handled.
+def outgoing_tagger(pipe: SessionPipe) -> Callable[[bytes], None]:
+    """A peer's ``on_enqueue`` that tags each message a handler queues with the request being handled.
 
     The peer writes from its own task, where the handler's :data:`~sturdyrpc.request_context.current_call`
     is no longer visible; tagging at queue time keeps which request a notification or a
     server-to-client request belongs to, so it goes out on that request's SSE stream.
     """
-    peer.on_enqueue = lambda data: note_outgoing(pipe, data)
+    return lambda data: note_outgoing(pipe, data)
 
 
 def mcp_http_app(server: MCPServer, *, store: Store | str | None = None, **options: Any) -> StreamableHTTPApp:
@@ -42,13 +43,13 @@ def mcp_http_app(server: MCPServer, *, store: Store | str | None = None, **optio
         from .shared import SharedSessions
 
         shared = SharedSessions(store, signer=server.request_state, notify_local=server.listeners.publish)
-        server.fanout = shared.fanout
-        server.tasks.use_store(store, shared.tag)  # a task is polled, fetched, cancelled through any worker
+        # tasks polled, fetched, cancelled through any worker; session notifications to every worker
+        server.share(store, worker=shared.tag, fanout=shared.fanout)
         options["shared"] = shared
 
     def open_peer(http: HTTPSession) -> tuple[Peer, Any]:
-        peer = server.create_peer(http.pipe, name="mcp-http", session_id=http.id, principal=http.principal)
-        tag_outgoing(peer, http.pipe)
+        peer = server.create_peer(http.pipe, name="mcp-http", session_id=http.id, principal=http.principal,
+                                  on_enqueue=outgoing_tagger(http.pipe))
         return peer, server.session_of(peer)
 
     options.setdefault("modern", server.serve_stateless)  # each 2026-07-28 request on its own, read once by the app

@@ -178,9 +178,9 @@ class ServerTelemetry(_Conventions):
         self._sessions: weakref.WeakSet[Any] = weakref.WeakSet()
         self._watchers: set[asyncio.Task[None]] = set()
         if mcp:
-            from ..mcp.session_state import current_session, is_replayed
+            from ..mcp.session_state import is_replayed, request_session
 
-            self._current_session: Callable[[], Any] = current_session
+            self._current_session: Callable[[], Any] = request_session
             self._replayed: Callable[[Any], bool] = is_replayed
         else:
             self._current_session = lambda: None

@@ -26,8 +26,9 @@ class _Listed:
 
 
 class Tasks(TaskService):
-    """The tasks of one :class:`~sturdyrpc.mcp.server.MCPServer` (its ``tasks`` attribute): the
-    machinery of :class:`.TaskService` and the ``tasks/*`` requests.
+    """The tasks of one server (:attr:`MCPServer.tasks <sturdyrpc.mcp.server.MCPServer.tasks>`,
+    kept by its :class:`~sturdyrpc.mcp.core.ServerCore`): the machinery of :class:`.TaskService`
+    and the ``tasks/*`` requests.
 
     ``default_ttl_ms`` (a task created without ``ttl``), ``max_ttl_ms`` (a larger ``ttl`` is
     lowered to it), ``poll_interval_ms`` (the suggested polling interval) may be changed.
@@ -46,7 +47,7 @@ class Tasks(TaskService):
                 d["error"] = outcome.get("error") or {"code": -32603, "message": rec.get("msg") or "Internal error"}
             elif rec["status"] == INPUT_REQUIRED:
                 d["inputRequests"] = self.outstanding(rec)
-            return self.server.finish(rules, d)
+            return self._finish(rules, d)
         return self.describe(rec, False)
 
     async def result(self, session: SessionState, rules: VersionRules, params: dict[str, Any], ctx: Context | None = None) -> dict[str, Any]:
@@ -105,12 +106,12 @@ class Tasks(TaskService):
             raise not_found(task_id)
         if not move.moved:  # terminal already, or it became so meanwhile
             if rules.stateless:
-                return self.server.finish(rules, {})
+                return self._finish(rules, {})
             status = new["status"]
             raise InvalidParams(f"Invalid params: the task is already {status} and cannot be cancelled", {"taskId": task_id, "status": status})
         self.stop_running(task_id)
         if rules.stateless:
-            return self.server.finish(rules, {})
+            return self._finish(rules, {})
         return self.describe(new, False)
 
     async def update(self, session: SessionState, rules: VersionRules, params: dict[str, Any]) -> dict[str, Any]:
@@ -126,7 +127,7 @@ class Tasks(TaskService):
         fresh = {k: {"result": v} for k, v in responses.items() if type(k) is str}
         if fresh and rec["status"] not in TERMINAL:
             await self.answer(rec["id"], fresh)
-        return self.server.finish(rules, {})
+        return self._finish(rules, {})
 
     @staticmethod
     def _check_version(rules: VersionRules) -> None:

@@ -12,7 +12,7 @@ import hashlib
 import logging
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ... import codec
@@ -44,9 +44,15 @@ from .store import CHANNEL, TaskStore
 
 if TYPE_CHECKING:
     from ..registry import Tool
-    from ..server import MCPServer
 
-__all__ = ["TaskService", "Move", "not_found"]
+__all__ = ["TaskService", "Move", "not_found", "Finish", "RunTool"]
+
+#: ``finish(rules, result)``: ``result`` with what the version adds to every result
+#: (:meth:`~sturdyrpc.mcp.core.ServerCore.finish`).
+Finish = Callable[[VersionRules, dict[str, Any]], dict[str, Any]]
+#: ``await run(session, ctx, params, as_task=True)``: the one ``tools/call`` path
+#: (:meth:`~sturdyrpc.mcp.tools_call.ToolsCall.run`), which a task's tool runs through.
+RunTool = Callable[..., Awaitable[Any]]
 
 log = logging.getLogger("sturdyrpc.mcp")
 
@@ -102,14 +108,16 @@ def _text_of(result: dict[str, Any]) -> str | None:
 
 
 class TaskService:
-    """The task machinery of one :class:`~sturdyrpc.mcp.server.MCPServer` (see :class:`.Tasks`).
+    """The task machinery of one server (see :class:`.Tasks`): ``tools``, the server's tools by
+    name; ``finish``, what completes its results.
 
     ``default_ttl_ms`` (a task created without ``ttl``), ``max_ttl_ms`` (a larger ``ttl`` is
     lowered to it), ``poll_interval_ms`` (the suggested polling interval) may be changed.
     """
 
-    def __init__(self, server: MCPServer) -> None:
-        self.server = server
+    def __init__(self, tools: Mapping[str, Tool], finish: Finish) -> None:
+        self._tools = tools
+        self._finish = finish
         self.records = TaskStore(MemoryStore())
         #: This worker's name in task records (the shared sessions' tag when bound to a shared store).
         self.worker = secrets.token_hex(4)
@@ -136,7 +144,7 @@ class TaskService:
 
     def enabled(self) -> bool:
         """Whether any tool may run as a task (the ``tasks`` capability is declared then)."""
-        return any(t.task_support != "forbidden" for t in self.server.tools.values())
+        return any(t.task_support != "forbidden" for t in self._tools.values())
 
     def capability(self, bound: bool = False) -> dict[str, Any]:
         """The 2025-11-25 ``tasks`` server capability. ``list`` only with an auth context to bind
@@ -195,8 +203,10 @@ class TaskService:
         assert type(ttl) is int
         return ttl
 
-    async def create(self, session: SessionState, ctx: Context, params: dict[str, Any], rules: VersionRules, modern: bool) -> dict[str, Any]:
-        """Create the task, start the tool in the background, return the ``CreateTaskResult``."""
+    async def create(self, session: SessionState, ctx: Context, params: dict[str, Any], rules: VersionRules, modern: bool,
+                     run: RunTool) -> dict[str, Any]:
+        """Create the task, start the tool in the background (``run``: the ``tools/call`` path it
+        runs through), return the ``CreateTaskResult``."""
         await self._listen()
         ttl = self._ttl_of(params)
         now = time.time()
@@ -215,7 +225,7 @@ class TaskService:
         context.run(current_principal.set, principal)
         stored = asyncio.Event()  # the tool starts once the record exists
         loop = asyncio.get_running_loop()
-        runner = loop.create_task(self._run(session, tctx, call_params, record, stored), context=context)
+        runner = loop.create_task(self._run(run, session, tctx, call_params, record, stored), context=context)
         tctx.runner = runner
         self._running[task_id] = runner  # before the record is visible: it is never taken for lost
         runner.add_done_callback(lambda _t: self._running.pop(task_id, None))
@@ -228,7 +238,7 @@ class TaskService:
         stored.set()
         loop.call_later(ttl / 1000, self._expire, task_id)
         if modern:
-            return self.server.finish(rules, {"resultType": "task", **self.describe(record, True)})
+            return self._finish(rules, {"resultType": "task", **self.describe(record, True)})
         return {"task": self.describe(record, False)}
 
     def _expire(self, task_id: str) -> None:
@@ -237,13 +247,13 @@ class TaskService:
             self._expired.add(task_id)
             t.cancel()
 
-    async def _run(self, session: SessionState, tctx: TaskContext, params: dict[str, Any], record: dict[str, Any],
+    async def _run(self, run: RunTool, session: SessionState, tctx: TaskContext, params: dict[str, Any], record: dict[str, Any],
                    stored: asyncio.Event) -> None:
         task_id = record["id"]
         modern = record["modern"]
         try:
             await stored.wait()
-            value = await self.server.tools_call.run(session, tctx, params, as_task=True)
+            value = await run(session, tctx, params, as_task=True)
             # as the record will hold it (rendered bytes decoded; what the store cannot hold fails here)
             result = codec.decode(codec.encode(value))
             event, outcome, message = self._outcome(result, modern)
@@ -251,7 +261,7 @@ class TaskService:
             if task_id in self._expired:
                 self._expired.discard(task_id)
                 return  # the record expired with it
-            await self._finish(task_id, CANCEL, None, "The task was cancelled")
+            await self._settle(task_id, CANCEL, None, "The task was cancelled")
             return
         except RPCError as exc:
             event, outcome, message = FAIL, {"error": exc.to_dict()}, exc.message
@@ -261,7 +271,7 @@ class TaskService:
             # the incident id, never the exception's text or class: the message goes to the client
             event, outcome = FAIL, {"error": InternalError("Internal error", {"incident": incident}).to_dict()}
             message = f"Internal error (incident {incident})"
-        moved, rec = await self._finish(task_id, event, outcome, message)
+        moved, rec = await self._settle(task_id, event, outcome, message)
         if moved and rec is not None and not modern:
             await self._status_notification(session, rec)
 
@@ -277,7 +287,7 @@ class TaskService:
             return FAIL, {"result": result}, _text_of(result) or "The tool reported an error"
         return COMPLETE, {"result": result}, None
 
-    async def _finish(self, task_id: str, event: str, outcome: dict[str, Any] | None,
+    async def _settle(self, task_id: str, event: str, outcome: dict[str, Any] | None,
                       message: str | None) -> tuple[bool, dict[str, Any] | None]:
         """Move the task by ``event`` with ``outcome``: whether it moved (not when it is terminal
         already, e.g. cancelled meanwhile), and the record as it is now (None: gone)."""
@@ -442,7 +452,7 @@ class TaskService:
             gone = f"The worker running this task stopped before it finished (worker {worker} is gone)"
         else:
             return rec
-        _, new = await self._finish(rec["id"], FAIL, {"error": {"code": -32603, "message": "Internal error: " + gone}}, gone)
+        _, new = await self._settle(rec["id"], FAIL, {"error": {"code": -32603, "message": "Internal error: " + gone}}, gone)
         return new if new is not None else rec
 
     # ------------------------------------------------------------------ waking
