@@ -11,9 +11,11 @@ One endpoint (default ``/mcp``) serving two eras:
   metadata headers are checked against the body (:mod:`.modern`) and closing the response
   stream cancels the request.
 
-Security on every request: Host/Origin allow-lists (403), optional bearer auth (401), body
-limit (413), caps on sessions and open streams (503), session ids bound to the principal that
-created them (another principal gets 404: session ids are never credentials).
+Security on every request: the HTTP layer the plain JSON-RPC endpoint has too
+(:func:`sturdyrpc.transports.http_layer.http_layer`: Host/Origin allow-lists and trusted proxies
+(403), optional bearer auth (401), content negotiation (415, 406), the busy 503, body bound
+(413) and deadline (408)); then caps on sessions and open streams (503), session ids bound to
+the principal that created them (another principal gets 404: session ids are never credentials).
 
 Limits (:class:`~sturdyrpc.limits.Limits`, the MCP server's own when built by
 :func:`~sturdyrpc.mcp_http.mcp_http_app`) apply as on stdio, in every mode: a body over
@@ -43,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 from .. import codec
 from ..admission import Admission
 from ..auth.principal import missing_scopes, principal_source
-from ..auth.resource_server import ResourceServer, insufficient_scope_refusal
+from ..auth.resource_server import insufficient_scope_refusal
 from ..errors import InvalidRequest, RPCError
 from ..limits import DEFAULT_LIMITS, Limits
 from ..mcp.versions import HANDSHAKE_VERSIONS, META_PROTOCOL_VERSION, MODERN_VERSIONS
@@ -51,8 +53,6 @@ from ..messages import InvalidMessage, classify
 from ..request_context import current_headers, current_principal
 from ..store import StoreUnavailable
 from ..transports.asgi import (
-    BodyTooLarge,
-    Disconnected,
     HTTPRefusal,
     HTTPSecurity,
     Receive,
@@ -61,11 +61,11 @@ from ..transports.asgi import (
     error_body,
     header,
     header_index,
-    read_body,
+    refuse,
     refuse_busy,
-    request_headers,
     respond,
 )
+from ..transports.http_layer import JSON, SSE, acceptable, http_layer, request_body, until_disconnect, wait_disconnect
 from .events import SSE_HEADERS, EventStore, MemoryEventStore, sse_event, sse_priming
 from .modern import HeaderProblem, check_modern_headers
 from .session import HTTPSession, Key, SSEResponse, Stream, current_http_session, key_of
@@ -95,43 +95,8 @@ STORE_UNAVAILABLE = -32001
 #: The reply to a batch element that is no JSON-RPC message (its id cannot be read: null, as 2025-03-26 wants).
 
 
-_CTYPE_CACHE: dict[bytes, bool] = {}
-
-
-def _is_json(ctype: bytes | None) -> bool:
-    """Whether a ``Content-Type`` value is ``application/json`` (parameters aside); cached, as
-    clients send the same few values."""
-    if ctype is None:
-        return False
-    hit = _CTYPE_CACHE.get(ctype)
-    if hit is None:
-        hit = ctype.split(b";", 1)[0].strip().lower() == b"application/json"
-        if len(_CTYPE_CACHE) < 256:
-            _CTYPE_CACHE[ctype] = hit
-    return hit
-
-
-def _media_types(accept: bytes | None) -> set[bytes]:
-    if accept is None:
-        return {b"*/*"}
-    return {p.split(b";", 1)[0].strip().lower() for p in accept.split(b",")}
-
-
-_ACCEPT_CACHE: dict[bytes | None, tuple[bool, bool]] = {}
-
-
-def _acceptable(accept: bytes | None) -> tuple[bool, bool]:
-    """(SSE acceptable, JSON acceptable) for an ``Accept`` value; clients send the same few values, so cache."""
-    hit = _ACCEPT_CACHE.get(accept)
-    if hit is not None:
-        return hit
-    types = _media_types(accept)
-    any_ok = b"*/*" in types
-    out = (any_ok or b"text/event-stream" in types or b"text/*" in types,
-           any_ok or b"application/json" in types or b"application/*" in types)
-    if len(_ACCEPT_CACHE) < 256:
-        _ACCEPT_CACHE[accept] = out
-    return out
+#: The media types a POST may be answered with (the first one that Accept admits, per ``json_response``).
+_POST_TYPES = (SSE, JSON)
 
 
 class StreamableHTTPApp:
@@ -147,7 +112,10 @@ class StreamableHTTPApp:
     open response), ``limits`` (message size, depth, batch size and the server-wide
     in-flight cap; ``max_depth`` overrides ``limits.max_depth``), ``shared`` (a
     :class:`~.shared.SharedSessions`: sessions live in a shared store and any worker serves
-    them; :func:`~sturdyrpc.mcp_http.mcp_http_app` sets it for ``store="redis://..."``).
+    them; :func:`~sturdyrpc.mcp_http.mcp_http_app` sets it for ``store="redis://..."``),
+    ``keepalive_interval`` (seconds of silence after which an open SSE stream gets a comment
+    line, so that proxies and clients with idle timeouts keep it; default
+    :data:`KEEPALIVE_INTERVAL`).
     """
 
     def __init__(
@@ -173,11 +141,11 @@ class StreamableHTTPApp:
         lifespan: Callable[[], contextlib.AbstractAsyncContextManager[Any]] | None = None,
         shared: SharedSessions | None = None,
         scopes_for: Callable[[str, Any], frozenset[str]] | None = None,
+        keepalive_interval: float | None = None,
     ) -> None:
         self.serve_session = serve_session
         #: Entered on the ASGI lifespan startup, left at its shutdown (the MCP server's lifespan).
         self.lifespan = lifespan
-        self._lifespan_cm: contextlib.AbstractAsyncContextManager[Any] | None = None
         #: ``scopes_for(method, params)``: the OAuth scopes a request needs (checked against the
         #: request's principal before it runs: 403 ``insufficient_scope``); None: no per-request scopes.
         self.scopes_for = scopes_for
@@ -187,7 +155,7 @@ class StreamableHTTPApp:
         self.modern_early = modern_early
         #: Whether ``modern`` takes ``decoded=`` (the body as decoded here: not decoded twice).
         self._modern_decoded = _takes_decoded(modern)
-        self.path = path
+        self._path = path
         self.security = security or HTTPSecurity()
         self.json_response = json_response
         self.stateless = stateless
@@ -215,60 +183,42 @@ class StreamableHTTPApp:
             self.store = shared.events
         #: ``MCP-Protocol-Version`` values seen, as sent -> the supported version they name.
         self._versions_seen: dict[bytes, str] = {}
+        if keepalive_interval is not None and not keepalive_interval > 0:
+            raise ValueError("keepalive_interval must be positive")
+        #: Seconds of silence after which an open SSE stream gets a comment line.
+        self.keepalive_interval = KEEPALIVE_INTERVAL if keepalive_interval is None else float(keepalive_interval)
+        # MCP's schema has no null id: refusals carry none (null_id=False).
+        self._app = http_layer(self._endpoint, security=self.security, admission=self.admission,
+                               max_message_bytes=self.limits.max_message_bytes, path=path,
+                               methods=("POST",) if stateless else ("GET", "POST", "DELETE"),
+                               produces={"POST": _POST_TYPES, "GET": (SSE,)}, null_id=False,
+                               may_free=_in_session, lifespan=lifespan, on_shutdown=self.aclose)
 
     @property
     def path(self) -> str | None:
         """The endpoint's path (None: any path)."""
-        return self._path_as_given
-
-    @path.setter
-    def path(self, value: str | None) -> None:
-        self._path_as_given = value
-        self._path = value.rstrip("/") if value is not None else None
+        return self._path
 
     # ------------------------------------------------------------------ entry
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        kind = scope["type"]
-        if kind == "lifespan":
-            await self._lifespan(receive, send)
-            return
-        if kind != "http":
-            return
-        security = self.security
-        auth = security.auth
-        if auth is not None and isinstance(auth, ResourceServer) and await auth.serve_metadata(scope, send):
-            return  # RFC 9728 metadata: public, it is how a client learns where to get a token
+        await self._app(scope, receive, send)
+
+    async def _endpoint(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A request the HTTP layer let through (a POST's body read whole)."""
+        principal = current_principal.get()
         try:
-            security.check_origin(scope)  # Host and Origin; no coroutine unless there is a token to check
-            principal = None if auth is None else await security.authenticate(scope)
-            path = scope.get("path", "")
-            if self._path is not None and path != self._path and path.rstrip("/") != self._path:
-                raise HTTPRefusal(404, -32600, "Not found")
+            if self.shared is not None:
+                await self.shared.ready()
             method = scope["method"]
-            # Set only when it changes (None, without auth: the default): a set and a reset cost.
-            token = current_principal.set(principal) if principal is not current_principal.get() else None
-            htoken = current_headers.set(request_headers(scope))
-            try:
-                if self.shared is not None:
-                    await self.shared.ready()
-                if method == "POST":
-                    await self._post(scope, receive, send, principal)
-                elif method == "GET":
-                    await self._get(scope, receive, send, principal)
-                elif method == "DELETE":
-                    await self._delete(scope, send, principal)
-                else:
-                    allow = b"POST" if self.stateless else b"GET, POST, DELETE"
-                    raise HTTPRefusal(405, -32600, "Method not allowed", [(b"allow", allow)])
-            finally:
-                current_headers.reset(htoken)
-                if token is not None:
-                    current_principal.reset(token)
+            if method == "POST":
+                await self._post(scope, receive, send, principal)
+            elif method == "GET":
+                await self._get(scope, receive, send, principal)
+            else:
+                await self._delete(scope, send, principal)
         except HTTPRefusal as r:
-            await respond(send, r.status, error_body(r.code, r.message, with_null_id=False), extra=r.headers)
-        except Disconnected:
-            return
+            await refuse(send, r, with_null_id=False)
         except StoreUnavailable as exc:
             # The shared store is down or slow: say so (the worker stays up; the next request tries again).
             log.warning("%s", exc)
@@ -298,16 +248,8 @@ class StreamableHTTPApp:
 
     async def _post(self, scope: Scope, receive: Receive, send: Send, principal: Any) -> None:
         hx = header_index(scope)  # the request's headers, indexed once
-        if not _is_json(hx.get(b"content-type")):
-            raise HTTPRefusal(415, -32600, "Unsupported Media Type: Content-Type must be application/json")
-        sse_ok, json_ok = _acceptable(hx.get(b"accept"))
-        if not (sse_ok or json_ok):
-            raise HTTPRefusal(406, -32600, "Not Acceptable: accept application/json and text/event-stream")
-        try:
-            body = await read_body(scope, receive, self.max_body_bytes)
-        except BodyTooLarge:
-            await respond(send, 413, self._too_large())
-            return
+        sse_ok, json_ok = acceptable(hx.get(b"accept"), _POST_TYPES)  # one of them: the layer refused the rest
+        body = await request_body(receive)
         try:
             version = self._header_version(scope)
         except _Problem as p:
@@ -497,11 +439,6 @@ class StreamableHTTPApp:
         for _ in range(n):
             self.admission.release()
 
-    def _too_large(self) -> bytes:
-        if self.max_body_bytes == self.limits.max_message_bytes:
-            return _limit_error("Message too large", "max_message_bytes", self.max_body_bytes)
-        return _limit_error("Message too large", "max_body_bytes", self.max_body_bytes)
-
     async def _feed(self, session: HTTPSession, items: list[Any], body: bytes | None) -> None:
         """Feed a single message (``body``, as received) or a batch's elements (``body`` None) one by one."""
         if session.shared is not None:
@@ -572,7 +509,7 @@ class StreamableHTTPApp:
                     else:
                         # A quiet open stream gets an SSE comment now and then, so that proxies and
                         # clients with idle-read timeouts do not take it for dead.
-                        ping = loop.call_later(KEEPALIVE_INTERVAL, conn.put, b":\n\n")
+                        ping = loop.call_later(self.keepalive_interval, conn.put, b":\n\n")
                         await fut
                         ping.cancel()
                 if conn.closed:
@@ -746,9 +683,6 @@ class StreamableHTTPApp:
             raise HTTPRefusal(405, -32600, "Method not allowed", [(b"allow", b"POST")]) from None
         if version is not None and version in self.modern_versions:
             raise HTTPRefusal(405, -32600, "Method not allowed", [(b"allow", b"POST")])
-        accept = _media_types(header(scope, b"accept"))
-        if not (b"text/event-stream" in accept or b"*/*" in accept or b"text/*" in accept):
-            raise HTTPRefusal(406, -32600, "Not Acceptable: the GET stream is text/event-stream")
         session = self._find_session(scope, principal) if self.shared is None else await self.shared.find(scope, principal)
         session.last_active = time.monotonic()
         extra = [(b"mcp-session-id", session.id.encode("ascii"))] if session.id else []
@@ -899,10 +833,10 @@ class StreamableHTTPApp:
         done, _ = await asyncio.wait((task,), timeout=HEADER_DELAY)
         if not done:
             # A slow request: watch for the client leaving, and keep a quiet stream alive.
-            gone = asyncio.ensure_future(_wait_disconnect(receive))
+            gone = asyncio.ensure_future(wait_disconnect(receive))
             try:
                 while not task.done():
-                    await asyncio.wait((task, gone), timeout=KEEPALIVE_INTERVAL, return_when=asyncio.FIRST_COMPLETED)
+                    await asyncio.wait((task, gone), timeout=self.keepalive_interval, return_when=asyncio.FIRST_COMPLETED)
                     if gone.done():
                         task.cancel()  # 2026-07-28: closing the response stream IS the cancellation
                         return
@@ -930,28 +864,6 @@ class StreamableHTTPApp:
 
     # ------------------------------------------------------------- lifecycle
 
-    async def _lifespan(self, receive: Receive, send: Send) -> None:
-        while True:
-            msg = await receive()
-            if msg["type"] == "lifespan.startup":
-                if self.lifespan is not None:
-                    cm = self.lifespan()
-                    try:
-                        await cm.__aenter__()
-                    except Exception as exc:
-                        # The ASGI server logs this message and stops with a non-zero exit: never half started.
-                        await send({"type": "lifespan.startup.failed", "message": str(exc)})
-                        return
-                    self._lifespan_cm = cm
-                await send({"type": "lifespan.startup.complete"})
-            elif msg["type"] == "lifespan.shutdown":
-                await self.aclose()
-                entered, self._lifespan_cm = self._lifespan_cm, None
-                if entered is not None:
-                    await entered.__aexit__(None, None, None)
-                await send({"type": "lifespan.shutdown.complete"})
-                return
-
     async def aclose(self) -> None:
         """End every session (server shutdown)."""
         for s in list(self.sessions.values()):
@@ -963,6 +875,13 @@ class StreamableHTTPApp:
         if self._sweeper is not None:
             self._sweeper.cancel()
             self._sweeper = None
+
+
+def _in_session(scope: Scope) -> bool:
+    """Whether a POST belongs to a session: it may carry only a cancellation or the client's
+    answers to server-to-client requests, which running requests need to finish. The layer lets
+    such a POST through a full server; :meth:`StreamableHTTPApp._post` counts its slots decoded."""
+    return header(scope, b"mcp-session-id") is not None
 
 
 class _Problem(Exception):
@@ -1046,7 +965,8 @@ def _kind(m: Any) -> str | None:
     return None
 
 
-#: Seconds of silence after which an open SSE stream gets a comment line (keep-alive).
+#: Seconds of silence after which an open SSE stream gets a comment line (keep-alive), by
+#: default (``StreamableHTTPApp(keepalive_interval=...)``, ``sturdyrpc run/demo --keepalive``).
 KEEPALIVE_INTERVAL = 15.0
 
 #: How long an SSE response may wait for its first event before the headers go out alone
@@ -1096,24 +1016,9 @@ _header_timer = _GenerationTimer(HEADER_DELAY)
 async def _until_done_or_gone(fut: asyncio.Future[Any], receive: Receive) -> None:
     """Wait for ``fut`` or the client's disconnect, whichever first. Quick answers never pay for
     a disconnect watcher: it starts only after ``HEADER_DELAY``."""
-    done, _ = await asyncio.wait((fut,), timeout=HEADER_DELAY)
-    if done:
-        return
-    gone = asyncio.ensure_future(_wait_disconnect(receive))
-    try:
-        await asyncio.wait((fut, gone), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        gone.cancel()
+    await until_disconnect(fut, receive, grace=HEADER_DELAY)
 
 
 async def _watch_disconnect(receive: Receive, conn: SSEResponse) -> None:
-    await _wait_disconnect(receive)
+    await wait_disconnect(receive)
     conn.gone()
-
-
-async def _wait_disconnect(receive: Receive) -> None:
-    while True:
-        msg = await receive()
-        if msg["type"] == "http.disconnect":
-            return
-
