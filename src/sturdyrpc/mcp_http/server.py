@@ -65,7 +65,7 @@ from ..transports.asgi import (
     refuse_busy,
     respond,
 )
-from ..transports.http_layer import JSON, SSE, acceptable, http_layer, request_body, until_disconnect, wait_disconnect
+from ..transports.http_layer import JSON, SSE, http_layer, until_disconnect, wait_disconnect
 from .events import SSE_HEADERS, EventStore, MemoryEventStore, sse_event, sse_priming
 from .modern import HeaderProblem, check_modern_headers
 from .session import HTTPSession, Key, SSEResponse, Stream, current_http_session, key_of
@@ -188,7 +188,7 @@ class StreamableHTTPApp:
         #: Seconds of silence after which an open SSE stream gets a comment line.
         self.keepalive_interval = KEEPALIVE_INTERVAL if keepalive_interval is None else float(keepalive_interval)
         # MCP's schema has no null id: refusals carry none (null_id=False).
-        self._app = http_layer(self._endpoint, security=self.security, admission=self.admission,
+        self._layer = http_layer(self._endpoint, security=self.security, admission=self.admission,
                                max_message_bytes=self.limits.max_message_bytes, path=path,
                                methods=("POST",) if stateless else ("GET", "POST", "DELETE"),
                                produces={"POST": _POST_TYPES, "GET": (SSE,)}, null_id=False,
@@ -202,7 +202,7 @@ class StreamableHTTPApp:
     # ------------------------------------------------------------------ entry
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self._app(scope, receive, send)
+        await self._layer(scope, receive, send)
 
     async def _endpoint(self, scope: Scope, receive: Receive, send: Send) -> None:
         """A request the HTTP layer let through (a POST's body read whole)."""
@@ -248,8 +248,8 @@ class StreamableHTTPApp:
 
     async def _post(self, scope: Scope, receive: Receive, send: Send, principal: Any) -> None:
         hx = header_index(scope)  # the request's headers, indexed once
-        sse_ok, json_ok = acceptable(hx.get(b"accept"), _POST_TYPES)  # one of them: the layer refused the rest
-        body = await request_body(receive)
+        sse_ok, json_ok = scope["sturdyrpc.media"]  # as the layer negotiated them (_POST_TYPES; one at least)
+        body = (await receive())["body"]  # the layer handed the whole body on
         try:
             version = self._header_version(scope)
         except _Problem as p:

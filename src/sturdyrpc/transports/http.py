@@ -38,7 +38,7 @@ from ..execute import Pending, run_call, run_call_now, shared_pool
 from ..profile import Profile
 from ..request_context import current_call, current_headers, current_principal
 from .asgi import HTTPSecurity, Receive, Scope, Send, refuse_busy, respond
-from .http_layer import JSON, http_layer, request_body, until_disconnect
+from .http_layer import JSON, http_layer, until_disconnect
 
 __all__ = ["JSONRPCHTTPApp"]
 
@@ -68,16 +68,16 @@ class JSONRPCHTTPApp:
         #: Requests running in this app, across all connections (``Limits.max_server_in_flight``).
         self.admission = Admission(limits.max_server_in_flight)
         self._pool = shared_pool(limits.max_threads)
-        self._app = http_layer(self._endpoint, security=self.security, admission=self.admission,
+        self._layer = http_layer(self._endpoint, security=self.security, admission=self.admission,
                                max_message_bytes=limits.max_message_bytes, path=path, methods=("POST",),
                                produces={"POST": (JSON,)}, null_id=True)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self._app(scope, receive, send)
+        await self._layer(scope, receive, send)
 
     async def _endpoint(self, scope: Scope, receive: Receive, send: Send) -> None:
         """A POST the HTTP layer let through, its whole body read."""
-        reply = await self._serve(await request_body(receive), receive)
+        reply = await self._serve((await receive())["body"], receive)  # the layer handed the whole body on
         if reply is _GONE:
             return
         if reply is _BUSY:

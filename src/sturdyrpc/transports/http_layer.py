@@ -27,7 +27,7 @@ that awaits ``app(scope, receive, send)`` (Starlette, FastAPI); to serve one dir
 uvicorn, put it inside an ``async def`` app, as :class:`~.http.JSONRPCHTTPApp` does.
 
 Also here: :func:`is_json` (the one Content-Type rule), :func:`acceptable` (the one Accept
-parser), :func:`request_body`, :func:`wait_disconnect` and :func:`until_disconnect` (the one
+parser), :func:`wait_disconnect` and :func:`until_disconnect` (the one
 "wait for this or the client's disconnect" helper).
 """
 
@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import types
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -51,13 +52,14 @@ from .asgi import (
     Message,
     Network,
     Receive,
+    RequestHeaders,
     Scope,
     Send,
     header,
+    header_index,
     parse_networks,
     refuse,
     refuse_busy,
-    request_headers,
     respond,
 )
 
@@ -77,7 +79,6 @@ __all__ = [
     "SSE",
     "is_json",
     "acceptable",
-    "request_body",
     "wait_disconnect",
     "until_disconnect",
     "too_large_refusal",
@@ -103,7 +104,7 @@ def http_layer(endpoint: ASGIApp, *, security: HTTPSecurity, admission: Admissio
     and ``security.max_body_bytes``); ``path`` (None: any) and ``methods``: what the endpoint
     serves; ``produces``: per method, the media types it answers with (Accept); ``null_id``:
     the protocol's id rule for refusals; ``may_free``: see :class:`Busy`; ``lifespan`` and
-    ``on_shutdown``: see :class:`Lifespan`.
+    ``on_shutdown``: see :class:`Lifespan`. Returns the outermost wrapper's bound ``__call__``.
     """
     bound = min(security.max_body_bytes, max_message_bytes)
     # The limit a 413 names is the one that bounds: the protocol's own (as stdio names it) or the HTTP one.
@@ -122,7 +123,19 @@ def http_layer(endpoint: ASGIApp, *, security: HTTPSecurity, admission: Admissio
     documents = auth.metadata_documents() if auth is not None else {}
     if documents:
         app = ResourceMetadata(app, documents=documents)
-    return Lifespan(app, context=lifespan, on_shutdown=on_shutdown)
+    return _entry(Lifespan(app, context=lifespan, on_shutdown=on_shutdown))
+
+
+def _entry(app: ASGIApp) -> ASGIApp:
+    """What to call to run ``app``: an object's ``__call__`` bound once (calling the object itself
+    looks the method up again on every request, at every layer)."""
+    if isinstance(app, (types.FunctionType, types.MethodType)):
+        return app
+    for klass in type(app).__mro__:
+        func = klass.__dict__.get("__call__")
+        if func is not None:
+            return types.MethodType(func, app) if isinstance(func, types.FunctionType) else app
+    return app
 
 
 # ------------------------------------------------------------------ lifespan
@@ -139,6 +152,7 @@ class Lifespan:
     def __init__(self, app: ASGIApp, *, context: LifespanContext | None = None,
                  on_shutdown: Callable[[], Awaitable[None]] | None = None) -> None:
         self.app = app
+        self._next = _entry(app)
         self.context = context
         self.on_shutdown = on_shutdown
         self._entered: contextlib.AbstractAsyncContextManager[Any] | None = None
@@ -146,7 +160,7 @@ class Lifespan:
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         kind = scope["type"]
         if kind == "http":
-            return self.app(scope, receive, send)
+            return self._next(scope, receive, send)
         if kind == "lifespan":
             return self._lifespan(receive, send)
         return _nothing()
@@ -195,6 +209,7 @@ class ResourceMetadata:
 
     def __init__(self, app: ASGIApp, *, documents: Mapping[str, bytes]) -> None:
         self.app = app
+        self._next = _entry(app)
         self.documents = dict(documents)
 
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
@@ -202,7 +217,7 @@ class ResourceMetadata:
             doc = self.documents.get(scope.get("path", ""))
             if doc is not None:
                 return self._serve(scope["method"], doc, send)
-        return self.app(scope, receive, send)
+        return self._next(scope, receive, send)
 
     @staticmethod
     async def _serve(method: str, doc: bytes, send: Send) -> None:
@@ -269,6 +284,7 @@ class HostOriginCheck:
                  trusted_proxies: Iterable[str] = (), allowed_origins: Iterable[str] = (),
                  allow_localhost_origins: bool = True, null_id: bool = True) -> None:
         self.app = app
+        self._next = _entry(app)
         self.hosts = None if allowed_hosts is None else frozenset(_host_name(h) for h in allowed_hosts)
         self.allow_ip_hosts = allow_ip_hosts
         self.proxies: tuple[Network, ...] = parse_networks(trusted_proxies)
@@ -282,9 +298,12 @@ class HostOriginCheck:
 
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         if scope["type"] != "http":
-            return self.app(scope, receive, send)
+            return self._next(scope, receive, send)
+        hx = scope.get("sturdyrpc.headers")
+        if hx is None:
+            hx = header_index(scope)
         if self.hosts is not None:
-            host = header(scope, b"host")
+            host = hx.get(b"host")
             if self.proxies and self._from_proxy(scope):
                 host = self._forwarded(scope, host)
             ok = self._host_ok.get(host) if host is not None else False
@@ -296,7 +315,7 @@ class HostOriginCheck:
                 return refuse(send, HTTPRefusal(403, -32600, "Forbidden: host not allowed"), with_null_id=self.null_id)
         elif self.proxies and self._from_proxy(scope):
             self._forwarded(scope, None)
-        origin = header(scope, b"origin")
+        origin = hx.get(b"origin")
         if origin is not None:
             ok = self._origin_ok.get(origin)
             if ok is None:
@@ -304,7 +323,7 @@ class HostOriginCheck:
                 _remember(self._origin_ok, origin, ok, 1024)
             if not ok:
                 return refuse(send, HTTPRefusal(403, -32600, "Forbidden: origin not allowed"), with_null_id=self.null_id)
-        return self.app(scope, receive, send)
+        return self._next(scope, receive, send)
 
     def _from_proxy(self, scope: Scope) -> bool:
         client = scope.get("client")
@@ -374,12 +393,13 @@ class BearerAuthentication:
 
     def __init__(self, app: ASGIApp, *, auth: BearerAuth, null_id: bool = True) -> None:
         self.app = app
+        self._next = _entry(app)
         self.auth = auth
         self.null_id = null_id
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
+            await self._next(scope, receive, send)
             return
         try:
             principal = await self._principal(scope)
@@ -388,7 +408,7 @@ class BearerAuthentication:
             return
         token = current_principal.set(principal)
         try:
-            await self.app(scope, receive, send)
+            await self._next(scope, receive, send)
         finally:
             current_principal.reset(token)
 
@@ -424,6 +444,7 @@ class Route:
 
     def __init__(self, app: ASGIApp, *, path: str | None, methods: Iterable[str], null_id: bool = True) -> None:
         self.app = app
+        self._next = _entry(app)
         self.path = path
         self._path = path.rstrip("/") if path is not None else None
         ordered = tuple(dict.fromkeys(methods))
@@ -433,7 +454,7 @@ class Route:
 
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         if scope["type"] != "http":
-            return self.app(scope, receive, send)
+            return self._next(scope, receive, send)
         if self._path is not None:
             path = scope.get("path", "")
             if path != self.path and path.rstrip("/") != self._path:
@@ -441,7 +462,7 @@ class Route:
         if scope["method"] not in self.methods:
             return refuse(send, HTTPRefusal(405, -32600, "Method not allowed", [(b"allow", self._allow)]),
                           with_null_id=self.null_id)
-        return self.app(scope, receive, send)
+        return self._next(scope, receive, send)
 
 
 # ------------------------------------------------------------------ content negotiation
@@ -503,27 +524,53 @@ def _admits(ranges: dict[bytes, float], media: bytes) -> bool:
 class ContentNegotiation:
     """415 unless a request with a body (``body_methods``) says ``Content-Type: application/json``
     (:func:`is_json`); 406 unless its ``Accept`` admits one of the media types the endpoint
-    answers that method with (``produces``, :func:`acceptable`)."""
+    answers that method with (``produces``, :func:`acceptable`).
+
+    What it found is handed on in ``scope["sturdyrpc.media"]``: for each type of
+    ``produces[method]``, in order, whether the client accepts it (the endpoint picks its
+    reply's type from it, without parsing ``Accept`` again).
+    """
 
     def __init__(self, app: ASGIApp, *, produces: Mapping[str, Iterable[bytes]], body_methods: Iterable[str] = ("POST",),
                  null_id: bool = True) -> None:
         self.app = app
+        self._next = _entry(app)
         self.produces = {m: tuple(types) for m, types in produces.items()}
         self.body_methods = frozenset(body_methods)
         self.null_id = null_id
+        # Verdicts by header value: clients send the same few (bounded all the same).
+        self._ctype_ok: dict[bytes | None, bool] = {}
+        self._media: dict[tuple[str, bytes | None], tuple[bool, ...]] = {}
 
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         if scope["type"] != "http":
-            return self.app(scope, receive, send)
+            return self._next(scope, receive, send)
         method = scope["method"]
-        if method in self.body_methods and not is_json(header(scope, b"content-type")):
-            return refuse(send, HTTPRefusal(415, -32600, "Unsupported Media Type: Content-Type must be application/json"),
-                          with_null_id=self.null_id)
+        hx = scope.get("sturdyrpc.headers")
+        if hx is None:
+            hx = header_index(scope)
+        if method in self.body_methods:
+            ctype = hx.get(b"content-type")
+            ok = self._ctype_ok.get(ctype)
+            if ok is None:
+                ok = is_json(ctype)
+                _remember(self._ctype_ok, ctype, ok, 256)
+            if not ok:
+                return refuse(send, HTTPRefusal(415, -32600, "Unsupported Media Type: Content-Type must be application/json"),
+                              with_null_id=self.null_id)
         offered = self.produces.get(method)
-        if offered is not None and not any(acceptable(header(scope, b"accept"), offered)):
-            return refuse(send, HTTPRefusal(406, -32600, "Not Acceptable: the Accept header excludes every media type of the response"),
-                          with_null_id=self.null_id)
-        return self.app(scope, receive, send)
+        if offered is not None:
+            key = (method, hx.get(b"accept"))
+            media = self._media.get(key)
+            if media is None:
+                media = acceptable(key[1], offered)
+                if len(self._media) < 256:
+                    self._media[key] = media
+            if True not in media:
+                return refuse(send, HTTPRefusal(406, -32600, "Not Acceptable: the Accept header excludes every media type of the response"),
+                              with_null_id=self.null_id)
+            scope["sturdyrpc.media"] = media
+        return self._next(scope, receive, send)
 
 
 # ------------------------------------------------------------------ the busy 503
@@ -544,6 +591,7 @@ class Busy:
     def __init__(self, app: ASGIApp, *, admission: Admission, methods: Iterable[str] = ("POST",),
                  may_free: Callable[[Scope], bool] | None = None, null_id: bool = True) -> None:
         self.app = app
+        self._next = _entry(app)
         self.admission = admission
         self.methods = frozenset(methods)
         self.may_free = may_free
@@ -553,7 +601,7 @@ class Busy:
         if scope["type"] == "http" and self.admission.full and scope["method"] in self.methods and (
                 self.may_free is None or not self.may_free(scope)):
             return refuse_busy(send, with_null_id=self.null_id)
-        return self.app(scope, receive, send)
+        return self._next(scope, receive, send)
 
 
 # ------------------------------------------------------------------ the body
@@ -587,6 +635,7 @@ class BodyLimit:
         if max_bytes < 1:
             raise ValueError("max_bytes must be positive")
         self.app = app
+        self._next = _entry(app)
         self.max_bytes = max_bytes
         self.limit = limit
         self.timeout = timeout
@@ -594,13 +643,12 @@ class BodyLimit:
         self.null_id = null_id
         self._deadlines = _Deadlines(timeout) if timeout is not None else None
 
-    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] not in self.methods:
-            return self.app(scope, receive, send)
-        return self._read(scope, receive, send)
-
-    async def _read(self, scope: Scope, receive: Receive, send: Send) -> None:
-        declared = header(scope, b"content-length")
+            await self._next(scope, receive, send)
+            return
+        hx = scope.get("sturdyrpc.headers")
+        declared = (hx if hx is not None else header_index(scope)).get(b"content-length")
         if declared is not None:
             try:
                 too_large = int(declared) > self.max_bytes
@@ -612,11 +660,18 @@ class BodyLimit:
         deadlines = self._deadlines
         task = None
         if deadlines is not None:
-            task = asyncio.current_task()
+            loop = asyncio.get_running_loop()
+            task = asyncio.current_task(loop)
             if task is not None:
-                deadlines.add(task)
+                if loop is not deadlines.loop or deadlines.handle is None:
+                    deadlines.start(loop)
+                deadlines.due[task] = deadlines.generation
         try:
-            first = await self._whole(receive)
+            first = await receive()
+            # The usual request: its body whole in the first message, handed on as it came.
+            msg: Message | None = first
+            if first["type"] != "http.request" or first.get("more_body", False) or len(first.get("body", b"")) > self.max_bytes:
+                msg = await self._rest(first, receive)
         except asyncio.CancelledError:
             if task is not None and deadlines is not None and deadlines.expired(task):
                 await refuse(send, _TOO_SLOW, with_null_id=self.null_id)
@@ -624,25 +679,21 @@ class BodyLimit:
             raise
         finally:
             if task is not None and deadlines is not None:
-                deadlines.discard(task)
-        if first is None:
+                deadlines.due.pop(task, None)
+        if msg is None:
             return  # the client went away
-        if first is _TOO_LARGE:
+        if msg is _TOO_LARGE:
             await refuse(send, too_large_refusal(self.limit, self.max_bytes), with_null_id=self.null_id)
             return
-        await self.app(scope, _Replay(first, receive), send)
+        await self._next(scope, _Replay(msg, receive), send)
 
-    async def _whole(self, receive: Receive) -> Message | None:
-        msg = await receive()
-        if msg["type"] != "http.request":
-            return None
-        if not msg.get("more_body", False):
-            if len(msg.get("body", b"")) > self.max_bytes:
-                return _TOO_LARGE
-            return msg  # the usual request: its body in one message, handed on as it came
+    async def _rest(self, msg: Message, receive: Receive) -> Message | None:
+        """The body from ``msg`` on, whole (None: the client left; :data:`_TOO_LARGE`: over the bound)."""
         chunks: list[bytes] = []
         size = 0
         while True:
+            if msg["type"] != "http.request":
+                return None
             chunk = msg.get("body", b"")
             if chunk:
                 size += len(chunk)
@@ -652,8 +703,6 @@ class BodyLimit:
             if not msg.get("more_body", False):
                 return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
             msg = await receive()
-            if msg["type"] != "http.request":
-                return None
 
 
 _TOO_LARGE: Message = {"type": "http.request", "body": b"", "more_body": False}
@@ -680,29 +729,29 @@ class _Deadlines:
     """Cancels the tasks whose body read overran ``timeout``, with one timer for all of them.
 
     A timer (or ``asyncio.timeout``) per request costs more than the rest of a small request's
-    checks together; a body deadline needs no precision beyond a tick.
+    checks together; a body deadline needs no precision beyond a tick. A reader registers in
+    :attr:`due` with the current :attr:`generation` (a tick count) and takes itself out when done.
     """
 
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
         self.tick = min(1.0, timeout / 4)
-        self._due: dict[asyncio.Task[Any], float] = {}
+        self.ticks = max(1, round(timeout / self.tick))  # whole ticks in the timeout
+        self.generation = 0
+        self.due: dict[asyncio.Task[Any], int] = {}
         self._expired: set[asyncio.Task[Any]] = set()
-        self._handle: asyncio.TimerHandle | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self.handle: asyncio.TimerHandle | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
 
-    def add(self, task: asyncio.Task[Any]) -> None:
-        loop = task.get_loop()
-        if loop is not self._loop:
-            # A timer handle belongs to one loop: an app served again on a new loop starts afresh.
-            self._loop, self._due, self._expired, self._handle = loop, {}, set(), None
-        self._due[task] = loop.time() + self.timeout
-        if self._handle is None:
-            self._handle = loop.call_later(self.tick, self._check)
-
-    def discard(self, task: asyncio.Task[Any]) -> None:
-        self._due.pop(task, None)
-        self._expired.discard(task)
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Run the timer on ``loop`` (a timer handle belongs to one loop: an app served again on
+        a new loop starts afresh)."""
+        if loop is not self.loop:
+            if self.handle is not None:
+                self.handle.cancel()
+            self.loop, self.due, self._expired, self.handle = loop, {}, set(), None
+        if self.handle is None:
+            self.handle = loop.call_later(self.tick, self._check)
 
     def expired(self, task: asyncio.Task[Any]) -> bool:
         """Whether ``task`` was cancelled by its deadline (its cancellation is then withdrawn)."""
@@ -713,23 +762,18 @@ class _Deadlines:
         return task.uncancel() == 0
 
     def _check(self) -> None:
-        self._handle = None
-        loop = self._loop
-        if loop is None:
-            return
-        now = loop.time()
-        for task, when in list(self._due.items()):
-            if when <= now:
-                del self._due[task]
+        self.handle = None
+        self.generation += 1
+        # Registered ``ticks`` generations ago or earlier: at least ``timeout`` has passed.
+        limit = self.generation - self.ticks - 1
+        for task, gen in list(self.due.items()):
+            if gen <= limit:
+                del self.due[task]
                 self._expired.add(task)
                 task.cancel()
-        if self._due:
-            self._handle = loop.call_later(self.tick, self._check)
-
-
-async def request_body(receive: Receive) -> bytes:
-    """The body :class:`BodyLimit` read, from the first message it hands on."""
-    return bytes((await receive()).get("body", b""))
+        self._expired = {t for t in self._expired if not t.done()}
+        if self.due and self.loop is not None and not self.loop.is_closed():
+            self.handle = self.loop.call_later(self.tick, self._check)
 
 
 # ------------------------------------------------------------------ headers for the endpoint
@@ -741,11 +785,12 @@ class RequestContext:
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
+        self._next = _entry(app)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        token = current_headers.set(request_headers(scope))
+        token = current_headers.set(RequestHeaders(scope.get("headers", ())))
         try:
-            await self.app(scope, receive, send)
+            await self._next(scope, receive, send)
         finally:
             current_headers.reset(token)
 
