@@ -189,10 +189,10 @@ class StreamableHTTPApp:
         self.keepalive_interval = KEEPALIVE_INTERVAL if keepalive_interval is None else float(keepalive_interval)
         # MCP's schema has no null id: refusals carry none (null_id=False).
         self._layer = http_layer(self._endpoint, security=self.security, admission=self.admission,
-                               max_message_bytes=self.limits.max_message_bytes, path=path,
-                               methods=("POST",) if stateless else ("GET", "POST", "DELETE"),
-                               produces={"POST": _POST_TYPES, "GET": (SSE,)}, null_id=False,
-                               may_free=_in_session, lifespan=lifespan, on_shutdown=self.aclose)
+                                 max_message_bytes=self.limits.max_message_bytes, path=path,
+                                 methods=("POST",) if stateless else ("GET", "POST", "DELETE"),
+                                 produces={"POST": _POST_TYPES, "GET": (SSE,)}, null_id=False,
+                                 may_free=_in_session, lifespan=lifespan, on_shutdown=self.aclose)
 
     @property
     def path(self) -> str | None:

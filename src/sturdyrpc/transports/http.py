@@ -69,8 +69,8 @@ class JSONRPCHTTPApp:
         self.admission = Admission(limits.max_server_in_flight)
         self._pool = shared_pool(limits.max_threads)
         self._layer = http_layer(self._endpoint, security=self.security, admission=self.admission,
-                               max_message_bytes=limits.max_message_bytes, path=path, methods=("POST",),
-                               produces={"POST": (JSON,)}, null_id=True)
+                                 max_message_bytes=limits.max_message_bytes, path=path, methods=("POST",),
+                                 produces={"POST": (JSON,)}, null_id=True)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self._layer(scope, receive, send)
