@@ -18,6 +18,7 @@ import msgspec
 import pytest
 
 from sturdyrpc import Dispatcher, Limits
+from sturdyrpc.transports.asgi import HTTPSecurity
 from sturdyrpc.transports.http import JSONRPCHTTPApp
 from sturdyrpc.transports.serve_http import uvicorn_config
 
@@ -184,21 +185,23 @@ def test_one_http_batch_larger_than_the_server_cap_runs_in_order_within_the_cap(
 
 
 def test_http_applies_max_batch_max_depth_and_max_message_bytes_as_stdio_does() -> None:
+    # max_batch and max_depth: the reply stdio sends, as a 200. max_message_bytes bounds the body
+    # (the smaller of it and HTTPSecurity.max_body_bytes): 413 with the error stdio sends, before
+    # the body is decoded, as the MCP endpoint answers (both sit behind the same HTTP layer).
     limits = Limits(max_batch=3, max_depth=5, max_message_bytes=2000)
     rpc = raising_rpc(limits)
-    app = JSONRPCHTTPApp(rpc)
-    app.security.max_body_bytes = 10_000  # let the dispatcher's own limit answer, as on stdio
+    app = JSONRPCHTTPApp(rpc, security=HTTPSecurity(max_body_bytes=10_000))
     bodies = [
-        msgspec.json.encode([{"jsonrpc": "2.0", "method": "echo", "params": [1], "id": i} for i in range(4)]),
-        b'{"jsonrpc":"2.0","method":"echo","params":[[[[[[[1]]]]]]],"id":1}',
-        msgspec.json.encode({"jsonrpc": "2.0", "method": "echo", "params": ["x" * 3000], "id": 1}),
+        (200, msgspec.json.encode([{"jsonrpc": "2.0", "method": "echo", "params": [1], "id": i} for i in range(4)])),
+        (200, b'{"jsonrpc":"2.0","method":"echo","params":[[[[[[[1]]]]]]],"id":1}'),
+        (413, msgspec.json.encode({"jsonrpc": "2.0", "method": "echo", "params": ["x" * 3000], "id": 1})),
     ]
     with serve(app) as s:
-        for body in bodies:
+        for status, body in bodies:
             r = httpx.post(s.url, content=body, headers={"content-type": "application/json"})
             expected = rpc.handle_sync(body)
             assert expected is not None and msgspec.json.decode(expected)["error"]["code"] == -32600
-            assert r.status_code == 200 and r.json() == msgspec.json.decode(expected)
+            assert r.status_code == status and r.json() == msgspec.json.decode(expected)
 
 
 def raw_exchange(port: int, data: bytes, *, read_timeout: float = 10.0) -> bytes:

@@ -453,12 +453,10 @@ def test_batches_on_2025_03_26(url: str) -> None:
         assert r.status_code == 400
 
 
-def test_quiet_streams_get_keepalive_comments(monkeypatch: pytest.MonkeyPatch) -> None:
-    import sturdyrpc.mcp_http.server as srv
+def test_quiet_streams_get_keepalive_comments() -> None:
     from sturdyrpc.demos.mcp_http import make_demo_app
 
-    monkeypatch.setattr(srv, "KEEPALIVE_INTERVAL", 0.05)
-    app = make_demo_app()
+    app = make_demo_app(keepalive_interval=0.05)  # an app option (default 15 s; the CLI's --keepalive)
 
     async def go() -> None:
         import uvicorn

@@ -9,8 +9,10 @@
   §5.1); a verifier that cannot reach its issuer, or does not finish within ``timeout``
   seconds -> 503 with ``Retry-After`` (the token is never let through);
 - requires the server-wide ``scopes`` (403 ``error="insufficient_scope"`` naming them);
-- serves the protected-resource metadata (RFC 9728) at ``/.well-known/oauth-protected-resource``
-  and at the path-suffixed form for the resource's path (``/.well-known/oauth-protected-resource/mcp``).
+- publishes the protected-resource metadata (RFC 9728) at ``/.well-known/oauth-protected-resource``
+  and at the path-suffixed form for the resource's path (``/.well-known/oauth-protected-resource/mcp``):
+  :meth:`ResourceServer.metadata_documents`, served by the HTTP layer in front of either
+  endpoint (:class:`~sturdyrpc.transports.http_layer.ResourceMetadata`).
 
 Bodies are fixed JSON-RPC errors; the reason a token was refused goes to the log only.
 """
@@ -19,10 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..transports.asgi import BearerAuth, HTTPRefusal, Receive, Scope, Send, respond
+from ..transports.asgi import ASGIApp, BearerAuth, HTTPRefusal
+from ..transports.http_layer import ResourceMetadata, not_found
 from .challenge import bearer_challenge
 from .errors import InvalidToken, VerificationUnavailable
 from .fetch import FETCH_TIMEOUT
@@ -44,13 +47,6 @@ VERIFY_TIMEOUT = FETCH_TIMEOUT
 
 def _unavailable() -> HTTPRefusal:
     return HTTPRefusal(503, UNAVAILABLE, "Service unavailable: the access token cannot be verified now", [(b"retry-after", b"5")])
-
-
-_METADATA_HEADERS = [
-    (b"cache-control", b"public, max-age=3600"),
-    # Public by design (RFC 9728): browser-based clients on other origins must be able to read it.
-    (b"access-control-allow-origin", b"*"),
-]
 
 
 class ResourceServer(BearerAuth):
@@ -135,38 +131,16 @@ class ResourceServer(BearerAuth):
 
     # -------------------------------------------------------------- RFC 9728 metadata
 
-    async def serve_metadata(self, scope: Scope, send: Send) -> bool:
-        """Answer ``scope`` if it asks for the metadata document (True), else do nothing (False).
-        Public: no token needed (it is how a client learns where to get one)."""
-        if scope.get("type") != "http" or scope.get("path", "") not in self.metadata_paths:
-            return False
-        method = scope.get("method")
-        if method in ("GET", "HEAD"):
-            body = self._metadata_body
-            await respond(send, 200, body if method == "GET" else b"", extra=_METADATA_HEADERS)
-        elif method == "OPTIONS":
-            await respond(send, 204, extra=[*_METADATA_HEADERS, (b"access-control-allow-methods", b"GET, HEAD, OPTIONS")])
-        else:
-            await respond(send, 405, extra=[(b"allow", b"GET, HEAD, OPTIONS")])
-        return True
+    def metadata_documents(self) -> Mapping[str, bytes]:
+        """The metadata document at both of its paths (path-suffixed and root). Public: no token
+        needed (it is how a client learns where to get one)."""
+        return {path: self._metadata_body for path in self.metadata_paths}
 
     @property
-    def metadata_app(self) -> MetadataApp:
+    def metadata_app(self) -> ASGIApp:
         """An ASGI app serving only the metadata (404 elsewhere): route the well-known paths to
         it when the MCP app itself is mounted under a prefix."""
-        return MetadataApp(self)
-
-
-class MetadataApp:
-    """The ASGI app of :attr:`ResourceServer.metadata_app` (an object, not a function, so that
-    frameworks such as Starlette hand it the raw ASGI call)."""
-
-    def __init__(self, server: ResourceServer) -> None:
-        self.server = server
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if not await self.server.serve_metadata(scope, send) and scope.get("type") == "http":
-            await respond(send, 404)
+        return ResourceMetadata(not_found, documents=self.metadata_documents())
 
 
 def insufficient_scope_refusal(auth: BearerAuth | None, principal: Any, needed: Iterable[str]) -> HTTPRefusal:

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from ..auth.options import add_auth_arguments, auth_requested
+from .run import add_http_arguments, http_options
 
 
 def register(sub: Any) -> None:
@@ -16,23 +17,27 @@ def register(sub: Any) -> None:
     d.add_argument("--http", metavar="HOST:PORT", help="serve over Streamable HTTP instead of stdio")
     d.add_argument("--framing", choices=["line", "content-length"], default="line", help="stdio framing (default: line)")
     d.add_argument("--allow-remote", action="store_true", help="with --http: allow a non-loopback bind address")
-    d.add_argument("--workers", type=int, default=1, metavar="N", help="with --mcp --http: N worker processes on one port")
+    d.add_argument("--workers", type=int, default=1, metavar="N", help="with --http: N worker processes on one port")
     d.add_argument("--store", metavar="URL", default="memory",
                    help="with --mcp --http: where sessions live: memory (default) or redis://HOST:PORT/DB (shared by workers)")
     d.add_argument("--stateless", action="store_true", help="with --mcp --http: no sessions (any worker answers any POST)")
+    add_http_arguments(d)
     add_auth_arguments(d)
     d.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    if auth_requested(args) and not (args.mcp and args.http):
-        print("sturdyrpc demo: the --auth-* options need --mcp --http", file=sys.stderr)
+    if auth_requested(args) and not args.http:
+        print("sturdyrpc demo: the --auth-* options need --http", file=sys.stderr)
+        return 2
+    if http_options(args) and not args.http:
+        print("sturdyrpc demo: --allow-host, --trusted-proxy and --keepalive need --http", file=sys.stderr)
         return 2
     if args.http:
         from ..demos.http import run_demo_http
 
         return run_demo_http(args.http, mcp=args.mcp, allow_remote=args.allow_remote, workers=args.workers, store=args.store,
-                             stateless=args.stateless, auth_args=args)
+                             stateless=args.stateless, auth_args=args, http=http_options(args))
     if args.mcp and not args.http:
         from ..demos.mcp import make_mcp_demo
         from ..mcp.stdio import run_mcp_stdio

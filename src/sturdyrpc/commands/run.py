@@ -5,10 +5,10 @@ path to a ``.py`` file; ``attr`` names an :class:`~sturdyrpc.mcp.MCPServer` or a
 :class:`~sturdyrpc.dispatch.Dispatcher` in it (dotted for nested attributes), or a function
 that returns one. With ``--http`` the function may also return the ASGI app itself (a
 Streamable HTTP app, or a ``JSONRPCHTTPApp``); one taking ``**options`` is called with what the
-command line asks for (``store``, ``stateless``, ``security`` for ``--auth-*``), and one that
-cannot take ``security`` while ``--auth-*`` is given is refused (the app would serve without
-the token check). Without ``:attr`` the first of ``mcp``, ``server``, ``app``, ``rpc`` that
-holds one is served.
+command line asks for (``store``, ``stateless``, ``security`` for ``--auth-*``, ``--allow-host``
+and ``--trusted-proxy``), and an app built without that ``security`` while those options are
+given is refused (it would serve without them). Without ``:attr`` the first of ``mcp``,
+``server``, ``app``, ``rpc`` that holds one is served.
 
 Over stdio (the default) nothing but protocol is written to stdout: output of the module while
 it is imported goes to stderr, as every later ``print`` of a handler does. With ``--http`` the
@@ -17,6 +17,8 @@ over HTTP POST). ``--workers N`` starts N uvicorn worker processes on one port, 
 and running its own lifespan (:func:`sturdyrpc.mcp_http.workers.serve_mcp_workers`). For an
 MCPServer, N > 1 needs the sessions in a shared store (``--store redis://HOST:PORT/DB``) or no
 sessions (``--stateless``), and is refused otherwise; a Dispatcher keeps nothing between requests.
+``--auth-*``, ``--allow-host``, ``--trusted-proxy`` and ``--keepalive`` apply to whatever is
+served, with any number of workers (docs/HTTP.md).
 
 A target that cannot be imported or found is one line on stderr and exit 2; a lifespan whose
 startup fails stops the server with its message and a non-zero exit.
@@ -34,7 +36,7 @@ from ..targets import TargetError
 from ..targets import load_target as _load
 from . import EXIT_USAGE
 
-__all__ = ["register", "load_target", "TargetError"]
+__all__ = ["register", "load_target", "TargetError", "add_http_arguments", "http_options"]
 
 _DEFAULT_ATTRS = ("mcp", "server", "app", "rpc")
 
@@ -47,8 +49,35 @@ def register(sub: Any) -> None:
     r.add_argument("--store", metavar="URL", default="memory",
                    help="with --http: where MCP sessions live: memory (default) or redis://HOST:PORT/DB (shared by workers)")
     r.add_argument("--stateless", action="store_true", help="with --http: MCP without sessions (any worker answers any POST)")
+    add_http_arguments(r)
     add_auth_arguments(r)
     r.set_defaults(func=run)
+
+
+def add_http_arguments(p: argparse.ArgumentParser) -> None:
+    """``--allow-host``, ``--trusted-proxy`` and ``--keepalive`` (``run`` and ``demo``)."""
+    g = p.add_argument_group("HTTP (with --http)")
+    g.add_argument("--allow-host", metavar="HOST", action="append", default=[],
+                   help="also answer requests whose Host names HOST (repeatable; localhost names and the bound "
+                        "address always; with --allow-remote any IP address too)")
+    g.add_argument("--trusted-proxy", metavar="ADDR[/BITS]", action="append", default=[],
+                   help="a reverse proxy's address or network whose X-Forwarded-Host and X-Forwarded-Proto are "
+                        "believed (repeatable); anyone else's X-Forwarded-* are ignored")
+    g.add_argument("--keepalive", metavar="SECONDS", type=float, default=None,
+                   help="MCP: seconds of silence after which an open SSE stream gets a keep-alive comment (default 15)")
+
+
+def http_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The options of :func:`add_http_arguments` as ``serve_mcp_workers(http=...)`` takes them
+    (only those given)."""
+    out: dict[str, Any] = {}
+    if getattr(args, "allow_host", None):
+        out["allow_hosts"] = list(args.allow_host)
+    if getattr(args, "trusted_proxy", None):
+        out["trusted_proxies"] = list(args.trusted_proxy)
+    if getattr(args, "keepalive", None) is not None:
+        out["keepalive"] = args.keepalive
+    return out
 
 
 def add_target_arguments(p: argparse.ArgumentParser) -> None:
@@ -80,7 +109,12 @@ def run(args: argparse.Namespace) -> int:
         return _fail(command, "--workers needs --http (stdio has one client)")
     if auth_requested(args) and not args.http:
         return _fail(command, "the --auth-* options need --http (stdio has no tokens)")
+    if http_options(args) and not args.http:
+        return _fail(command, "--allow-host, --trusted-proxy and --keepalive need --http")
+    if args.keepalive is not None and not args.keepalive > 0:
+        return _fail(command, "--keepalive must be positive")
     if args.http:
+        # Resolved (and its factory called, with the options) where it is served: in each worker.
         return _serve_http(command, args)
     try:
         target = load_target(args.target)
@@ -114,7 +148,8 @@ def _serve_http(command: str, args: argparse.Namespace) -> int:
         # factory with the options of this command line and running its own lifespan.
         serve_mcp_workers(args.target, host, port, workers=args.workers,
                           store=args.store, stateless=args.stateless, allow_remote=args.allow_remote,
-                          auth={k: getattr(args, k) for k in AUTH_KEYS} if auth_requested(args) else None)
+                          auth={k: getattr(args, k) for k in AUTH_KEYS} if auth_requested(args) else None,
+                          http=http_options(args))
     except RemoteBindRefused as exc:
         return _fail(command, f"{exc}; add --allow-remote to serve other hosts")
     except (WorkersRefused, TargetError, AuthOptionsError, ValueError) as exc:  # a missing extra: the CLI names it

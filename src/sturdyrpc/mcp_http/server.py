@@ -11,9 +11,11 @@ One endpoint (default ``/mcp``) serving two eras:
   metadata headers are checked against the body (:mod:`.modern`) and closing the response
   stream cancels the request.
 
-Security on every request: Host/Origin allow-lists (403), optional bearer auth (401), body
-limit (413), caps on sessions and open streams (503), session ids bound to the principal that
-created them (another principal gets 404: session ids are never credentials).
+Security on every request: the HTTP layer the plain JSON-RPC endpoint has too
+(:func:`sturdyrpc.transports.http_layer.http_layer`: Host/Origin allow-lists and trusted proxies
+(403), optional bearer auth (401), content negotiation (415, 406), the busy 503, body bound
+(413) and deadline (408)); then caps on sessions and open streams (503), session ids bound to
+the principal that created them (another principal gets 404: session ids are never credentials).
 
 Limits (:class:`~sturdyrpc.limits.Limits`, the MCP server's own when built by
 :func:`~sturdyrpc.mcp_http.mcp_http_app`) apply as on stdio, in every mode: a body over
@@ -43,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 from .. import codec
 from ..admission import Admission
 from ..auth.principal import UnidentifiedPrincipal, identity_of, missing_scopes
-from ..auth.resource_server import ResourceServer, insufficient_scope_refusal
+from ..auth.resource_server import insufficient_scope_refusal
 from ..envelope import UNSET, Envelope, Refused, from_message, read
 from ..errors import InvalidRequest, RPCError
 from ..limits import DEFAULT_LIMITS, Limits
@@ -53,8 +55,6 @@ from ..peer import Peer
 from ..request_context import current_headers, current_principal
 from ..store import StoreUnavailable
 from ..transports.asgi import (
-    BodyTooLarge,
-    Disconnected,
     HTTPRefusal,
     HTTPSecurity,
     Receive,
@@ -63,11 +63,11 @@ from ..transports.asgi import (
     error_body,
     header,
     header_index,
-    read_body,
+    refuse,
     refuse_busy,
-    request_headers,
     respond,
 )
+from ..transports.http_layer import JSON, SSE, http_layer, until_disconnect, wait_disconnect
 from .events import SSE_HEADERS, EventStore, MemoryEventStore, sse_event, sse_priming
 from .modern import HeaderProblem, check_modern_headers
 from .session import HTTPSession, Key, PostReplies, ReplyWaiter, SSEResponse, Stream, key_of
@@ -98,49 +98,13 @@ STORE_UNAVAILABLE = -32001
 #: The reply to a batch element that is no JSON-RPC message (its id cannot be read: null, as 2025-03-26 wants).
 
 
-_CTYPE_CACHE: dict[bytes, bool] = {}
-
-
-def _is_json(ctype: bytes | None) -> bool:
-    """Whether a ``Content-Type`` value is ``application/json`` (parameters aside); cached, as
-    clients send the same few values."""
-    if ctype is None:
-        return False
-    hit = _CTYPE_CACHE.get(ctype)
-    if hit is None:
-        hit = ctype.split(b";", 1)[0].strip().lower() == b"application/json"
-        if len(_CTYPE_CACHE) < 256:
-            _CTYPE_CACHE[ctype] = hit
-    return hit
-
-
-def _media_types(accept: bytes | None) -> set[bytes]:
-    if accept is None:
-        return {b"*/*"}
-    return {p.split(b";", 1)[0].strip().lower() for p in accept.split(b",")}
-
-
-_ACCEPT_CACHE: dict[bytes | None, tuple[bool, bool]] = {}
-
-
-def _acceptable(accept: bytes | None) -> tuple[bool, bool]:
-    """(SSE acceptable, JSON acceptable) for an ``Accept`` value; clients send the same few values, so cache."""
-    hit = _ACCEPT_CACHE.get(accept)
-    if hit is not None:
-        return hit
-    types = _media_types(accept)
-    any_ok = b"*/*" in types
-    out = (any_ok or b"text/event-stream" in types or b"text/*" in types,
-           any_ok or b"application/json" in types or b"application/*" in types)
-    if len(_ACCEPT_CACHE) < 256:
-        _ACCEPT_CACHE[accept] = out
-    return out
+#: The media types a POST may be answered with (the first one that Accept admits, per ``json_response``).
+_POST_TYPES = (SSE, JSON)
 
 
 class StreamableHTTPApp:
     """The MCP endpoint. ``open_peer(session)`` makes the peer that serves one session on its pipe;
-    ``modern`` (optional) serves 2026-07-28 requests statelessly; ``modern_early`` (optional)
-    answers those it can at once (:meth:`~sturdyrpc.mcp.MCPServer.answer_stateless_now`).
+    ``modern`` (optional) serves 2026-07-28 requests statelessly (each read once by the app).
 
     Options: ``json_response`` (answer requests with ``application/json`` instead of an SSE
     stream), ``stateless`` (no sessions in the handshake era), ``event_store`` (resumability;
@@ -150,7 +114,10 @@ class StreamableHTTPApp:
     open response), ``limits`` (message size, depth, batch size and the server-wide
     in-flight cap; ``max_depth`` overrides ``limits.max_depth``), ``shared`` (a
     :class:`~.shared.SharedSessions`: sessions live in a shared store and any worker serves
-    them; :func:`~sturdyrpc.mcp_http.mcp_http_app` sets it for ``store="redis://..."``).
+    them; :func:`~sturdyrpc.mcp_http.mcp_http_app` sets it for ``store="redis://..."``),
+    ``keepalive_interval`` (seconds of silence after which an open SSE stream gets a comment
+    line, so that proxies and clients with idle timeouts keep it; default
+    :data:`KEEPALIVE_INTERVAL`).
     """
 
     def __init__(
@@ -175,16 +142,16 @@ class StreamableHTTPApp:
         lifespan: Callable[[], contextlib.AbstractAsyncContextManager[Any]] | None = None,
         shared: SharedSessions | None = None,
         scopes_for: Callable[[str, Any], frozenset[str]] | None = None,
+        keepalive_interval: float | None = None,
     ) -> None:
         self.open_peer = open_peer
         #: Entered on the ASGI lifespan startup, left at its shutdown (the MCP server's lifespan).
         self.lifespan = lifespan
-        self._lifespan_cm: contextlib.AbstractAsyncContextManager[Any] | None = None
         #: ``scopes_for(method, params)``: the OAuth scopes a request needs (checked against the
         #: request's principal before it runs: 403 ``insufficient_scope``); None: no per-request scopes.
         self.scopes_for = scopes_for
         self.modern = modern
-        self.path = path
+        self._path = path
         self.security = security or HTTPSecurity()
         self.json_response = json_response
         self.stateless = stateless
@@ -213,60 +180,42 @@ class StreamableHTTPApp:
             self.store = shared.events
         #: ``MCP-Protocol-Version`` values seen, as sent -> the supported version they name.
         self._versions_seen: dict[bytes, str] = {}
+        if keepalive_interval is not None and not keepalive_interval > 0:
+            raise ValueError("keepalive_interval must be positive")
+        #: Seconds of silence after which an open SSE stream gets a comment line.
+        self.keepalive_interval = KEEPALIVE_INTERVAL if keepalive_interval is None else float(keepalive_interval)
+        # MCP's schema has no null id: refusals carry none (null_id=False).
+        self._layer = http_layer(self._endpoint, security=self.security, admission=self.admission,
+                                 max_message_bytes=self.limits.max_message_bytes, path=path,
+                                 methods=("POST",) if stateless else ("GET", "POST", "DELETE"),
+                                 produces={"POST": _POST_TYPES, "GET": (SSE,)}, null_id=False,
+                                 may_free=_in_session, lifespan=lifespan, on_shutdown=self.aclose)
 
     @property
     def path(self) -> str | None:
         """The endpoint's path (None: any path)."""
-        return self._path_as_given
-
-    @path.setter
-    def path(self, value: str | None) -> None:
-        self._path_as_given = value
-        self._path = value.rstrip("/") if value is not None else None
+        return self._path
 
     # ------------------------------------------------------------------ entry
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        kind = scope["type"]
-        if kind == "lifespan":
-            await self._lifespan(receive, send)
-            return
-        if kind != "http":
-            return
-        security = self.security
-        auth = security.auth
-        if auth is not None and isinstance(auth, ResourceServer) and await auth.serve_metadata(scope, send):
-            return  # RFC 9728 metadata: public, it is how a client learns where to get a token
+        await self._layer(scope, receive, send)
+
+    async def _endpoint(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A request the HTTP layer let through (a POST's body read whole)."""
+        principal = current_principal.get()
         try:
-            security.check_origin(scope)  # Host and Origin; no coroutine unless there is a token to check
-            principal = None if auth is None else await security.authenticate(scope)
-            path = scope.get("path", "")
-            if self._path is not None and path != self._path and path.rstrip("/") != self._path:
-                raise HTTPRefusal(404, -32600, "Not found")
+            if self.shared is not None:
+                await self.shared.ready()
             method = scope["method"]
-            # Set only when it changes (None, without auth: the default): a set and a reset cost.
-            token = current_principal.set(principal) if principal is not current_principal.get() else None
-            htoken = current_headers.set(request_headers(scope))
-            try:
-                if self.shared is not None:
-                    await self.shared.ready()
-                if method == "POST":
-                    await self._post(scope, receive, send, principal)
-                elif method == "GET":
-                    await self._get(scope, receive, send, principal)
-                elif method == "DELETE":
-                    await self._delete(scope, send, principal)
-                else:
-                    allow = b"POST" if self.stateless else b"GET, POST, DELETE"
-                    raise HTTPRefusal(405, -32600, "Method not allowed", [(b"allow", allow)])
-            finally:
-                current_headers.reset(htoken)
-                if token is not None:
-                    current_principal.reset(token)
+            if method == "POST":
+                await self._post(scope, receive, send, principal)
+            elif method == "GET":
+                await self._get(scope, receive, send, principal)
+            else:
+                await self._delete(scope, send, principal)
         except HTTPRefusal as r:
-            await respond(send, r.status, error_body(r.code, r.message, with_null_id=False), extra=r.headers)
-        except Disconnected:
-            return
+            await refuse(send, r, with_null_id=False)
         except UnidentifiedPrincipal as exc:
             # The verifier's principals cannot be told apart (see identity_of): nothing is bound to them.
             log.error("MCP session refused: %s; the verifier must return principals with a well-defined identity", exc)
@@ -300,16 +249,8 @@ class StreamableHTTPApp:
 
     async def _post(self, scope: Scope, receive: Receive, send: Send, principal: Any) -> None:
         hx = header_index(scope)  # the request's headers, indexed once
-        if not _is_json(hx.get(b"content-type")):
-            raise HTTPRefusal(415, -32600, "Unsupported Media Type: Content-Type must be application/json")
-        sse_ok, json_ok = _acceptable(hx.get(b"accept"))
-        if not (sse_ok or json_ok):
-            raise HTTPRefusal(406, -32600, "Not Acceptable: accept application/json and text/event-stream")
-        try:
-            body = await read_body(scope, receive, self.max_body_bytes)
-        except BodyTooLarge:
-            await respond(send, 413, self._too_large())
-            return
+        sse_ok, json_ok = scope["sturdyrpc.media"]  # as the layer negotiated them (_POST_TYPES; one at least)
+        body = (await receive())["body"]  # the layer handed the whole body on
         try:
             version = self._header_version(scope)
         except _Problem as p:
@@ -453,11 +394,6 @@ class StreamableHTTPApp:
         else:
             await respond(send, 400, codec.encode({"jsonrpc": "2.0", "error": err.to_dict(), "id": None}))
 
-    def _too_large(self) -> bytes:
-        if self.max_body_bytes == self.limits.max_message_bytes:
-            return _limit_error("Message too large", "max_message_bytes", self.max_body_bytes)
-        return _limit_error("Message too large", "max_body_bytes", self.max_body_bytes)
-
     async def _feed(self, session: HTTPSession, msgs: _Sorted, post: PostReplies) -> None:
         """Hand a POST's messages to the session's peer, in order, each request's reply going to
         ``post``. A shared session first sends answers and cancellations meant for another
@@ -530,7 +466,7 @@ class StreamableHTTPApp:
                     else:
                         # A quiet open stream gets an SSE comment now and then, so that proxies and
                         # clients with idle-read timeouts do not take it for dead.
-                        ping = loop.call_later(KEEPALIVE_INTERVAL, conn.put, b":\n\n")
+                        ping = loop.call_later(self.keepalive_interval, conn.put, b":\n\n")
                         await fut
                         ping.cancel()
                 if conn.closed:
@@ -706,9 +642,6 @@ class StreamableHTTPApp:
             raise HTTPRefusal(405, -32600, "Method not allowed", [(b"allow", b"POST")]) from None
         if version is not None and version in self.modern_versions:
             raise HTTPRefusal(405, -32600, "Method not allowed", [(b"allow", b"POST")])
-        accept = _media_types(header(scope, b"accept"))
-        if not (b"text/event-stream" in accept or b"*/*" in accept or b"text/*" in accept):
-            raise HTTPRefusal(406, -32600, "Not Acceptable: the GET stream is text/event-stream")
         session = self._find_session(scope, principal) if self.shared is None else await self.shared.find(scope, principal)
         session.last_active = time.monotonic()
         extra = [(b"mcp-session-id", session.id.encode("ascii"))] if session.id else []
@@ -850,10 +783,10 @@ class StreamableHTTPApp:
         done, _ = await asyncio.wait((waiting,), timeout=HEADER_DELAY)
         if not done:
             # A slow request: watch for the client leaving, and keep a quiet stream alive.
-            gone = asyncio.ensure_future(_wait_disconnect(receive))
+            gone = asyncio.ensure_future(wait_disconnect(receive))
             try:
                 while not waiting.done():
-                    await asyncio.wait((waiting, gone), timeout=KEEPALIVE_INTERVAL, return_when=asyncio.FIRST_COMPLETED)
+                    await asyncio.wait((waiting, gone), timeout=self.keepalive_interval, return_when=asyncio.FIRST_COMPLETED)
                     if gone.done():
                         request.cancel()  # 2026-07-28: closing the response stream IS the cancellation
                         waiting.cancel()
@@ -886,28 +819,6 @@ class StreamableHTTPApp:
 
     # ------------------------------------------------------------- lifecycle
 
-    async def _lifespan(self, receive: Receive, send: Send) -> None:
-        while True:
-            msg = await receive()
-            if msg["type"] == "lifespan.startup":
-                if self.lifespan is not None:
-                    cm = self.lifespan()
-                    try:
-                        await cm.__aenter__()
-                    except Exception as exc:
-                        # The ASGI server logs this message and stops with a non-zero exit: never half started.
-                        await send({"type": "lifespan.startup.failed", "message": str(exc)})
-                        return
-                    self._lifespan_cm = cm
-                await send({"type": "lifespan.startup.complete"})
-            elif msg["type"] == "lifespan.shutdown":
-                await self.aclose()
-                entered, self._lifespan_cm = self._lifespan_cm, None
-                if entered is not None:
-                    await entered.__aexit__(None, None, None)
-                await send({"type": "lifespan.shutdown.complete"})
-                return
-
     async def aclose(self) -> None:
         """End every session (server shutdown)."""
         for s in list(self.sessions.values()):
@@ -921,6 +832,13 @@ class StreamableHTTPApp:
             self._sweeper = None
 
 
+def _in_session(scope: Scope) -> bool:
+    """Whether a POST belongs to a session: it may carry only a cancellation or the client's
+    answers to server-to-client requests, which running requests need to finish. The layer lets
+    such a POST through a full server; :meth:`StreamableHTTPApp._post` counts its slots decoded."""
+    return header(scope, b"mcp-session-id") is not None
+
+
 class _Problem(Exception):
     def __init__(self, problem: HeaderProblem) -> None:
         super().__init__(problem.message)
@@ -929,11 +847,6 @@ class _Problem(Exception):
 
 async def _send_problem(send: Send, p: HeaderProblem, id_: Any) -> None:
     await respond(send, p.status, codec.encode(p.error(id_)))
-
-
-def _limit_error(message: str, limit: str, value: int) -> bytes:
-    """The error stdio sends for a breached limit (same class, message and data; id null)."""
-    return codec.encode({"jsonrpc": "2.0", "error": InvalidRequest(message, {"limit": limit, "max": value}).to_dict(), "id": None})
 
 
 def _internal_error(id_: Any) -> bytes:
@@ -1033,7 +946,8 @@ def _sort_out(items: list[Envelope | InvalidMessage], batch: bool) -> _Sorted:
     return out
 
 
-#: Seconds of silence after which an open SSE stream gets a comment line (keep-alive).
+#: Seconds of silence after which an open SSE stream gets a comment line (keep-alive), by
+#: default (``StreamableHTTPApp(keepalive_interval=...)``, ``sturdyrpc run/demo --keepalive``).
 KEEPALIVE_INTERVAL = 15.0
 
 #: How long an SSE response may wait for its first event before the headers go out alone
@@ -1083,24 +997,9 @@ _header_timer = _GenerationTimer(HEADER_DELAY)
 async def _until_done_or_gone(fut: asyncio.Future[Any], receive: Receive) -> None:
     """Wait for ``fut`` or the client's disconnect, whichever first. Quick answers never pay for
     a disconnect watcher: it starts only after ``HEADER_DELAY``."""
-    done, _ = await asyncio.wait((fut,), timeout=HEADER_DELAY)
-    if done:
-        return
-    gone = asyncio.ensure_future(_wait_disconnect(receive))
-    try:
-        await asyncio.wait((fut, gone), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        gone.cancel()
+    await until_disconnect(fut, receive, grace=HEADER_DELAY)
 
 
 async def _watch_disconnect(receive: Receive, conn: SSEResponse) -> None:
-    await _wait_disconnect(receive)
+    await wait_disconnect(receive)
     conn.gone()
-
-
-async def _wait_disconnect(receive: Receive) -> None:
-    while True:
-        msg = await receive()
-        if msg["type"] == "http.disconnect":
-            return
-

@@ -6,5 +6,7 @@
   stdio server on it (``serve_stdio``/``run_stdio``);
 - ``streams``: asyncio streams (a subprocess's pipes, TCP, Unix sockets), same framers;
 - ``memory``: in-memory pairs and fault injection for tests;
-- ``asgi``, ``http``, ``http_protocol``, ``serve_http``: plain JSON-RPC over HTTP.
+- ``asgi``, ``http_layer``, ``http``, ``http_protocol``, ``serve_http``: HTTP (the security
+  settings and refusals, the one HTTP layer both HTTP apps are built from, plain JSON-RPC over
+  HTTP, uvicorn's bounded protocol, serving).
 """

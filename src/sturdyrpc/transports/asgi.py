@@ -3,27 +3,24 @@
 No framework: the apps here are bare ASGI callables, so any ASGI server (uvicorn, hypercorn,
 daphne) or framework (Starlette ``Mount``, FastAPI ``app.mount``) can run them.
 
-Security checks every request goes through, in this order (:meth:`HTTPSecurity.check`):
-
-1. ``Host`` against an allow-list (DNS rebinding: a browser tricked into resolving
-   ``evil.example`` to 127.0.0.1 still sends ``Host: evil.example``). Localhost names by default.
-2. ``Origin``, when present, against an allow-list (403). Localhost origins by default;
-   requests without ``Origin`` (non-browser clients) pass.
-3. Bearer-token authentication when an :class:`BearerAuth` is configured (401 with
-   ``WWW-Authenticate``). Tokens are read from the ``Authorization`` header only, never
-   from the query string.
-
-Error bodies are fixed JSON-RPC error objects: nothing from an exception or from the
-request is echoed back.
+- :class:`HTTPSecurity`: what every request must pass (``Host``/``Origin`` allow-lists, trusted
+  proxies, body bound and deadline, bearer authentication); the wrappers of
+  :mod:`sturdyrpc.transports.http_layer` apply it, the same way in front of both endpoints.
+- :class:`BearerAuth`: the bearer-token step (a verifier, the 401 challenge, and the RFC 9728
+  metadata documents a resource server publishes); :class:`sturdyrpc.auth.ResourceServer`
+  is one.
+- Responses and refusals: :func:`respond`, :class:`HTTPRefusal`, :func:`refuse`,
+  :func:`refuse_busy`, :func:`error_body`. Error bodies are fixed JSON-RPC error objects:
+  nothing from an exception or from the request is echoed back.
 """
 
 from __future__ import annotations
 
 import inspect
+import ipaddress
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, MutableMapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from .. import codec
 
@@ -40,12 +37,13 @@ __all__ = [
     "RequestHeaders",
     "header",
     "header_index",
-    "read_body",
     "respond",
     "error_body",
     "refuse",
     "refuse_busy",
     "SERVER_BUSY",
+    "DEFAULT_BODY_TIMEOUT",
+    "parse_networks",
 ]
 
 Scope = MutableMapping[str, Any]
@@ -56,8 +54,6 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 #: Host names a local server answers to by default.
 LOCAL_HOSTS: frozenset[str] = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
-
-
 
 def _decode_headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
     out: dict[str, str] = {}
@@ -137,9 +133,16 @@ def header_index(scope: Scope) -> dict[bytes, bytes]:
     return index
 
 
-def error_body(code: int, message: str, *, with_null_id: bool = True) -> bytes:
-    """A JSON-RPC error response as bytes, built only from constants chosen by the caller."""
-    obj: dict[str, Any] = {"jsonrpc": "2.0", "error": {"code": code, "message": message}}
+def error_body(code: int, message: str, *, with_null_id: bool = True, data: Any = None) -> bytes:
+    """A JSON-RPC error response as bytes, built only from constants chosen by the caller.
+
+    ``with_null_id``: JSON-RPC 2.0 wants ``"id": null`` when the id is unknown; MCP's schema has
+    no null id (2025-11-25 omits it), so the MCP endpoint passes False.
+    """
+    err: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        err["data"] = data
+    obj: dict[str, Any] = {"jsonrpc": "2.0", "error": err}
     if with_null_id:
         obj["id"] = None
     return codec.encode(obj)
@@ -157,43 +160,6 @@ async def respond(send: Send, status: int, body: bytes = b"", content_type: byte
     await send({"type": "http.response.body", "body": body})
 
 
-class BodyTooLarge(Exception):
-    """The request body passed the configured limit."""
-
-
-class Disconnected(Exception):
-    """The client went away before the body was complete."""
-
-
-async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
-    """The whole request body, refusing (:class:`BodyTooLarge`) beyond ``limit`` bytes.
-
-    A declared ``Content-Length`` over the limit is refused before reading anything.
-    """
-    declared = header(scope, b"content-length")
-    if declared is not None:
-        try:
-            if int(declared) > limit:
-                raise BodyTooLarge
-        except ValueError:
-            pass  # the server already rejects malformed framing; keep counting below
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        msg = await receive()
-        if msg["type"] == "http.disconnect":
-            raise Disconnected
-        chunk = msg.get("body", b"")
-        if chunk:
-            size += len(chunk)
-            if size > limit:
-                raise BodyTooLarge
-            chunks.append(chunk)
-        if not msg.get("more_body", False):
-            break
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-
 Verifier = Callable[[str], Any]
 
 
@@ -205,6 +171,10 @@ class BearerAuth:
     the token is invalid. Principals must compare equal across requests of the same user (a user
     id string, a frozen dataclass): MCP sessions are bound to the principal that opened them. ``realm`` and ``resource_metadata`` (the OAuth protected-resource
     metadata URL, RFC 9728) go into the ``WWW-Authenticate`` challenge of a 401.
+
+    The HTTP layer (:class:`~sturdyrpc.transports.http_layer.BearerAuthentication`) calls
+    :meth:`principal` and :meth:`challenge` on every request, and publishes what
+    :meth:`metadata_documents` returns; :class:`sturdyrpc.auth.ResourceServer` overrides all three.
     """
 
     verify: Verifier
@@ -212,6 +182,7 @@ class BearerAuth:
     resource_metadata: str | None = None
 
     def challenge(self, error: str | None) -> bytes:
+        """The ``WWW-Authenticate`` value of a 401 (``error``: None, ``invalid_request``, ``invalid_token``)."""
         parts = [f'Bearer realm="{self.realm}"']
         if error is not None:
             parts.append(f'error="{error}"')
@@ -220,42 +191,61 @@ class BearerAuth:
         return ", ".join(parts).encode("latin-1")
 
     async def principal(self, token: str) -> Any:
+        """The principal of ``token``, or None to refuse it (401); may raise :class:`HTTPRefusal`
+        for another answer (403, 503)."""
         result = self.verify(token)
         if inspect.isawaitable(result):
             result = await result
         return result
 
+    def metadata_documents(self) -> Mapping[str, bytes]:
+        """The OAuth protected-resource metadata (RFC 9728) this resource publishes, by path:
+        served to anyone, without a token (it is how a client learns where to get one). A
+        plain hook publishes none (its ``resource_metadata`` URL points elsewhere)."""
+        return {}
+
 
 class HTTPRefusal(Exception):
-    """An HTTP-level refusal: status, fixed JSON-RPC error code and message, extra headers."""
+    """An HTTP-level refusal: status, fixed JSON-RPC error code and message, extra headers, and
+    optional fixed ``data`` (a limit's name and bound)."""
 
-    def __init__(self, status: int, code: int, message: str, headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
+    def __init__(self, status: int, code: int, message: str, headers: Iterable[tuple[bytes, bytes]] = (),
+                 data: Any = None) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.headers = list(headers)
+        self.data = data
 
 
-def _host_name(value: str) -> str:
-    """``example.com:8000`` -> ``example.com``; ``[::1]:80`` -> ``[::1]``."""
-    value = value.strip().lower()
-    if value.startswith("["):
-        end = value.find("]")
-        return value[: end + 1] if end != -1 else value
-    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+#: Seconds a client has to send a whole request body by default (then 408; ``HTTPSecurity.body_timeout``).
+DEFAULT_BODY_TIMEOUT = 30.0
 
 
 @dataclass
 class HTTPSecurity:
-    """What every HTTP request must pass before anything else happens.
+    """What every HTTP request must pass before anything else happens (both endpoints alike:
+    :func:`sturdyrpc.transports.http_layer.http_layer` builds the checks from it).
 
-    - ``allowed_hosts``: host names (any port) the ``Host`` header may carry; None switches the
-      check off (behind a reverse proxy that already validates it). Default: localhost names.
+    - ``allowed_hosts``: host names (any port) the ``Host`` header may carry. Default: localhost
+      names. None switches the check off (only behind a proxy that validates it itself; prefer
+      ``trusted_proxies``).
+    - ``allow_ip_hosts``: also accept any IP-address literal as ``Host`` (``192.0.2.7:8000``,
+      ``[2001:db8::1]``). DNS rebinding needs a name the attacker controls, so an address is
+      safe to accept; names still need ``allowed_hosts``. ``sturdyrpc run/demo --allow-remote``
+      sets it.
+    - ``trusted_proxies``: client addresses or networks (``"10.0.0.0/8"``, ``"127.0.0.1"``) whose
+      ``X-Forwarded-Host`` and ``X-Forwarded-Proto`` are believed: the host checked is the
+      forwarded one, and the scope's ``scheme`` the forwarded protocol. Anyone else's
+      ``X-Forwarded-*`` headers are ignored.
     - ``allowed_origins``: exact origins (``https://app.example.com``) browsers may call from,
       in addition to localhost origins when ``allow_localhost_origins`` is true. ``"*"`` allows
       any origin (only sensible behind authentication).
-    - ``max_body_bytes``: larger bodies are answered 413 without being read.
+    - ``max_body_bytes``: larger bodies are answered 413 without being read (the endpoint's
+      ``Limits.max_message_bytes`` bounds them too: the smaller applies).
+    - ``body_timeout``: seconds a client has to send the whole body once the request's head is in
+      (408 and the connection closed after it); None: no deadline.
     - ``auth``: a :class:`BearerAuth`, or None for no authentication.
     """
 
@@ -264,84 +254,43 @@ class HTTPSecurity:
     allow_localhost_origins: bool = True
     max_body_bytes: int = 4 * 1024 * 1024
     auth: BearerAuth | None = None
-    _hosts: frozenset[str] | None = field(init=False, repr=False)
-    _origins: frozenset[str] = field(init=False, repr=False)
-    _host_ok: dict[bytes, bool] = field(init=False, repr=False)
+    trusted_proxies: Iterable[str] = ()
+    allow_ip_hosts: bool = False
+    body_timeout: float | None = DEFAULT_BODY_TIMEOUT
 
     def __post_init__(self) -> None:
-        self._host_ok = {}
-        self._hosts = None if self.allowed_hosts is None else frozenset(_host_name(h) for h in self.allowed_hosts)
-        self._origins = frozenset(o.rstrip("/").lower() for o in self.allowed_origins)
+        # Iterables are kept as tuples: the checks are built from them once, and a generator
+        # given here must not be spent by the first reader.
+        if self.allowed_hosts is not None:
+            self.allowed_hosts = tuple(self.allowed_hosts)
+        self.allowed_origins = tuple(self.allowed_origins)
+        self.trusted_proxies = tuple(self.trusted_proxies)
+        parse_networks(self.trusted_proxies)  # a bad address fails here, not on the first request
+        if self.body_timeout is not None and not self.body_timeout > 0:
+            raise ValueError("body_timeout must be positive (or None)")
+        if self.max_body_bytes < 1:
+            raise ValueError("max_body_bytes must be positive")
 
-    def origin_allowed(self, origin: str) -> bool:
-        o = origin.strip().rstrip("/").lower()
-        if "*" in self._origins or o in self._origins:
-            return True
-        if self.allow_localhost_origins:
-            try:
-                parts = urlsplit(o)
-                host = parts.hostname
-            except ValueError:
-                return False
-            if parts.scheme in ("http", "https") and host is not None:
-                name = f"[{host}]" if ":" in host else host
-                return name in LOCAL_HOSTS
-        return False
 
-    async def check(self, scope: Scope) -> Any:
-        """Raise :class:`HTTPRefusal` unless the request may proceed; return the principal (or None)."""
-        self.check_origin(scope)
-        if self.auth is None:
-            return None
-        return await self.authenticate(scope)
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
-    def check_origin(self, scope: Scope) -> None:
-        """The part of :meth:`check` that needs no I/O: ``Host`` and ``Origin`` (then, when
-        :attr:`auth` is set, :meth:`authenticate`)."""
-        if self._hosts is not None:
-            host = header(scope, b"host")
-            ok = self._host_ok.get(host) if host is not None else False
-            if ok is None:
-                assert host is not None
-                ok = _host_name(host.decode("latin-1")) in self._hosts
-                if len(self._host_ok) < 1024:  # a handful of distinct values in practice; bounded anyway
-                    self._host_ok[host] = ok
-            if not ok:
-                raise HTTPRefusal(403, -32600, "Forbidden: host not allowed")
-        origin = header(scope, b"origin")
-        if origin is not None and not self.origin_allowed(origin.decode("latin-1")):
-            raise HTTPRefusal(403, -32600, "Forbidden: origin not allowed")
 
-    async def authenticate(self, scope: Scope) -> Any:
-        """The principal of the request's bearer token (None without :attr:`auth`); raises
-        :class:`HTTPRefusal` (401, 403, 503) when there is none to be had."""
-        auth = self.auth
-        if auth is None:
-            return None
-        raw = header(scope, b"authorization")
-        if raw is None:
-            raise HTTPRefusal(401, -32600, "Unauthorized", [(b"www-authenticate", auth.challenge(None))])
-        scheme, _, token = raw.decode("latin-1").partition(" ")
-        token = token.strip()
-        if scheme.lower() != "bearer":
-            # Another scheme carries no bearer credentials at all: no error code (RFC 6750 §3.1).
-            raise HTTPRefusal(401, -32600, "Unauthorized", [(b"www-authenticate", auth.challenge(None))])
-        if not token:
-            raise HTTPRefusal(401, -32600, "Unauthorized", [(b"www-authenticate", auth.challenge("invalid_request"))])
+def parse_networks(entries: Iterable[str]) -> tuple[Network, ...]:
+    """``"10.0.0.0/8"``, ``"127.0.0.1"``, ``"::1"`` -> networks (an address is a network of one);
+    ValueError names an entry that is neither."""
+    out: list[Network] = []
+    for e in entries:
         try:
-            principal = await auth.principal(token)
-        except HTTPRefusal:
-            raise  # the auth's own answer (403 insufficient_scope, 503 cannot verify now)
-        except Exception:  # a verifier bug must not become a 500 that leaks a traceback
-            principal = None
-        if principal is None:
-            raise HTTPRefusal(401, -32600, "Unauthorized", [(b"www-authenticate", auth.challenge("invalid_token"))])
-        return principal
+            out.append(ipaddress.ip_network(str(e).strip().strip("[]"), strict=False))
+        except ValueError:
+            raise ValueError(f"not an IP address or network: {e!r}") from None
+    return tuple(out)
 
 
 async def refuse(send: Send, refusal: HTTPRefusal, *, with_null_id: bool = True) -> None:
     """Answer an :class:`HTTPRefusal` with its status and a fixed JSON-RPC error body."""
-    await respond(send, refusal.status, error_body(refusal.code, refusal.message, with_null_id=with_null_id), extra=refusal.headers)
+    body = error_body(refusal.code, refusal.message, with_null_id=with_null_id, data=refusal.data)
+    await respond(send, refusal.status, body, extra=refusal.headers)
 
 
 #: The JSON-RPC error code of a request refused because the server is at its
@@ -353,9 +302,10 @@ async def refuse_busy(send: Send, *, with_null_id: bool = True, retry_after: int
     """Answer ``503 Service Unavailable`` with ``Retry-After`` and a fixed JSON-RPC error (id null):
     the server-wide cap of running requests is full and nothing of this request was run.
 
-    Shared by the HTTP apps (plain JSON-RPC and Streamable HTTP): hold one
-    :class:`~sturdyrpc.admission.Admission` of ``Limits.max_server_in_flight`` per app, call this
-    when a POST arrives while it is ``full``, and take one slot per request that will run.
+    The one busy answer of both HTTP endpoints: the layer's
+    :class:`~sturdyrpc.transports.http_layer.Busy` sends it before the body is read when the
+    server-wide :class:`~sturdyrpc.admission.Admission` is full, and an endpoint sends it later
+    when a POST needs more slots than are free.
     """
     await respond(
         send,

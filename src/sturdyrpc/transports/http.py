@@ -5,17 +5,19 @@
 - A reply goes out as ``200 application/json``; a body that needs no reply gets ``204``.
   JSON-RPC errors (parse error, invalid request, method not found, ...) are ordinary replies
   with status 200: the HTTP status describes the transport, the body the call.
-- HTTP-level refusals: 403 (Host/Origin not allowed), 401 (bearer auth), 405 (not POST),
-  413 (body too large), 415 (not JSON), 406 (``Accept`` excludes JSON), 503 with
-  ``Retry-After: 1`` (``Limits.max_server_in_flight`` requests already running in this app).
-  Their bodies are fixed JSON-RPC errors with id null, never anything from an exception.
+- HTTP-level refusals come from the HTTP layer in front of the endpoint, the same one the MCP
+  endpoint has (:func:`sturdyrpc.transports.http_layer.http_layer`): 403 (Host/Origin not
+  allowed), 401 (bearer auth), 404 (another path), 405 (not POST), 415 (not JSON), 406
+  (``Accept`` excludes JSON), 503 with ``Retry-After: 1`` (``Limits.max_server_in_flight``
+  requests already running in this app), 413 (body too large), 408 (body too slow). Their
+  bodies are fixed JSON-RPC errors with id null, never anything from an exception.
 - Handlers run through :func:`sturdyrpc.execute.execute`, as on stdio: ``sys.exit()`` or
   ``KeyboardInterrupt`` in a handler is a -32603 reply with an incident id, never the end of the
   server; blocking sync handlers run on the shared daemon pool of ``Limits.max_threads``.
 - Every request that runs, alone or as a batch element, takes one slot of the app's
   ``max_server_in_flight`` (batch elements wait for slots in order); a POST arriving while none
-  is free is refused with 503 before anything of it runs. ``max_batch``, ``max_depth`` and
-  ``max_message_bytes`` apply as on every other transport.
+  is free is refused with 503 before its body is read. ``max_batch`` and ``max_depth`` apply as
+  on every other transport, ``max_message_bytes`` as the body bound (413).
 - A client that disconnects while its call runs cancels the call: nobody is left to answer.
 
 Mount it anywhere: ``Mount("/rpc", app=JSONRPCHTTPApp(rpc))`` in Starlette, or run it directly
@@ -35,66 +37,12 @@ from ..dispatch import BatchJob, Call, Context, Dispatcher
 from ..execute import Pending, run_call, run_call_now, shared_pool
 from ..profile import Profile
 from ..request_context import current_call, current_headers, current_principal
-from .asgi import (
-    BodyTooLarge,
-    Disconnected,
-    HTTPRefusal,
-    HTTPSecurity,
-    Receive,
-    Scope,
-    Send,
-    header,
-    read_body,
-    refuse,
-    refuse_busy,
-    request_headers,
-    respond,
-)
+from .asgi import HTTPSecurity, Receive, Scope, Send, refuse_busy, respond
+from .http_layer import JSON, http_layer, until_disconnect
 
 __all__ = ["JSONRPCHTTPApp"]
 
 log = logging.getLogger("sturdyrpc")
-
-_JSON = b"application/json"
-
-
-def _accepts_json(accept: bytes | None) -> bool:
-    if accept is None:
-        return True
-    hit = _ACCEPTS_CACHE.get(accept)
-    if hit is not None:
-        return hit
-    ok = False
-    for part in accept.split(b","):
-        media = part.split(b";", 1)[0].strip().lower()
-        if media in (b"application/json", b"application/*", b"*/*"):
-            ok = True
-            break
-    _remember(_ACCEPTS_CACHE, accept, ok)
-    return ok
-
-
-def _is_json(content_type: bytes | None) -> bool:
-    if content_type is None:
-        return False
-    hit = _JSON_CACHE.get(content_type)
-    if hit is not None:
-        return hit
-    media = content_type.split(b";", 1)[0].strip().lower()
-    ok = media == b"application/json" or (media.startswith(b"application/") and media.endswith(b"+json"))
-    _remember(_JSON_CACHE, content_type, ok)
-    return ok
-
-
-# Clients send the same few Accept and Content-Type values over and over: their verdicts are
-# kept (bounded, so that a client sending endless variations cannot grow them).
-_ACCEPTS_CACHE: dict[bytes, bool] = {}
-_JSON_CACHE: dict[bytes, bool] = {}
-
-
-def _remember(cache: dict[bytes, bool], key: bytes, value: bool) -> None:
-    if len(cache) < 256:
-        cache[key] = value
 
 
 _BUSY: Any = object()  # _serve's answer when no slot was free: the caller sends 503
@@ -104,62 +52,32 @@ _GONE: Any = object()  # the client disconnected: nothing is sent
 class JSONRPCHTTPApp:
     """An ASGI app serving ``dispatcher`` as plain JSON-RPC over HTTP POST.
 
-    ``security`` holds the Host/Origin allow-lists, the body limit and the optional bearer auth
-    (secure defaults: localhost only, 4 MiB). ``profile`` adds protocol rules (see
+    ``security`` holds the Host/Origin allow-lists, trusted proxies, the body bound and deadline
+    and the optional bearer auth (secure defaults: localhost only, 4 MiB, 30 s), applied by the
+    HTTP layer both HTTP endpoints share. ``profile`` adds protocol rules (see
     :class:`~sturdyrpc.profile.Profile`); ``path``, when set, is the only path served (404 elsewhere).
     """
 
     def __init__(self, dispatcher: Dispatcher, *, security: HTTPSecurity | None = None, profile: Profile | None = None,
                  path: str | None = None) -> None:
         self.dispatcher = dispatcher
-        self.security = security or HTTPSecurity(max_body_bytes=dispatcher.limits.max_message_bytes)
+        self.security = security or HTTPSecurity()
         self.profile = profile
         self.path = path
         limits = dispatcher.limits
         #: Requests running in this app, across all connections (``Limits.max_server_in_flight``).
         self.admission = Admission(limits.max_server_in_flight)
         self._pool = shared_pool(limits.max_threads)
+        self._layer = http_layer(self._endpoint, security=self.security, admission=self.admission,
+                                 max_message_bytes=limits.max_message_bytes, path=path, methods=("POST",),
+                                 produces={"POST": (JSON,)}, null_id=True)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        kind = scope["type"]
-        if kind == "lifespan":
-            await self._lifespan(receive, send)
-            return
-        if kind != "http":
-            return  # websockets are not served here; returning closes them
-        try:
-            security = self.security
-            security.check_origin(scope)
-            principal = None if security.auth is None else await security.authenticate(scope)
-            if self.path is not None and scope.get("path") != self.path:
-                raise HTTPRefusal(404, -32600, "Not found")
-            if scope["method"] != "POST":
-                raise HTTPRefusal(405, -32600, "Method not allowed", [(b"allow", b"POST")])
-            if not _is_json(header(scope, b"content-type")):
-                raise HTTPRefusal(415, -32600, "Unsupported media type: use application/json")
-            if not _accepts_json(header(scope, b"accept")):
-                raise HTTPRefusal(406, -32600, "Not acceptable: the reply is application/json")
-            if self.admission.full:
-                await refuse_busy(send)  # before reading the body: a busy server spends nothing on it
-                return
-            try:
-                body = await read_body(scope, receive, self.security.max_body_bytes)
-            except BodyTooLarge:
-                raise HTTPRefusal(413, -32600, "Request body too large") from None
-        except HTTPRefusal as refusal:
-            await refuse(send, refusal)
-            return
-        except Disconnected:
-            return
-        # Set only when it changes (None, without auth: the default): a set and a reset cost.
-        token = current_principal.set(principal) if principal is not current_principal.get() else None
-        htoken = current_headers.set(request_headers(scope))
-        try:
-            reply = await self._serve(body, receive)
-        finally:
-            current_headers.reset(htoken)
-            if token is not None:
-                current_principal.reset(token)
+        await self._layer(scope, receive, send)
+
+    async def _endpoint(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A POST the HTTP layer let through, its whole body read."""
+        reply = await self._serve((await receive())["body"], receive)  # the layer handed the whole body on
         if reply is _GONE:
             return
         if reply is _BUSY:
@@ -223,15 +141,12 @@ class JSONRPCHTTPApp:
 
     async def _until_disconnect(self, task: asyncio.Task[bytes | None], receive: Receive) -> Any:
         """Wait for ``task``; if the client disconnects first, cancel it (the reply has nowhere to go)."""
-        watcher = asyncio.ensure_future(_wait_disconnect(receive))
         try:
-            await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)
+            done = await until_disconnect(task, receive)
         except asyncio.CancelledError:
             task.cancel()
             raise
-        finally:
-            watcher.cancel()
-        if not task.done():
+        if not done:
             task.cancel()
             return _GONE
         return task.result()
@@ -288,22 +203,5 @@ class JSONRPCHTTPApp:
             raise
         return job.finish()
 
-    async def _lifespan(self, receive: Receive, send: Send) -> None:
-        while True:
-            msg = await receive()
-            if msg["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            elif msg["type"] == "lifespan.shutdown":
-                self.close()
-                await send({"type": "lifespan.shutdown.complete"})
-                return
-
     def close(self) -> None:
         """Kept for compatibility: handlers share the process's daemon pool, which outlives the app."""
-
-
-async def _wait_disconnect(receive: Receive) -> None:
-    while True:
-        msg = await receive()
-        if msg["type"] == "http.disconnect":
-            return

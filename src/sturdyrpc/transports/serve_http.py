@@ -1,7 +1,8 @@
 """Running an ASGI app on the embedded server (uvicorn), with a safe default bind address.
 
 Only loopback addresses are served unless ``allow_remote`` is set: a demo or development
-server must not become reachable from the network by a typo.
+server must not become reachable from the network by a typo. What the ``Host`` check of a server
+started this way allows is :func:`serving_security`'s rule (never "anything").
 
 Each request's line + headers are bounded (``max_header_bytes``, 64 KiB by default: beyond it
 ``431``) and must arrive within ``header_timeout`` seconds (10 by default: after it ``408``), see
@@ -18,12 +19,13 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+from collections.abc import Iterable
 from typing import Any
 
-from .asgi import LOCAL_HOSTS, ASGIApp, Receive, Scope, Send
+from .asgi import LOCAL_HOSTS, ASGIApp, BearerAuth, HTTPSecurity, Receive, Scope, Send
 from .loopwatch import DEFAULT_STALL_WARNING, LoopWatch
 
-__all__ = ["parse_host_port", "is_loopback", "run_uvicorn", "uvicorn_config", "RemoteBindRefused"]
+__all__ = ["parse_host_port", "is_loopback", "run_uvicorn", "uvicorn_config", "RemoteBindRefused", "serving_security"]
 
 log = logging.getLogger("sturdyrpc")
 
@@ -55,6 +57,32 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def serving_security(*, bind_host: str, allow_remote: bool = False, allow_hosts: Iterable[str] = (),
+                     trusted_proxies: Iterable[str] = (), auth: BearerAuth | None = None) -> HTTPSecurity:
+    """The :class:`~.asgi.HTTPSecurity` of a server started from the command line (``sturdyrpc
+    run``/``demo``), the one rule for what its ``Host`` check allows:
+
+    - localhost names, the address or name it binds (not a wildcard such as ``0.0.0.0``), and
+      every ``allow_hosts`` name (``--allow-host``);
+    - with ``allow_remote`` (``--allow-remote``, a non-loopback bind allowed), any IP-address
+      literal as well: a client that reaches the server by its address cannot be a DNS-rebinding
+      page, whose requests carry the attacker's name. Names still need ``--allow-host``;
+    - behind ``trusted_proxies`` (``--trusted-proxy``), the ``X-Forwarded-Host`` those proxies send
+      is what is checked (see :class:`~sturdyrpc.transports.http_layer.HostOriginCheck`).
+    """
+    hosts = set(LOCAL_HOSTS)
+    name = bind_host.strip().strip("[]").lower()
+    try:
+        wildcard = ipaddress.ip_address(name).is_unspecified
+        name = f"[{name}]" if ":" in name else name
+    except ValueError:
+        wildcard = not name
+    if not wildcard:
+        hosts.add(name)
+    hosts.update(h.strip().lower() for h in allow_hosts if h.strip())
+    return HTTPSecurity(allowed_hosts=hosts, allow_ip_hosts=allow_remote, trusted_proxies=tuple(trusted_proxies), auth=auth)
 
 
 def _uvicorn_options(host: str, port: int, allow_remote: bool, log_level: str, max_header_bytes: int | None,
