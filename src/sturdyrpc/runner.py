@@ -270,7 +270,18 @@ class Runner:
         if not waiting:
             self._reply(job.origin, job.finish())
             return None
-        return self._start(self._run_batch(job), None)
+        # The first element's slot now if one is free, as for a single request (an HTTP app that
+        # refuses when its slots are full sees this batch at once); the others wait in order.
+        first = [self.admission.try_acquire()]
+        task = self._start(self._run_batch(job, first), None)
+        if first[0]:
+            task.add_done_callback(functools.partial(self._release_unused, first))
+        return task
+
+    def _release_unused(self, first: list[bool], _task: asyncio.Task[None]) -> None:
+        if first[0]:  # the batch ended (or was cancelled) before its first element started
+            first[0] = False
+            self.admission.release()
 
     def _run_now(self, call: Call) -> asyncio.Task[None] | None:
         """A ``NOW`` call: started on this turn in a copy of the current context; answered now
@@ -395,12 +406,15 @@ class Runner:
         ok, value = await self._execute(call)
         self.dispatcher.answer(call, ok, value)
 
-    async def _run_batch(self, job: BatchJob) -> None:
+    async def _run_batch(self, job: BatchJob, first: list[bool]) -> None:
         elements: list[asyncio.Task[None]] = []
         admission = self.admission
         try:
             for c in job.calls:
-                await admission.acquire()  # in order: element n+1 never starts before element n
+                if first[0]:
+                    first[0] = False  # the slot taken when the batch was started
+                else:
+                    await admission.acquire()  # in order: element n+1 never starts before element n
                 self._holding[c] = 0
                 elements.append(self._start(self._run_element(c), c))
             await asyncio.gather(*elements)
