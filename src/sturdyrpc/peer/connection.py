@@ -4,7 +4,8 @@ the end of the input); :class:`PeerContext` is what its handlers get.
 The parts, one per direction (as vscode-jsonrpc splits reader, writer and connection):
 :mod:`.incoming` feeds the runner with what the other side sends, :mod:`.outgoing` keeps the
 calls this side makes until they settle, :mod:`.writer` writes the outgoing queue in order. They
-talk through the callables given here; none of them knows the others or this module.
+talk through the callables given here and read the peer's settings (the attributes its user may
+change at any time) as :class:`~.protocols.Settings`; none of them imports another or this module.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -503,7 +505,7 @@ class Peer:
         return self._outgoing.background
 
     @property
-    def _held(self) -> Any:
+    def _held(self) -> deque[tuple[Any, Origin | None, tuple[type, Any] | None, contextvars.Context]]:
         return self._incoming.held
 
     def __repr__(self) -> str:
