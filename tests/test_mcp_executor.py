@@ -143,7 +143,8 @@ def test_every_notification_with_params_that_are_not_a_structure_gets_minus_3260
 def test_every_message_to_a_peer_is_decoded_once(monkeypatch: Any) -> None:
     """A frame is read once (sturdyrpc.envelope.read, typed in C for the usual shapes) and never
     decoded again on its way to the handler, whatever the method, plan or tool kind."""
-    from sturdyrpc import codec, envelope, peer
+    from sturdyrpc import codec, envelope
+    from sturdyrpc.peer import incoming as peer  # where the peer reads its frames
 
     server = _failing_server()
 

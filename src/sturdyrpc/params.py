@@ -105,85 +105,110 @@ def _checker_for(hint: Any) -> Checker | None:
             return _meta_checker(hint, _checker_for(args[0]))
         return _checker_for(args[0])
     if origin is Union or origin is types.UnionType:
-        subs = [_checker_for(a) for a in args]
-        if any(s is None for s in subs):
-            return None
-        names = " or ".join(_expected_name(a) for a in args)
-        if len(args) == 2 and type(None) in args:  # Optional[X]: X's own complaint says more
-            only: Checker = subs[1] if args[0] is type(None) else subs[0]  # type: ignore[assignment]
-
-            def check_optional(v: Any) -> Any:
-                if v is None:
-                    return v
-                try:
-                    return only(v)
-                except _Mismatch as m:
-                    raise _Mismatch(names, m.reason) from None
-
-            return check_optional
-
-        def check_union(v: Any) -> Any:
-            for s in subs:
-                try:
-                    return s(v)  # type: ignore[misc]
-                except _Mismatch:
-                    continue
-            raise _Mismatch(names)
-
-        return check_union
+        return _union_checker(args)
     if origin is Literal:
-        allowed = args
-        text = " or ".join(repr(a) for a in allowed)
-
-        def check_literal(v: Any) -> Any:
-            for a in allowed:
-                if v == a and type(v) is type(a):
-                    return v
-            raise _Mismatch(f"one of {text}")
-
-        return check_literal
+        return _literal_checker(args)
     if origin is list or origin is tuple or origin is collections.abc.Sequence:
-        item: Checker | None = None
-        if origin is tuple:
-            if len(args) == 2 and args[1] is Ellipsis:
-                item = _checker_for(args[0])
-        elif args:
-            item = _checker_for(args[0])
-        expected = _expected_name(hint)
-
-        def check_list(v: Any) -> Any:
-            if type(v) is not list:
-                raise _Mismatch(expected)
-            if item is None:
-                return v
-            out = []  # the items as their checks return them (built Structs, models...)
-            for i, x in enumerate(v):
-                try:
-                    out.append(item(x))
-                except _Mismatch as m:
-                    raise _Mismatch(expected, f"item [{i}] {m.reason or f'must be {m.expected}, got {json_type_name(x)}'}") from None
-            return out
-
-        return check_list
+        return _list_checker(hint, origin, args)
     if origin is dict or origin is collections.abc.Mapping:
-        value_check = _checker_for(args[1]) if len(args) == 2 else None
-        expected = "an object"
-
-        def check_dict(v: Any) -> Any:
-            if type(v) is not dict:
-                raise _Mismatch(expected)
-            if value_check is None:
-                return v
-            out = {}
-            for k, x in v.items():
-                try:
-                    out[k] = value_check(x)
-                except _Mismatch as m:
-                    raise _Mismatch(expected, f"member {k!r} {m.reason or f'must be {m.expected}, got {json_type_name(x)}'}") from None
-            return out
-
-        return check_dict
+        return _dict_checker(args)
     # Structs, dataclasses, TypedDicts, enums...: let msgspec validate and convert.
+    return _convert_checker(hint)
+
+
+def _union_checker(args: tuple[Any, ...]) -> Checker | None:
+    """``X | Y | ...``: the first member's checker that accepts the value (None if one is Any)."""
+    subs = [_checker_for(a) for a in args]
+    if any(s is None for s in subs):
+        return None
+    names = " or ".join(_expected_name(a) for a in args)
+    if len(args) == 2 and type(None) in args:  # Optional[X]: X's own complaint says more
+        only: Checker = subs[1] if args[0] is type(None) else subs[0]  # type: ignore[assignment]
+
+        def check_optional(v: Any) -> Any:
+            if v is None:
+                return v
+            try:
+                return only(v)
+            except _Mismatch as m:
+                raise _Mismatch(names, m.reason) from None
+
+        return check_optional
+
+    def check_union(v: Any) -> Any:
+        for s in subs:
+            try:
+                return s(v)  # type: ignore[misc]
+            except _Mismatch:
+                continue
+        raise _Mismatch(names)
+
+    return check_union
+
+
+def _literal_checker(allowed: tuple[Any, ...]) -> Checker:
+    """``Literal[...]``: equal to one of ``allowed``, of the same type (``1`` is not ``True``)."""
+    text = " or ".join(repr(a) for a in allowed)
+
+    def check_literal(v: Any) -> Any:
+        for a in allowed:
+            if v == a and type(v) is type(a):
+                return v
+        raise _Mismatch(f"one of {text}")
+
+    return check_literal
+
+
+def _list_checker(hint: Any, origin: Any, args: tuple[Any, ...]) -> Checker:
+    """``list[X]``, ``tuple[X, ...]``, ``Sequence[X]``: a JSON array, each item checked."""
+    item: Checker | None = None
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            item = _checker_for(args[0])
+    elif args:
+        item = _checker_for(args[0])
+    expected = _expected_name(hint)
+
+    def check_list(v: Any) -> Any:
+        if type(v) is not list:
+            raise _Mismatch(expected)
+        if item is None:
+            return v
+        out = []  # the items as their checks return them (built Structs, models...)
+        for i, x in enumerate(v):
+            try:
+                out.append(item(x))
+            except _Mismatch as m:
+                raise _Mismatch(expected, f"item [{i}] {m.reason or f'must be {m.expected}, got {json_type_name(x)}'}") from None
+        return out
+
+    return check_list
+
+
+def _dict_checker(args: tuple[Any, ...]) -> Checker:
+    """``dict[str, X]``, ``Mapping[str, X]``: a JSON object, each member's value checked."""
+    value_check = _checker_for(args[1]) if len(args) == 2 else None
+    expected = "an object"
+
+    def check_dict(v: Any) -> Any:
+        if type(v) is not dict:
+            raise _Mismatch(expected)
+        if value_check is None:
+            return v
+        out = {}
+        for k, x in v.items():
+            try:
+                out[k] = value_check(x)
+            except _Mismatch as m:
+                raise _Mismatch(expected, f"member {k!r} {m.reason or f'must be {m.expected}, got {json_type_name(x)}'}") from None
+        return out
+
+    return check_dict
+
+
+def _convert_checker(hint: Any) -> Checker | None:
+    """Anything msgspec knows (Structs, dataclasses, TypedDicts, enums...), validated and
+    converted by it; None for a type it does not know (anything goes)."""
     try:
         msgspec.inspect.type_info(hint)
     except Exception:

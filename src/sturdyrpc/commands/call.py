@@ -93,29 +93,7 @@ async def _call(args: argparse.Namespace, params: Any, req_id: str | int | None)
     from ..errors import RPCError
     from ..peer import ConnectionClosed, RequestTimeout
 
-    task = asyncio.current_task()
-    loop = asyncio.get_running_loop()
-    interrupted = False
-
-    def on_signal() -> None:
-        nonlocal interrupted
-        interrupted = True
-        if task is not None:
-            task.cancel()
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, on_signal)
-        except (NotImplementedError, RuntimeError, ValueError):
-            pass
-
-    def on_progress(progress: float, total: float | None, message: str | None) -> None:
-        text = f"{progress:g}" + (f"/{total:g}" if total is not None else "")
-        if message:
-            text += f" {message}"
-        sys.stderr.write(f"progress: {text}\n")
-        sys.stderr.flush()
-
+    state = _cancel_on_signal()
     try:
         cm = connect_stdio(args.server_command, framing=args.framing, default_timeout=None, shutdown_grace=1.0, close_deadline=2.0)
         conn = await cm.__aenter__()
@@ -129,38 +107,11 @@ async def _call(args: argparse.Namespace, params: Any, req_id: str | int | None)
             if args.notify:
                 await peer.notify(args.method, params)
                 await peer.flush(5.0)
-                code = EXIT_OK
             else:
-                # An error with id null is the server saying it could not read our request (or its
-                # id): with this one call in flight it is the answer; waiting for another would hang.
-                unreadable: asyncio.Future[RPCError] = loop.create_future()
-
-                def on_error_without_id(err: RPCError) -> None:
-                    if not unreadable.done():
-                        unreadable.set_result(err)
-
-                peer.on_error_without_id = on_error_without_id
-                req = asyncio.ensure_future(
-                    peer.request(
-                        args.method,
-                        params,
-                        timeout=args.timeout,
-                        id=req_id,
-                        on_progress=on_progress if args.progress else None,
-                    )
-                )
-                try:
-                    await asyncio.wait((req, unreadable), return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    if not req.done():
-                        req.cancel()  # sends the cancel notification
-                        await asyncio.wait((req,))
-                if req.cancelled() and unreadable.done():
-                    raise unreadable.result()
-                result = req.result()
+                result = await _request(peer, args, params, req_id)
                 sys.stdout.write(encode(result).decode("utf-8") + "\n")
                 sys.stdout.flush()
-                code = EXIT_OK
+            code = EXIT_OK
         except RPCError as exc:
             sys.stderr.write(json.dumps(exc.to_dict(), ensure_ascii=False) + "\n")
             code = EXIT_ERROR
@@ -168,19 +119,13 @@ async def _call(args: argparse.Namespace, params: Any, req_id: str | int | None)
             _err(f"no reply within {args.timeout:g} s; cancel sent")
             code = EXIT_TIMEOUT
         except ConnectionClosed:
-            # Give the exit status a moment to arrive, so the message can name it.
-            rc = await conn.wait_exit(0.5)
-            what = "closed its stdout" if rc is None else f"exited with code {rc}" if rc >= 0 else f"was killed by signal {-rc}"
-            _err(f"the server {what} before answering {args.method!r}")
-            tail = _tail(conn.stderr_text())
-            if tail:
-                sys.stderr.write("server stderr (last lines):\n" + tail + "\n")
+            await _report_gone(conn, args.method)
             code = EXIT_ERROR
         except (TypeError, ValueError) as exc:
             _err(str(exc))
             code = EXIT_USAGE
         except asyncio.CancelledError:
-            if not interrupted:
+            if not state["interrupted"]:
                 raise
             _err("interrupted; cancel sent")
             code = EXIT_INTERRUPTED
@@ -191,3 +136,74 @@ async def _call(args: argparse.Namespace, params: Any, req_id: str | int | None)
             pass
     sys.stderr.flush()
     return code
+
+
+def _cancel_on_signal() -> dict[str, bool]:
+    """Cancel the running task on SIGINT/SIGTERM; the returned state says whether that happened."""
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    state = {"interrupted": False}
+
+    def on_signal() -> None:
+        state["interrupted"] = True
+        if task is not None:
+            task.cancel()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, on_signal)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+    return state
+
+
+def _on_progress(progress: float, total: float | None, message: str | None) -> None:
+    text = f"{progress:g}" + (f"/{total:g}" if total is not None else "")
+    if message:
+        text += f" {message}"
+    sys.stderr.write(f"progress: {text}\n")
+    sys.stderr.flush()
+
+
+async def _request(peer: Any, args: argparse.Namespace, params: Any, req_id: str | int | None) -> Any:
+    """Send the request and return its result (or raise its error)."""
+    from ..errors import RPCError
+
+    # An error with id null is the server saying it could not read our request (or its
+    # id): with this one call in flight it is the answer; waiting for another would hang.
+    unreadable: asyncio.Future[RPCError] = asyncio.get_running_loop().create_future()
+
+    def on_error_without_id(err: RPCError) -> None:
+        if not unreadable.done():
+            unreadable.set_result(err)
+
+    peer.on_error_without_id = on_error_without_id
+    req = asyncio.ensure_future(
+        peer.request(
+            args.method,
+            params,
+            timeout=args.timeout,
+            id=req_id,
+            on_progress=_on_progress if args.progress else None,
+        )
+    )
+    try:
+        await asyncio.wait((req, unreadable), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not req.done():
+            req.cancel()  # sends the cancel notification
+            await asyncio.wait((req,))
+    if req.cancelled() and unreadable.done():
+        raise unreadable.result()
+    return req.result()
+
+
+async def _report_gone(conn: Any, method: str) -> None:
+    """The server died or closed its stdout before answering: say how, with its stderr tail."""
+    # Give the exit status a moment to arrive, so the message can name it.
+    rc = await conn.wait_exit(0.5)
+    what = "closed its stdout" if rc is None else f"exited with code {rc}" if rc >= 0 else f"was killed by signal {-rc}"
+    _err(f"the server {what} before answering {method!r}")
+    tail = _tail(conn.stderr_text())
+    if tail:
+        sys.stderr.write("server stderr (last lines):\n" + tail + "\n")

@@ -246,57 +246,12 @@ async def _main(args: argparse.Namespace, arguments: dict[str, Any]) -> int:
 
 async def _session(args: argparse.Namespace, arguments: dict[str, Any], auth: Any) -> int:
     from ..errors import RPCError
-    from ..mcp.client import NegotiationFailed, connect
+    from ..mcp.client import NegotiationFailed
     from ..peer import ConnectionClosed, RequestTimeout
 
-    task = asyncio.current_task()
-    loop = asyncio.get_running_loop()
     state = {"interrupted": False, "timed_out": False}
-
-    def on_signal() -> None:
-        state["interrupted"] = True
-        if task is not None:
-            task.cancel()
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, on_signal)
-        except (NotImplementedError, RuntimeError, ValueError):
-            pass
-    timer = None
-    if args.timeout is not None:
-
-        def on_timeout() -> None:
-            state["timed_out"] = True
-            if task is not None:
-                task.cancel()
-
-        timer = loop.call_later(args.timeout, on_timeout)
-
-    def on_progress(progress: float, total: float | None, message: str | None) -> None:
-        text = f"{progress:g}" + (f"/{total:g}" if total is not None else "")
-        if message:
-            text += f" {message}"
-        sys.stderr.write(f"progress: {text}\n")
-        sys.stderr.flush()
-
-    elicitation = None
-    content = getattr(args, "elicit_accept", None)
-    if isinstance(content, dict):
-
-        def elicitation(params: dict[str, Any]) -> dict[str, Any]:
-            sys.stderr.write(f"elicitation: {params.get('message')!s} -> accept {json.dumps(content)}\n")
-            sys.stderr.flush()
-            return {"action": "accept", "content": content}
-
-    if args.url is not None:
-        from ..mcp_http.connect import connect_http
-
-        conn_cm = connect_http(args.url, args.protocol, auth=auth, timeout=None, elicitation=elicitation,
-                               discover_timeout=min(10.0, args.timeout or 10.0))
-    else:
-        conn_cm = connect(args.server_command, args.protocol, timeout=None, elicitation=elicitation,
-                          discover_timeout=min(10.0, args.timeout or 10.0))
+    timer = _cancel_on_signal_or_timeout(state, args.timeout)
+    conn_cm = _connection(args, auth)
     try:
         client = await conn_cm.__aenter__()
     except OSError as exc:
@@ -313,44 +268,7 @@ async def _session(args: argparse.Namespace, arguments: dict[str, Any], auth: An
     code = EXIT_ERROR
     exc_info: tuple[Any, Any, Any] = (None, None, None)
     try:
-        if args.mcp_command == "tools":
-            for tool in await client.list_tools():
-                desc = (tool.get("description") or "").strip().splitlines()
-                sys.stdout.write(f"{tool.get('name')}({schema_summary(tool.get('inputSchema'))})\n")
-                if desc:
-                    sys.stdout.write(f"    {desc[0]}\n")
-            code = EXIT_OK
-        elif args.mcp_command == "resources":
-            for res in await client.list_resources():
-                sys.stdout.write(_listing(res.get("uri"), res) + "\n")
-            for tpl in await client.list_resource_templates():
-                sys.stdout.write(_listing(tpl.get("uriTemplate"), tpl) + "\n")
-            code = EXIT_OK
-        elif args.mcp_command == "prompts":
-            for prompt in await client.list_prompts():
-                names = [f"{a.get('name')}{'' if a.get('required') else '?'}" for a in prompt.get("arguments") or [] if isinstance(a, dict)]
-                sys.stdout.write(_listing(f"{prompt.get('name')}({', '.join(names)})", prompt, with_name=False) + "\n")
-            code = EXIT_OK
-        else:
-            if getattr(args, "task", False):
-                handle = await client.call_tool(args.tool, arguments, as_task=True, ttl_ms=args.task_ttl, on_progress=on_progress)
-
-                def on_status(t: dict[str, Any]) -> None:
-                    msg = t.get("statusMessage")
-                    sys.stderr.write(f"task {t.get('taskId') or '(answered at once)'}: {t.get('status')}" + (f" ({msg})" if msg else "") + "\n")
-                    sys.stderr.flush()
-
-                result = await handle.result(on_status=on_status)
-            else:
-                result = await client.call_tool(args.tool, arguments, on_progress=on_progress)
-            out = render_result(result)
-            if out:
-                sys.stdout.write(out + "\n")
-            if result.get("isError"):
-                _err("the tool reported an error")
-                code = EXIT_ERROR
-            else:
-                code = EXIT_OK
+        code = await _command(client, args, arguments)
         sys.stdout.flush()
     except asyncio.CancelledError:
         code = _cancel_code(state)
@@ -373,6 +291,108 @@ async def _session(args: argparse.Namespace, arguments: dict[str, Any], auth: An
         except (asyncio.CancelledError, Exception):
             pass
     return code
+
+
+def _cancel_on_signal_or_timeout(state: dict[str, bool], timeout: float | None) -> asyncio.TimerHandle | None:
+    """Cancel the running task on SIGINT/SIGTERM or once ``timeout`` seconds have passed;
+    ``state`` says which came first. Returns the timeout's timer."""
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+
+    def on_signal() -> None:
+        state["interrupted"] = True
+        if task is not None:
+            task.cancel()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, on_signal)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+    if timeout is None:
+        return None
+
+    def on_timeout() -> None:
+        state["timed_out"] = True
+        if task is not None:
+            task.cancel()
+
+    return loop.call_later(timeout, on_timeout)
+
+
+def _connection(args: argparse.Namespace, auth: Any) -> Any:
+    """The client session to open (an async context manager): over HTTP with ``--url``, else on
+    the stdio of the server command; elicitation answered when ``--elicit-accept`` was given."""
+    elicitation = None
+    content = getattr(args, "elicit_accept", None)
+    if isinstance(content, dict):
+
+        def elicitation(params: dict[str, Any]) -> dict[str, Any]:
+            sys.stderr.write(f"elicitation: {params.get('message')!s} -> accept {json.dumps(content)}\n")
+            sys.stderr.flush()
+            return {"action": "accept", "content": content}
+
+    if args.url is not None:
+        from ..mcp_http.connect import connect_http
+
+        return connect_http(args.url, args.protocol, auth=auth, timeout=None, elicitation=elicitation,
+                            discover_timeout=min(10.0, args.timeout or 10.0))
+    from ..mcp.client import connect
+
+    return connect(args.server_command, args.protocol, timeout=None, elicitation=elicitation,
+                   discover_timeout=min(10.0, args.timeout or 10.0))
+
+
+async def _command(client: Any, args: argparse.Namespace, arguments: dict[str, Any]) -> int:
+    """Run the subcommand on an open session; its exit code."""
+    if args.mcp_command == "tools":
+        for tool in await client.list_tools():
+            desc = (tool.get("description") or "").strip().splitlines()
+            sys.stdout.write(f"{tool.get('name')}({schema_summary(tool.get('inputSchema'))})\n")
+            if desc:
+                sys.stdout.write(f"    {desc[0]}\n")
+    elif args.mcp_command == "resources":
+        for res in await client.list_resources():
+            sys.stdout.write(_listing(res.get("uri"), res) + "\n")
+        for tpl in await client.list_resource_templates():
+            sys.stdout.write(_listing(tpl.get("uriTemplate"), tpl) + "\n")
+    elif args.mcp_command == "prompts":
+        for prompt in await client.list_prompts():
+            names = [f"{a.get('name')}{'' if a.get('required') else '?'}" for a in prompt.get("arguments") or [] if isinstance(a, dict)]
+            sys.stdout.write(_listing(f"{prompt.get('name')}({', '.join(names)})", prompt, with_name=False) + "\n")
+    else:
+        return await _call_tool(client, args, arguments)
+    return EXIT_OK
+
+
+async def _call_tool(client: Any, args: argparse.Namespace, arguments: dict[str, Any]) -> int:
+    """``call``: print the tool's result (as a task with ``--task``); 1 when it reported ``isError``."""
+    if getattr(args, "task", False):
+        handle = await client.call_tool(args.tool, arguments, as_task=True, ttl_ms=args.task_ttl, on_progress=_on_progress)
+        result = await handle.result(on_status=_on_task_status)
+    else:
+        result = await client.call_tool(args.tool, arguments, on_progress=_on_progress)
+    out = render_result(result)
+    if out:
+        sys.stdout.write(out + "\n")
+    if result.get("isError"):
+        _err("the tool reported an error")
+        return EXIT_ERROR
+    return EXIT_OK
+
+
+def _on_progress(progress: float, total: float | None, message: str | None) -> None:
+    text = f"{progress:g}" + (f"/{total:g}" if total is not None else "")
+    if message:
+        text += f" {message}"
+    sys.stderr.write(f"progress: {text}\n")
+    sys.stderr.flush()
+
+
+def _on_task_status(t: dict[str, Any]) -> None:
+    msg = t.get("statusMessage")
+    sys.stderr.write(f"task {t.get('taskId') or '(answered at once)'}: {t.get('status')}" + (f" ({msg})" if msg else "") + "\n")
+    sys.stderr.flush()
 
 
 def _cancel_code(state: dict[str, bool]) -> int:

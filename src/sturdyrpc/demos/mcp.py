@@ -42,8 +42,20 @@ def _tiny_wav() -> str:
 def make_mcp_demo() -> MCPServer:
     """Build the demo server."""
     server = MCPServer("sturdyrpc-demo", "0.1.0", title="sturdyrpc MCP demo", instructions="A demo server: echo, add, fail, slow.")
+    # The order of registration is the order of the lists clients see.
+    _demo_tools(server)
+    _content_fixtures(server)
+    _client_request_fixtures(server)
+    _schema_fixture(server)
+    _resources(server)
+    _watched(server)
+    _prompts(server)
+    _completion(server)
+    return server
 
-    # ------------------------------------------------------------------ the four demo tools
+
+def _demo_tools(server: MCPServer) -> None:
+    """The demo's own tools: echo, add, fail, slow, report (a task) and approve (elicitation)."""
 
     @server.tool(annotations={"readOnlyHint": True}, blocking=False)
     def echo(text: str) -> str:
@@ -95,7 +107,9 @@ def make_mcp_demo() -> MCPServer:
         ok = answer.get("action") == "accept" and type(content) is dict and content.get("ok") is True
         return f"{action}: {'approved' if ok else 'not approved'}"
 
-    # ------------------------------------------------------------------ conformance fixtures: tools
+
+def _content_fixtures(server: MCPServer) -> None:
+    """Conformance fixtures: tools returning each kind of content, logging, an error and progress."""
 
     @server.tool()
     async def test_simple_text() -> ToolResult:
@@ -153,6 +167,10 @@ def make_mcp_demo() -> MCPServer:
         await ctx.report_progress(100, 100)
         return "Tool with progress executed successfully"
 
+
+def _client_request_fixtures(server: MCPServer) -> None:
+    """Conformance fixtures: tools that ask the client (sampling, elicitation)."""
+
     @server.tool()
     async def test_sampling(prompt: str, ctx: MCPContext) -> str:
         """Asks the client's LLM to answer ``prompt``."""
@@ -182,67 +200,75 @@ def make_mcp_demo() -> MCPServer:
     @server.tool()
     async def test_elicitation_sep1034_defaults(ctx: MCPContext) -> str:
         """Elicitation with a default for every primitive type (SEP-1034)."""
-        result = await ctx.elicit(
-            "Please review and update the form fields with defaults",
-            {
-                "type": "object",
-                "properties": {
-                    "name": {"type": "string", "description": "User name", "default": "John Doe"},
-                    "age": {"type": "integer", "description": "User age", "default": 30},
-                    "score": {"type": "number", "description": "User score", "default": 95.5},
-                    "status": {"type": "string", "description": "User status", "enum": ["active", "inactive", "pending"], "default": "active"},
-                    "verified": {"type": "boolean", "description": "Verification status", "default": True},
-                },
-                "required": [],
-            },
-        )
+        result = await ctx.elicit("Please review and update the form fields with defaults", _defaults_schema())
         return f"Elicitation completed: action={result.get('action')}, content={result.get('content')}"
 
     @server.tool()
     async def test_elicitation_sep1330_enums(ctx: MCPContext) -> str:
         """Elicitation with all five enum schema variants (SEP-1330)."""
-        result = await ctx.elicit(
-            "Please select options from the enum fields",
-            {
-                "type": "object",
-                "properties": {
-                    "untitledSingle": {"type": "string", "description": "Untitled single-select", "enum": ["option1", "option2", "option3"]},
-                    "titledSingle": {
-                        "type": "string",
-                        "description": "Titled single-select",
-                        "oneOf": [
-                            {"const": "value1", "title": "First Option"},
-                            {"const": "value2", "title": "Second Option"},
-                            {"const": "value3", "title": "Third Option"},
-                        ],
-                    },
-                    "legacyEnum": {
-                        "type": "string",
-                        "description": "Legacy titled enum",
-                        "enum": ["opt1", "opt2", "opt3"],
-                        "enumNames": ["Option One", "Option Two", "Option Three"],
-                    },
-                    "untitledMulti": {
-                        "type": "array",
-                        "description": "Untitled multi-select",
-                        "items": {"type": "string", "enum": ["option1", "option2", "option3"]},
-                    },
-                    "titledMulti": {
-                        "type": "array",
-                        "description": "Titled multi-select",
-                        "items": {
-                            "anyOf": [
-                                {"const": "value1", "title": "First Choice"},
-                                {"const": "value2", "title": "Second Choice"},
-                                {"const": "value3", "title": "Third Choice"},
-                            ]
-                        },
-                    },
-                },
-                "required": [],
-            },
-        )
+        result = await ctx.elicit("Please select options from the enum fields", _enum_variants_schema())
         return f"Elicitation completed: action={result.get('action')}, content={result.get('content')}"
+
+
+def _defaults_schema() -> dict[str, Any]:
+    """The SEP-1034 elicitation form: a default for every primitive type."""
+    return {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "description": "User name", "default": "John Doe"},
+            "age": {"type": "integer", "description": "User age", "default": 30},
+            "score": {"type": "number", "description": "User score", "default": 95.5},
+            "status": {"type": "string", "description": "User status", "enum": ["active", "inactive", "pending"], "default": "active"},
+            "verified": {"type": "boolean", "description": "Verification status", "default": True},
+        },
+        "required": [],
+    }
+
+
+def _enum_variants_schema() -> dict[str, Any]:
+    """The SEP-1330 elicitation form: the five enum schema variants."""
+    return {
+        "type": "object",
+        "properties": {
+            "untitledSingle": {"type": "string", "description": "Untitled single-select", "enum": ["option1", "option2", "option3"]},
+            "titledSingle": {
+                "type": "string",
+                "description": "Titled single-select",
+                "oneOf": [
+                    {"const": "value1", "title": "First Option"},
+                    {"const": "value2", "title": "Second Option"},
+                    {"const": "value3", "title": "Third Option"},
+                ],
+            },
+            "legacyEnum": {
+                "type": "string",
+                "description": "Legacy titled enum",
+                "enum": ["opt1", "opt2", "opt3"],
+                "enumNames": ["Option One", "Option Two", "Option Three"],
+            },
+            "untitledMulti": {
+                "type": "array",
+                "description": "Untitled multi-select",
+                "items": {"type": "string", "enum": ["option1", "option2", "option3"]},
+            },
+            "titledMulti": {
+                "type": "array",
+                "description": "Titled multi-select",
+                "items": {
+                    "anyOf": [
+                        {"const": "value1", "title": "First Choice"},
+                        {"const": "value2", "title": "Second Choice"},
+                        {"const": "value3", "title": "Third Choice"},
+                    ]
+                },
+            },
+        },
+        "required": [],
+    }
+
+
+def _schema_fixture(server: MCPServer) -> None:
+    """Conformance fixture: a tool whose input schema uses JSON Schema 2020-12 features."""
 
     @server.tool(
         name="json_schema_2020_12_tool",
@@ -260,7 +286,9 @@ def make_mcp_demo() -> MCPServer:
     async def json_schema_tool(name: str | None = None, address: dict[str, Any] | None = None) -> ToolResult:
         return ToolResult([text_content(f"name={name}, address={address}")])
 
-    # ------------------------------------------------------------------ resources
+
+def _resources(server: MCPServer) -> None:
+    """Static resources and a template."""
 
     @server.resource("test://static-text", name="static-text", description="A static text resource", mime_type="text/plain")
     def static_text() -> str:
@@ -270,13 +298,20 @@ def make_mcp_demo() -> MCPServer:
     def static_binary() -> bytes:
         return base64.b64decode(RED_PIXEL_PNG)
 
+    @server.resource("test://template/{id}/data", name="template-data", description="Data for an id", mime_type="application/json")
+    def template_data(id: str) -> str:
+        return f'{{"id":"{id}","templateTest":true,"data":"Data for ID: {id}"}}'
+
+
+def _watched(server: MCPServer) -> None:
+    """Something to watch: a resource whose text a tool sets (resources/updated) and a tool that adds
+    or removes another (tools/list_changed)."""
+
     watched_text = ["Watched resource content"]
 
     @server.resource("test://watched-resource", name="watched-resource", description="A resource to subscribe to", mime_type="text/plain")
     def watched() -> str:
         return watched_text[0]
-
-    # ------------------------------------------------------------------ something to watch (list_changed, resources/updated)
 
     @server.tool()
     async def update_watched(text: str) -> str:
@@ -298,11 +333,9 @@ def make_mcp_demo() -> MCPServer:
 
         return "added"
 
-    @server.resource("test://template/{id}/data", name="template-data", description="Data for an id", mime_type="application/json")
-    def template_data(id: str) -> str:
-        return f'{{"id":"{id}","templateTest":true,"data":"Data for ID: {id}"}}'
 
-    # ------------------------------------------------------------------ prompts
+def _prompts(server: MCPServer) -> None:
+    """Conformance fixtures: prompts."""
 
     @server.prompt(description="A simple prompt without arguments")
     def test_simple_prompt() -> str:
@@ -326,12 +359,12 @@ def make_mcp_demo() -> MCPServer:
             {"role": "user", "content": text_content("Please analyze the image above.")},
         ]
 
-    # ------------------------------------------------------------------ completion
+
+def _completion(server: MCPServer) -> None:
+    """Completion of prompt and template arguments."""
 
     @server.completion()
     def complete(ref: dict[str, Any], argument: dict[str, Any], context: Any) -> list[str]:
         words = ["paris", "park", "party", "test", "testing", "tester"]
         prefix = str(argument.get("value", ""))
         return [w for w in words if w.startswith(prefix)]
-
-    return server

@@ -222,21 +222,35 @@ class Monitor:
         about these frames (nothing to report) is not said. Anything else stops the run, and
         :meth:`feed` judges it with the full predicates (decoding it again: rare).
         """
-        n = len(frames)
-        if start >= n:
+        if start >= len(frames):
             return start
-        i = start
+        asked: dict[str, int] = {}  # requests by method, added to the counts at the end
+        i = self._walk_plain(dir, frames, now, start, max_requests, asked)
+        settled = self._answered[_OTHER[dir]]
+        if len(settled) > 2 * _DONE_KEEP:
+            del settled[:-_DONE_KEEP]
+        counts = self.counts
+        for method, k in asked.items():
+            c = counts.get(method)
+            if c is None:
+                c = counts[method] = {"requests": 0}
+            c["requests"] = c.get("requests", 0) + k
+        return i
+
+    def _walk_plain(self, dir: Direction, frames: Sequence[object], now: float, start: int, max_requests: int, asked: dict[str, int]) -> int:
+        """:meth:`feed_plain`'s walk over the frames: each plain one has its effect on the tables
+        of requests in flight (requests this side sends, replies to those it answers) and on
+        the counts of notifications; the requests, by method, are added to ``asked``."""
+        n = len(frames)
         ours = self.pending[dir]  # the requests this side sends
-        other = _OTHER[dir]
-        theirs = self.pending[other]  # the requests this side answers
-        settled = self._answered[other]
+        theirs = self.pending[_OTHER[dir]]  # the requests this side answers
+        settled = self._answered[_OTHER[dir]]
         counts = self.counts
         mcp = self.mcp
         # Nothing in a run changes the lifecycle state (the methods that do stop it): ask once.
         requests_ok = not mcp or self._lifecycle_problem(dir, "", True) is None
         slowest = self._slowest
         floor = slowest[0][0] if len(slowest) >= _SLOWEST_KEEP else _NO_FLOOR
-        asked: dict[str, int] = {}  # requests by method, added to the counts at the end
         last: Any = None  # the method of the latest requests, ``k`` of them in a row (not yet in asked)
         k = 0
         special = _SPECIAL.get
@@ -299,15 +313,8 @@ class Monitor:
             ours[rid] = p
         else:
             i = n
-        if len(settled) > 2 * _DONE_KEEP:
-            del settled[:-_DONE_KEEP]
         if k:
             asked[last] = asked.get(last, 0) + k
-        for method, k in asked.items():
-            c = counts.get(method)
-            if c is None:
-                c = counts[method] = {"requests": 0}
-            c["requests"] = c.get("requests", 0) + k
         return i
 
     def feed_unreadable(self, dir: Direction, detail: str, now: float) -> Event:

@@ -10,6 +10,7 @@ import subprocess
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import IO
 
 from ..codec import DecodeFailure, decode
 from .pump import frame_payload, make_framer
@@ -44,28 +45,7 @@ def replay_session(
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
     assert proc.stdin is not None and proc.stdout is not None
     inbox: queue.Queue[object] = queue.Queue()
-    stdout = proc.stdout
-
-    def read() -> None:
-        framer = make_framer(framing)
-        while True:
-            try:
-                data = stdout.read1(65536) if hasattr(stdout, "read1") else stdout.read(65536)
-            except OSError:
-                data = b""
-            if not data:
-                inbox.put(_EOF)
-                return
-            for frame in framer.feed(data):
-                if not isinstance(frame, bytes):
-                    continue
-                try:
-                    inbox.put(decode(frame))
-                except DecodeFailure:
-                    if on_junk is not None:
-                        on_junk(frame)
-
-    threading.Thread(target=read, daemon=True, name="sturdyrpc-replay").start()
+    threading.Thread(target=_read_replies, args=(proc.stdout, framing, inbox, on_junk), daemon=True, name="sturdyrpc-replay").start()
     run = Replay(records, ignore, redacted)
     ended = False
 
@@ -98,15 +78,43 @@ def replay_session(
             for v in values:
                 send(run.from_server(v))
     finally:
-        with contextlib.suppress(OSError):
-            proc.stdin.close()
-        try:
-            code: int | None = proc.wait(3.0)
-        except subprocess.TimeoutExpired:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                code = proc.wait(3.0)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                code = proc.wait()
+        code = _stop(proc)
     return ReplayResult(run.compared, run.differences, code)
+
+
+def _read_replies(stdout: IO[bytes], framing: str, inbox: queue.Queue[object], on_junk: Callable[[bytes], None] | None) -> None:
+    """The reader thread: every message the server writes, decoded, into ``inbox``; then ``_EOF``."""
+    framer = make_framer(framing)
+    while True:
+        try:
+            data = stdout.read1(65536) if hasattr(stdout, "read1") else stdout.read(65536)
+        except OSError:
+            data = b""
+        if not data:
+            inbox.put(_EOF)
+            return
+        for frame in framer.feed(data):
+            if not isinstance(frame, bytes):
+                continue
+            try:
+                inbox.put(decode(frame))
+            except DecodeFailure:
+                if on_junk is not None:
+                    on_junk(frame)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> int | None:
+    """End the server: close its stdin, wait, then SIGTERM, then SIGKILL; its exit code."""
+    assert proc.stdin is not None
+    with contextlib.suppress(OSError):
+        proc.stdin.close()
+    try:
+        code: int | None = proc.wait(3.0)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            code = proc.wait(3.0)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = proc.wait()
+    return code
