@@ -505,7 +505,7 @@ class Peer:
         return self._outgoing.background
 
     @property
-    def _held(self) -> deque[tuple[Any, Origin | None, tuple[type, Any] | None, contextvars.Context]]:
+    def _held(self) -> deque[tuple[Any, Origin | None, tuple[type, Any] | None, contextvars.Context | None]]:
         return self._incoming.held
 
     def __repr__(self) -> str:
