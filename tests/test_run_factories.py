@@ -78,7 +78,7 @@ def test_auth_options_a_factory_cannot_take_are_refused_not_dropped(workers: lis
                          capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
     assert out.returncode == 2 and out.stdout == b""
     err = out.stderr.decode()
-    assert "make_fixed_app" in err and "--auth-*" in err and "**options" in err and "Traceback" not in err, err
+    assert "make_fixed_app" in err and "--auth-" in err and "**options" in err and "Traceback" not in err, err
     assert len(err.strip().splitlines()) == 1, err
 
 

@@ -17,10 +17,11 @@ from typing import Any
 
 from ..dispatch import Call, Context
 from ..request_context import current_headers, current_principal
+from ..request_context import current_session as _current
 from ..runner import Runner
 from .core import ServerCore
 from .profile import MCPProfile
-from .session_state import SessionState, StatelessContext, reset_session, use_session
+from .session_state import SessionState, StatelessContext, use_session
 
 __all__ = ["StatelessRequest", "StatelessServing", "Emit"]
 
@@ -101,11 +102,11 @@ class StatelessServing:
         else:
             session, runner = self._session, self._runner
         req = StatelessRequest(emit)
-        token = use_session(session)
+        token = _current.set(session)  # use_session(), without the call
         try:
             req.task = runner.feed_envelope(got, req)
         finally:
-            reset_session(token)
+            _current.reset(token)
         return req
 
     def _context(self, call: Call) -> Context:

@@ -241,7 +241,7 @@ class ToolsCall:
         kind: str = tool.template_kind  # type: ignore[assignment]  # set whenever template_type is
         cache = self._templates[kind]
         tpl = cache.get(rules, _UNMADE)
-        if tpl is _UNMADE or (tpl is not None and rules.result_type and tpl.info != self._info()):
+        if tpl is _UNMADE or (tpl is not None and rules.result_type and not self._same_info(tpl.info)):
             tpl = cache[rules] = self._make_template(rules, tool)
         if tpl is None:
             return None
@@ -257,6 +257,12 @@ class ToolsCall:
     def _info(self) -> tuple[str, str, str | None]:
         c = self.core
         return c.name, c.version, c.title
+
+    def _same_info(self, info: tuple[str, str, str | None]) -> bool:
+        """Whether the server's name, version and title are still ``info`` (a template made for
+        other ones is made again): compared by identity first, which is the usual case."""
+        c = self.core
+        return (info[0] is c.name and info[1] is c.version and info[2] is c.title) or info == self._info()
 
     def _make_template(self, rules: VersionRules, tool: Tool) -> _Template | None:
         """Cut the general rendering of ``tool``'s result around its holes, and check the cut
