@@ -21,6 +21,7 @@ Decode -> bind -> execute -> render, once:
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from typing import Any
 
@@ -38,6 +39,9 @@ from .core import ServerCore
 from .registry import TEMPLATE_TEXT, TEMPLATE_WRAPPED, OutputMismatch, Tool
 from .session_state import SessionState, request_session
 from .versions import VersionRules
+
+#: The session of the request at hand (request_context's variable, read without a call).
+_session_of_request = current_session.get
 
 __all__ = ["ToolsCall", "Prepared"]
 
@@ -137,16 +141,20 @@ class ToolsCall:
 
     # ------------------------------------------------------------------ execute
 
-    def run_inline(self, session: SessionState, params: dict[str, Any], tool: Tool | None = None, rules: VersionRules | None = None,
-                   ctx: Context | None = None) -> Any:
-        """``tools/call`` of an inline tool (sync, non-blocking, no context), right here.
+    def run_inline(self, tool: Tool, params: dict[str, Any], ctx: Context | None = None) -> Any:
+        """``tools/call`` of the inline tool ``tool`` (sync, non-blocking), right here, in the
+        session of the request at hand: the routed entry of the tool (:meth:`route`) is this
+        method with the tool bound.
 
         Returns the result: rendered (``msgspec.Raw``) when a template applies, else the result
-        object. Raises an ``RPCError`` raised on purpose. ``tool`` and ``rules`` as for
-        :meth:`prepare`. ``ctx``: the request's context, under middleware (the result is then
-        never rendered, and an unexpected failure's incident id goes on it, as :meth:`run` does).
+        object. Raises an ``RPCError`` raised on purpose. ``ctx``: the request's context, under
+        middleware (the result is then never rendered, and an unexpected failure's incident id
+        goes on it, as :meth:`run` does).
         """
-        p = self.prepare(session, params, tool, rules)
+        session = _session_of_request()
+        if session is None:
+            raise InvalidRequest("Invalid Request", {"reason": "no MCP session for this request"})
+        p = self.prepare(session, params, tool)
         if type(p) is not tuple:
             return p
         rules, tool, args, kwargs = p
@@ -318,14 +326,6 @@ class ToolsCall:
         self._inline_entries.clear()
 
     def _inline_entry(self, tool: Tool) -> MethodEntry:
-        run_inline = self.run_inline
-        session_of_request = current_session.get
-
-        def call_tool(params: dict[str, Any], ctx: Context | None) -> Any:
-            session = session_of_request()
-            if session is None:
-                raise InvalidRequest("Invalid Request", {"reason": "no MCP session for this request"})
-            return run_inline(session, params, tool, None, ctx)
-
         assert self._dispatcher is not None
-        return self._dispatcher.make_entry(call_tool, "tools/call", blocking=False, raw=True)
+        # the tool bound in C (functools.partial): one Python frame per call, run_inline's
+        return self._dispatcher.make_entry(functools.partial(self.run_inline, tool), "tools/call", blocking=False, raw=True)
