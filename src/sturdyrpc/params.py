@@ -469,7 +469,7 @@ class Binder:
                     if n == 1:  # the usual case, without building a comprehension
                         c = checks[0]
                         return (params[0] if c is None else c(params[0]),), {}
-                    return tuple([v if c is None else c(v) for c, v in zip(checks, params)]), {}
+                    return tuple([v if c is None else c(v) for c, v in zip(checks, params, strict=False)]), {}
                 except _Mismatch:
                     pass  # _bind_list says which parameter and why
             return self._bind_list(params), self._filled({}, n)
