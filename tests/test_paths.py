@@ -64,6 +64,7 @@ import pytest
 from _auth_support import IdP, init_body
 from _http_support import free_port, server_process
 from _mcp_support import modern_meta, schema
+from _redis_support import RedisServer
 
 import sturdyrpc
 from sturdyrpc import Dispatcher, RPCError
@@ -576,8 +577,7 @@ class Served:
 class Servers:
     """Starts each server on first use; stops them all at the end of the module."""
 
-    def __init__(self, request: pytest.FixtureRequest) -> None:
-        self.request = request
+    def __init__(self) -> None:
         self.loop = Loop()
         self.stack = contextlib.ExitStack()
         self.astack = contextlib.AsyncExitStack()
@@ -847,7 +847,9 @@ class Servers:
         return self._http("server", "/mcp")
 
     def start_http_mcp_redis(self) -> Served:
-        redis = self.request.getfixturevalue("redis_server")
+        redis = RedisServer()  # skips the cell when there is no redis-server binary
+        redis.start()
+        self.stack.callback(redis.stop)  # after the workers using it (the stack unwinds in reverse)
         return self._http("server", "/mcp", 2, "--store", redis.url)
 
 
@@ -893,8 +895,8 @@ async def initialize(row: Row, conn: Conn) -> None:
 
 
 @pytest.fixture(scope="module")
-def servers(request: pytest.FixtureRequest) -> Iterator[Servers]:
-    s = Servers(request)
+def servers() -> Iterator[Servers]:
+    s = Servers()
     try:
         yield s
     finally:
