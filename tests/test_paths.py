@@ -556,10 +556,13 @@ class Loop:
                 t.cancel()
             await asyncio.wait(rest, timeout=5) if rest else None
 
-        self.run(cancel_the_rest(), 10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        self.loop.close()
+        try:
+            self.run(cancel_the_rest(), 10)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(10)
+            if not self.thread.is_alive():  # a loop stuck in a callback cannot be closed; it dies with the process
+                self.loop.close()
 
 
 @dataclass
@@ -612,11 +615,16 @@ class Servers:
                 c.writer.close()
                 c.pump.cancel()
 
+        # Whatever fails or hangs here, every process this module started is stopped.
         try:
             self.run(stop_all(), 60)
         finally:
-            self.loop.close()
-            self.stack.close()
+            for p in self.procs:
+                stop_process(p)
+            try:
+                self.loop.close()
+            finally:
+                self.stack.close()
 
     # -------- helpers
 
