@@ -100,7 +100,7 @@ BATCH_TOO_LARGE = {"code": -32600, "message": "Batch too large", "data": {"limit
 #: What every call on the runner goes through (the executor, the inline path, the chain).
 RUNNER = ("sturdyrpc.runner.Runner", "sturdyrpc.execute.run_call", "sturdyrpc.execute.run_call_now",
           "sturdyrpc.Dispatcher.run_inline", "sturdyrpc.Dispatcher.run_chain")
-PEER = ("sturdyrpc.Peer", *RUNNER)
+PEER = ("sturdyrpc.Peer", "sturdyrpc.peer.incoming.Incoming", *RUNNER)
 #: What an MCP session goes through, whatever carries it.
 SESSION = ("sturdyrpc.mcp.MCPServer.create_peer", "sturdyrpc.mcp.session_state.SessionPeer", "sturdyrpc.mcp.SessionState",
            "sturdyrpc.mcp.handlers.ProtocolHandlers", "sturdyrpc.mcp.tools_call.ToolsCall", "sturdyrpc.mcp.tasks.Tasks",
@@ -503,7 +503,10 @@ def value(row: Row, resp: dict[str, Any]) -> Any:
 def unreadable(row: Row, error: dict[str, Any]) -> dict[str, Any]:
     """The answer to a message whose id could not be read: ``id: null`` (JSON-RPC), or no
     ``id`` at all on the MCP versions whose official schema has an error without one (it
-    allows no null there)."""
+    allows no null there), and over HTTP on every MCP version (an HTTP error body "MAY comprise
+    a JSON-RPC error response that has no id", 2025-03-26 on)."""
+    if row.mcp is not None and row.http:
+        return {"jsonrpc": "2.0", "error": error}
     if row.mcp is not None:
         defs = schema(row.mcp).get("$defs") or schema(row.mcp)["definitions"]
         err = defs.get("JSONRPCErrorResponse") or defs["JSONRPCError"]

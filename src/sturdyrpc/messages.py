@@ -157,6 +157,12 @@ def classify(obj: Any) -> Message:
         return Request(method, params, id_)
     if "result" in obj or "error" in obj:
         id_ = obj.get("id")
+        if "id" not in obj and "error" in obj and "result" not in obj:
+            # An error answering what could not be read, its id left out (MCP from 2025-11-25
+            # omits an id it could not read): the same as JSON-RPC's id null.
+            err = obj["error"]
+            if type(err) is dict and type(err.get("code")) is int and type(err.get("message")) is str:
+                return ErrorResponse(None, error_from_dict(err))
         if "id" not in obj or not is_valid_id(id_):
             if type(id_) is UnreadableNumber:
                 raise _unreadable(id_, obj, is_response=True)

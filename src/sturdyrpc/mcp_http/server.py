@@ -184,7 +184,8 @@ class StreamableHTTPApp:
             raise ValueError("keepalive_interval must be positive")
         #: Seconds of silence after which an open SSE stream gets a comment line.
         self.keepalive_interval = KEEPALIVE_INTERVAL if keepalive_interval is None else float(keepalive_interval)
-        # MCP's schema has no null id: refusals carry none (null_id=False).
+        # MCP over HTTP: an error body that answers no readable message has no id (the spec allows
+        # it on HTTP from 2025-03-26 on; the schemas from 2025-11-25 have no null id).
         self._layer = http_layer(self._endpoint, security=self.security, admission=self.admission,
                                  max_message_bytes=self.limits.max_message_bytes, path=path,
                                  methods=("POST",) if stateless else ("GET", "POST", "DELETE"),
@@ -258,7 +259,7 @@ class StreamableHTTPApp:
             return
         got = read(body, self._read_limits)  # the one decode of this POST
         if type(got) is Refused:
-            await self._refused(send, got.error)
+            await self._refused(send, got.error, False)
             return
         if version is not None and version in self.modern_versions:
             await self._post_modern(scope, receive, send, got, version, sse_ok)
@@ -384,15 +385,12 @@ class StreamableHTTPApp:
             self.admission.release()
 
     @staticmethod
-    async def _refused(send: Send, err: RPCError) -> None:
-        """400 for a body that cannot be read as a message: the error stdio sends for it (a
-        breached limit with id null; a parse error without an id, as the MCP SDKs send it)."""
-        if err.code == -32700:
-            await respond(send, 400, error_body(-32700, "Parse error", with_null_id=False))
-        elif err.message == "Invalid Request":
+    async def _refused(send: Send, err: RPCError, null_id: bool) -> None:
+        """400 for a body that cannot be read as a message: the error stdio sends for it, its id
+        by the version's rule (``null_id``: ``"id": null``, else none)."""
+        if err.message == "Invalid Request":
             raise HTTPRefusal(400, -32600, "Invalid Request: empty batch")
-        else:
-            await respond(send, 400, codec.encode({"jsonrpc": "2.0", "error": err.to_dict(), "id": None}))
+        await respond(send, 400, error_body(err.code, err.message, with_null_id=null_id, data=err.data if err.has_data else None))
 
     async def _feed(self, session: HTTPSession, msgs: _Sorted, post: PostReplies) -> None:
         """Hand a POST's messages to the session's peer, in order, each request's reply going to
@@ -749,7 +747,7 @@ class StreamableHTTPApp:
             # the listen channel IS this response's SSE stream; a JSON-only client cannot have one
             raise HTTPRefusal(406, -32600, "Not Acceptable: subscriptions/listen needs Accept: text/event-stream")
         if not self.admission.try_acquire():
-            await refuse_busy(send, with_null_id=False)
+            await refuse_busy(send, with_null_id=False)  # 2026-07-28: no null id
             return
         try:
             await self._run_modern(receive, send, got, sse_ok)
