@@ -41,7 +41,7 @@ from ...admission import Admission
 from ..asgi import ASGIApp, HTTPSecurity, Scope
 from .body import BodyLimit, Busy, too_large_refusal
 from .guards import BearerAuthentication, HostOriginCheck, ResourceMetadata, not_found
-from .lifecycle import Lifespan, LifespanContext, NullId, RequestContext, bound_call, null_id_of, until_disconnect, wait_disconnect
+from .lifecycle import Lifespan, LifespanContext, RequestContext, bound_call, until_disconnect, wait_disconnect
 from .negotiation import JSON, SSE, ContentNegotiation, Route, acceptable, is_json
 
 __all__ = [
@@ -63,8 +63,6 @@ __all__ = [
     "wait_disconnect",
     "until_disconnect",
     "too_large_refusal",
-    "NullId",
-    "null_id_of",
 ]
 
 
@@ -72,7 +70,7 @@ __all__ = [
 
 
 def http_layer(endpoint: ASGIApp, *, security: HTTPSecurity, admission: Admission, max_message_bytes: int,
-               path: str | None, methods: Iterable[str], produces: Mapping[str, Iterable[bytes]], null_id: NullId,
+               path: str | None, methods: Iterable[str], produces: Mapping[str, Iterable[bytes]], null_id: bool,
                may_free: Callable[[Scope], bool] | None = None, lifespan: LifespanContext | None = None,
                on_shutdown: Callable[[], Awaitable[None]] | None = None) -> ASGIApp:
     """``endpoint`` behind every check of ``security``, in the order of this module's table.

@@ -8,7 +8,7 @@ from typing import Any
 
 from ...admission import Admission
 from ..asgi import ASGIApp, HTTPRefusal, Message, Receive, Scope, Send, header_index, refuse, refuse_busy
-from .lifecycle import NullId, bound_call, null_id_of
+from .lifecycle import bound_call
 
 __all__ = ["Busy", "BodyLimit", "too_large_refusal"]
 
@@ -29,7 +29,7 @@ class Busy:
     """
 
     def __init__(self, app: ASGIApp, *, admission: Admission, methods: Iterable[str] = ("POST",),
-                 may_free: Callable[[Scope], bool] | None = None, null_id: NullId = True) -> None:
+                 may_free: Callable[[Scope], bool] | None = None, null_id: bool = True) -> None:
         self.app = app
         self._next = bound_call(app)
         self.admission = admission
@@ -40,7 +40,7 @@ class Busy:
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         if scope["type"] == "http" and self.admission.full and scope["method"] in self.methods and (
                 self.may_free is None or not self.may_free(scope)):
-            return refuse_busy(send, with_null_id=null_id_of(self.null_id, scope))
+            return refuse_busy(send, with_null_id=self.null_id)
         return self._next(scope, receive, send)
 
 
@@ -71,7 +71,7 @@ class BodyLimit:
     """
 
     def __init__(self, app: ASGIApp, *, max_bytes: int, limit: str = "max_body_bytes", timeout: float | None = None,
-                 methods: Iterable[str] = ("POST",), null_id: NullId = True) -> None:
+                 methods: Iterable[str] = ("POST",), null_id: bool = True) -> None:
         if max_bytes < 1:
             raise ValueError("max_bytes must be positive")
         self.app = app
@@ -95,7 +95,7 @@ class BodyLimit:
             except ValueError:
                 too_large = False  # the server rejects malformed framing itself; counting below still bounds it
             if too_large:
-                await refuse(send, too_large_refusal(self.limit, self.max_bytes), with_null_id=null_id_of(self.null_id, scope))
+                await refuse(send, too_large_refusal(self.limit, self.max_bytes), with_null_id=self.null_id)
                 return
         deadlines = self._deadlines
         task = None
@@ -114,7 +114,7 @@ class BodyLimit:
                 msg = await self._rest(first, receive)
         except asyncio.CancelledError:
             if task is not None and deadlines is not None and deadlines.expired(task):
-                await refuse(send, _TOO_SLOW, with_null_id=null_id_of(self.null_id, scope))
+                await refuse(send, _TOO_SLOW, with_null_id=self.null_id)
                 return
             raise
         finally:
@@ -123,7 +123,7 @@ class BodyLimit:
         if msg is None:
             return  # the client went away
         if msg is _TOO_LARGE:
-            await refuse(send, too_large_refusal(self.limit, self.max_bytes), with_null_id=null_id_of(self.null_id, scope))
+            await refuse(send, too_large_refusal(self.limit, self.max_bytes), with_null_id=self.null_id)
             return
         await self._next(scope, _Replay(msg, receive), send)
 

@@ -23,7 +23,7 @@ from ..asgi import (
     refuse,
     respond,
 )
-from .lifecycle import NullId, bound_call, null_id_of, remember
+from .lifecycle import bound_call, remember
 
 __all__ = ["ResourceMetadata", "not_found", "HostOriginCheck", "BearerAuthentication"]
 
@@ -118,7 +118,7 @@ class HostOriginCheck:
 
     def __init__(self, app: ASGIApp, *, allowed_hosts: Iterable[str] | None = LOCAL_HOSTS, allow_ip_hosts: bool = False,
                  trusted_proxies: Iterable[str] = (), allowed_origins: Iterable[str] = (),
-                 allow_localhost_origins: bool = True, null_id: NullId = True) -> None:
+                 allow_localhost_origins: bool = True, null_id: bool = True) -> None:
         self.app = app
         self._next = bound_call(app)
         self.hosts = None if allowed_hosts is None else frozenset(_host_name(h) for h in allowed_hosts)
@@ -148,7 +148,7 @@ class HostOriginCheck:
                 ok = self._host_allowed(host)
                 remember(self._host_ok, host, ok, 1024)
             if not ok:
-                return refuse(send, HTTPRefusal(403, -32600, "Forbidden: host not allowed"), with_null_id=null_id_of(self.null_id, scope))
+                return refuse(send, HTTPRefusal(403, -32600, "Forbidden: host not allowed"), with_null_id=self.null_id)
         elif self.proxies and self._from_proxy(scope):
             self._forwarded(scope, None)
         origin = hx.get(b"origin")
@@ -158,7 +158,7 @@ class HostOriginCheck:
                 ok = self._origin_allowed(origin.decode("latin-1"))
                 remember(self._origin_ok, origin, ok, 1024)
             if not ok:
-                return refuse(send, HTTPRefusal(403, -32600, "Forbidden: origin not allowed"), with_null_id=null_id_of(self.null_id, scope))
+                return refuse(send, HTTPRefusal(403, -32600, "Forbidden: origin not allowed"), with_null_id=self.null_id)
         return self._next(scope, receive, send)
 
     def _from_proxy(self, scope: Scope) -> bool:
@@ -222,7 +222,7 @@ class BearerAuthentication:
     principal it stands for is :data:`~sturdyrpc.request_context.current_principal` while the
     inner app runs: the one way both endpoints learn it."""
 
-    def __init__(self, app: ASGIApp, *, auth: BearerAuth, null_id: NullId = True) -> None:
+    def __init__(self, app: ASGIApp, *, auth: BearerAuth, null_id: bool = True) -> None:
         self.app = app
         self._next = bound_call(app)
         self.auth = auth
@@ -235,7 +235,7 @@ class BearerAuthentication:
         try:
             principal = await self._principal(scope)
         except HTTPRefusal as refusal:
-            await refuse(send, refusal, with_null_id=null_id_of(self.null_id, scope))
+            await refuse(send, refusal, with_null_id=self.null_id)
             return
         token = current_principal.set(principal)
         try:

@@ -13,8 +13,7 @@ from typing import Any
 from ...request_context import current_headers
 from ..asgi import ASGIApp, Receive, RequestHeaders, Scope, Send
 
-__all__ = ["Lifespan", "LifespanContext", "RequestContext", "wait_disconnect", "until_disconnect", "bound_call", "remember",
-           "NullId", "null_id_of"]
+__all__ = ["Lifespan", "LifespanContext", "RequestContext", "wait_disconnect", "until_disconnect", "bound_call", "remember"]
 
 LifespanContext = Callable[[], contextlib.AbstractAsyncContextManager[Any]]
 
@@ -29,16 +28,6 @@ def bound_call(app: ASGIApp) -> ASGIApp:
         if func is not None:
             return types.MethodType(func, app) if isinstance(func, types.FunctionType) else app
     return app
-
-
-#: How a refusal's id is written: ``True`` ``"id": null`` (JSON-RPC 2.0), ``False`` no id, or a
-#: function of the request's scope deciding it (MCP: by the ``MCP-Protocol-Version`` it names).
-NullId = bool | Callable[[Scope], bool]
-
-
-def null_id_of(rule: NullId, scope: Scope) -> bool:
-    """Whether a refusal of the request ``scope`` writes ``"id": null`` under ``rule``."""
-    return rule if type(rule) is bool else rule(scope)
 
 
 def remember(cache: dict[Any, Any], key: Any, value: Any, bound: int) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Iterable, Mapping
 
 from ..asgi import ASGIApp, HTTPRefusal, Receive, Scope, Send, header_index, refuse
-from .lifecycle import NullId, bound_call, null_id_of, remember
+from .lifecycle import bound_call, remember
 
 __all__ = ["Route", "ContentNegotiation", "JSON", "SSE", "is_json", "acceptable"]
 
@@ -22,7 +22,7 @@ class Route:
     """404 for another path than ``path`` (None: any path; a trailing slash does not count), 405
     with ``Allow`` for a method not in ``methods``."""
 
-    def __init__(self, app: ASGIApp, *, path: str | None, methods: Iterable[str], null_id: NullId = True) -> None:
+    def __init__(self, app: ASGIApp, *, path: str | None, methods: Iterable[str], null_id: bool = True) -> None:
         self.app = app
         self._next = bound_call(app)
         self.path = path
@@ -38,10 +38,10 @@ class Route:
         if self._path is not None:
             path = scope.get("path", "")
             if path != self.path and path.rstrip("/") != self._path:
-                return refuse(send, HTTPRefusal(404, -32600, "Not found"), with_null_id=null_id_of(self.null_id, scope))
+                return refuse(send, HTTPRefusal(404, -32600, "Not found"), with_null_id=self.null_id)
         if scope["method"] not in self.methods:
             return refuse(send, HTTPRefusal(405, -32600, "Method not allowed", [(b"allow", self._allow)]),
-                          with_null_id=null_id_of(self.null_id, scope))
+                          with_null_id=self.null_id)
         return self._next(scope, receive, send)
 
 
@@ -112,7 +112,7 @@ class ContentNegotiation:
     """
 
     def __init__(self, app: ASGIApp, *, produces: Mapping[str, Iterable[bytes]], body_methods: Iterable[str] = ("POST",),
-                 null_id: NullId = True) -> None:
+                 null_id: bool = True) -> None:
         self.app = app
         self._next = bound_call(app)
         self.produces = {m: tuple(types) for m, types in produces.items()}
@@ -137,7 +137,7 @@ class ContentNegotiation:
                 remember(self._ctype_ok, ctype, ok, 256)
             if not ok:
                 return refuse(send, HTTPRefusal(415, -32600, "Unsupported Media Type: Content-Type must be application/json"),
-                              with_null_id=null_id_of(self.null_id, scope))
+                              with_null_id=self.null_id)
         offered = self.produces.get(method)
         if offered is not None:
             key = (method, hx.get(b"accept"))
@@ -148,6 +148,6 @@ class ContentNegotiation:
                     self._media[key] = media
             if True not in media:
                 return refuse(send, HTTPRefusal(406, -32600, "Not Acceptable: the Accept header excludes every media type of the response"),
-                              with_null_id=null_id_of(self.null_id, scope))
+                              with_null_id=self.null_id)
             scope["sturdyrpc.media"] = media
         return self._next(scope, receive, send)
