@@ -305,27 +305,32 @@ def test_principal_at_its_session_cap_evicts_its_own_least_recently_active_sessi
     asyncio.run(go())
 
 
-def test_anonymous_clients_filling_the_session_table_cannot_lock_out_a_new_client() -> None:
+def test_anonymous_clients_filling_the_session_table_lock_a_new_client_out_for_evict_idle_after_at_most() -> None:
+    """Without auth nothing tells clients apart: at max_sessions a newcomer waits (503 +
+    Retry-After) until a session has been idle for evict_idle_after, which then makes room; a
+    session with a response open is never the one."""
     server, _ = make_server()
-    app = mcp_http_app(server, json_response=True, max_sessions=3)
+    app = mcp_http_app(server, json_response=True, max_sessions=3, evict_idle_after=0.3)
 
     async def go() -> None:
         async with asgi_client(app) as c:
             first = await open_session(c)
             busy = asyncio.ensure_future(c.post("/mcp", json=slow_call(1, 2.0), headers=first))  # an open response
-            await asyncio.sleep(0.1)
-            flood = [await open_session(c) for _ in range(5)]  # far beyond max_sessions
+            await asyncio.sleep(0.4)
+            flood = [await open_session(c) for _ in range(2)]
+            r = await c.post("/mcp", json=init_body(), headers={"accept": ACCEPT})
+            assert r.status_code == 503 and r.headers["retry-after"] == "1"
             assert len(app.sessions) == 3
+            await asyncio.sleep(0.4)
             newcomer = await open_session(c)
             assert replies(await c.post("/mcp", json=ping(2), headers=newcomer)) == [{"jsonrpc": "2.0", "id": 2, "result": {}}]
-            # the least recently active idle sessions went; the one with a response open stayed
+            # the least recently active idle session went; the one with a response open stayed
             assert (await c.post("/mcp", json=ping(3), headers=flood[0])).status_code == 404
             assert (await busy).status_code == 200
             assert replies(await c.post("/mcp", json=ping(4), headers=first))[0]["result"] == {}
             await app.aclose()
 
     asyncio.run(go())
-
 
 
 def test_streamable_http_names_the_bound_when_an_id_cannot_be_echoed_exactly() -> None:

@@ -514,7 +514,7 @@ def test_caps_on_sessions_and_open_streams() -> None:
 def test_header_timer_survives_a_new_event_loop() -> None:
     """The module-wide header timer must work on every event loop, not only the first one that used
     it: a handle left pending on a closed loop used to stall every later SSE response's start."""
-    from sturdyrpc.mcp_http.server import _GenerationTimer
+    from sturdyrpc.mcp_http.responses import _GenerationTimer
 
     timer = _GenerationTimer(0.01)
 

@@ -90,3 +90,66 @@ def test_modern_header_rules() -> None:
     assert p is not None and (p.status, p.code) == (400, -32602)
     # notifications carry no header rules
     assert _check({"jsonrpc": "2.0", "method": "notifications/x"}) is None
+
+
+def test_memory_store_is_bounded_in_bytes_per_session() -> None:
+    async def go() -> None:
+        st = MemoryEventStore(max_bytes_per_session=10_000)
+        first = await st.store("S", "a", None)
+        for i in range(30):  # 30 KB over three streams: the oldest events go first
+            await st.store("S", "abc"[i % 3], b"%04d" % i + b"x" * 996)
+        assert st.bytes_kept("S") == 10_000
+        found = await st.replay_after("S", first)
+        assert found is not None and found[0] == "a"
+        assert [d[:4] for _, d in found[1]] == [b"0021", b"0024", b"0027"]  # the newest ten of all are kept
+        await st.store("T", "a", b"y" * 5000)  # another session's bound is its own
+        assert st.bytes_kept("T") == 5000 and st.bytes_kept("S") >= 9_000
+        await st.drop_session("S")
+        assert st.bytes_kept("S") == 0 and await st.replay_after("S", first) is None
+
+    asyncio.run(go())
+
+
+def test_a_finished_stream_is_dropped_after_the_replay_window() -> None:
+    async def go() -> None:
+        st = MemoryEventStore(replay_window=0.2)
+        a0 = await st.store("S", "a", None)
+        await st.store("S", "a", b"A1")
+        b0 = await st.store("S", "b", None)
+        await st.store("S", "b", b"B1")
+        st.end_stream("S", "a")  # finished; "b" stays open
+        assert await st.replay_after("S", a0) == ("a", [("a.2", b"A1")])  # still resumable within the window
+        await asyncio.sleep(0.35)
+        assert st.bytes_kept("S") == 2  # dropped by the timer alone: only B1 is left
+        assert await st.replay_after("S", a0) is None
+        assert await st.replay_after("S", b0) == ("b", [("b.4", b"B1")])
+        st.end_stream("S", "b")
+        st.end_stream("S", "b")  # twice, or for a stream never stored: nothing more happens
+        st.end_stream("S", "nope")
+        await asyncio.sleep(0.35)
+        assert st.bytes_kept("S") == 0
+
+    asyncio.run(go())
+
+
+def test_stored_form_keeps_a_repeated_result_once_and_gives_back_the_same_bytes() -> None:
+    import msgspec
+
+    from sturdyrpc.mcp_http.events import Compacted, stored_form
+
+    text = 'caf\u00e9 "quoted" \\ \u2028 ' * 500
+    obj = {"rows": [{"id": i, "name": f"n{i}"} for i in range(300)]}
+    cases = [
+        {"content": [{"type": "text", "text": text}], "structuredContent": {"result": text}, "isError": False},
+        {"content": [{"type": "text", "text": msgspec.json.encode(obj).decode()}], "structuredContent": obj, "isError": False},
+        {"content": [{"type": "text", "text": msgspec.json.encode(obj["rows"]).decode()}],
+         "structuredContent": {"result": obj["rows"]}, "isError": False},
+    ]
+    for result in cases:
+        data = msgspec.json.encode({"jsonrpc": "2.0", "result": result, "id": 7})
+        kept = stored_form(data)
+        assert type(kept) is Compacted and len(kept) < 0.6 * len(data)
+        assert kept.expand() == data and Compacted.from_bytes(kept.to_bytes()).expand() == data
+    plain = msgspec.json.encode({"jsonrpc": "2.0", "result": {"content": [{"type": "text", "text": text}]}, "id": 7})
+    assert stored_form(plain) is plain  # nothing repeated: kept as it is
+    assert stored_form(b'{"structuredContent": ' + b"x" * 5000) == b'{"structuredContent": ' + b"x" * 5000  # not JSON

@@ -254,3 +254,22 @@ def test_redis_url_with_password_and_database() -> None:
         assert redis_py.Redis(port=srv.port, password="s3cret", db=0).get("p:k") is None
     finally:
         srv.stop()
+
+
+def test_store_warnings_are_one_line_per_kind_per_interval_counting_the_ones_left_out(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+    import time
+
+    from sturdyrpc.store.notices import NoticeLimiter
+
+    log = logging.getLogger("sturdyrpc.test-notices")
+    limiter = NoticeLimiter(interval=0.3)
+    with caplog.at_level(logging.WARNING, logger="sturdyrpc.test-notices"):
+        sent = [limiter.warning(log, "down", "store %s down: %s", "redis://h:1/0", n) for n in range(50)]
+        assert limiter.warning(log, "other", "another kind")  # each kind has its own interval
+        assert sent[0] and not any(sent[1:])
+        time.sleep(0.35)
+        assert limiter.warning(log, "down", "store %s down: %s", "redis://h:1/0", 50)
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == ["store redis://h:1/0 down: 0", "another kind",
+                     lines[2]] and lines[2].startswith("store redis://h:1/0 down: 50 (49 more like this suppressed in the last")

@@ -15,6 +15,8 @@ from ..peer import Peer
 from ..store import Store, open_store
 from .server import StreamableHTTPApp
 from .session import HTTPSession, SessionPipe, note_outgoing
+from .sessions import Serving
+from .shared import SharedSessions
 
 __all__ = ["mcp_http_app", "outgoing_tagger"]
 
@@ -34,18 +36,21 @@ def mcp_http_app(server: MCPServer, *, store: Store | str | None = None, **optio
 
     ``store``: where sessions live. None or ``"memory"``: in this process (the default, and the
     fastest). A shared store (``"redis://host:port/db"`` or a :class:`~sturdyrpc.store.Store`
-    whose ``shared`` is True): any worker serves any session (:mod:`.shared`), and the
-    server's ``requestState`` keys are shared through it too.
+    whose ``shared`` is True): any worker serves any session (the app's session table is a
+    :class:`~.shared.SharedSessions`), and the server's ``requestState`` keys are shared through it too.
     """
     if isinstance(store, str):
         store = open_store(store)
     if store is not None and store.shared:
-        from .shared import SharedSessions
+        shared_store = store
 
-        shared = SharedSessions(store, signer=server.request_state, notify_local=server.listeners.publish)
-        # tasks polled, fetched, cancelled through any worker; session notifications to every worker
-        server.share(store, worker=shared.tag, fanout=shared.fanout)
-        options["shared"] = shared
+        def shared_table(serving: Serving) -> SharedSessions:
+            table = SharedSessions(serving, shared_store, signer=server.request_state, notify_local=server.listeners.publish)
+            # tasks polled, fetched, cancelled through any worker; session notifications to every worker
+            server.share(shared_store, worker=table.tag, fanout=table.fanout)
+            return table
+
+        options["table"] = shared_table
 
     def open_peer(http: HTTPSession) -> tuple[Peer, Any]:
         peer = server.create_peer(http.pipe, name="mcp-http", session_id=http.id, principal=http.principal,

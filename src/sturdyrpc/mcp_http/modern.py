@@ -1,22 +1,48 @@
-"""2026-07-28 Streamable HTTP request metadata: the headers that mirror the body, checked against it.
+"""2026-07-28 Streamable HTTP: the request metadata headers checked against the body, and the POST.
 
 ``MCP-Protocol-Version`` must equal ``params._meta["io.modelcontextprotocol/protocolVersion"]``,
 ``Mcp-Method`` the body's ``method``, and ``Mcp-Name`` the ``params.name`` (``tools/call``,
 ``prompts/get``) or ``params.uri`` (``resources/read``). Values outside plain visible ASCII
 come as ``=?base64?...?=`` and are decoded before comparing. Failures are HTTP 400 with
 -32020 (HeaderMismatch), -32022 (UnsupportedProtocolVersion) or -32602 (missing ``_meta``).
+
+:class:`ModernPost` serves one such POST (no sessions): the message read once by the app is
+handed to the server's stateless handler; closing the response stream cancels the request.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
+import logging
 import re
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
-from ..mcp.versions import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION
+from .. import codec
+from ..admission import Admission
+from ..envelope import UNSET, Envelope
+from ..mcp.versions import HANDSHAKE_VERSIONS, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION
+from ..request_context import current_principal
+from ..transports.asgi import HTTPRefusal, Receive, Send, refuse_busy, respond
+from ..transports.http_layer import wait_disconnect
+from .events import SSE_HEADERS, sse_event
+from .responses import HEADER_DELAY
 
-__all__ = ["HeaderProblem", "check_modern_headers", "decode_header_value", "encode_header_value", "NAME_SOURCE"]
+if TYPE_CHECKING:
+    from ..mcp.stateless import StatelessRequest
+
+__all__ = ["HeaderProblem", "check_modern_headers", "decode_header_value", "encode_header_value", "NAME_SOURCE",
+           "ModernPost", "ModernHandler", "send_problem", "is_modern_request"]
+
+log = logging.getLogger("sturdyrpc.http")
+
+#: Starts serving one 2026-07-28 message read already: ``(read, emit)`` -> the request, ``done``
+#: at once when its reply is ready, else awaited with ``wait()`` (cancelled with ``cancel()``).
+#: ``emit(bytes)`` sends a notification related to the request before the reply
+#: (:meth:`sturdyrpc.mcp.MCPServer.serve_stateless` has this shape).
+ModernHandler = Callable[[Any, Callable[[bytes], Awaitable[None]]], "StatelessRequest"]
 
 #: Methods whose target is mirrored in ``Mcp-Name``, and the params field it comes from.
 NAME_SOURCE: dict[str, str] = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
@@ -129,3 +155,159 @@ def check_modern_headers(method: str, params: Any, is_request: bool, version: st
         raise HeaderProblem(400, -32602, "Invalid params: _meta must carry the protocol version and client capabilities")
     if meta[META_PROTOCOL_VERSION] != version:
         raise HeaderProblem(400, -32020, "Header mismatch: MCP-Protocol-Version header does not match _meta")
+
+
+async def send_problem(send: Send, p: HeaderProblem, id_: Any) -> None:
+    await respond(send, p.status, codec.encode(p.error(id_)))
+
+
+def is_modern_request(got: Any) -> bool:
+    """Whether ``got`` is a request whose ``_meta`` names a 2026-07-28-era protocol version."""
+    if type(got) is not Envelope or got.method is UNSET or got.id is UNSET or got.method == "initialize":
+        return False  # notifications: this revision defines no header rules for them; initialize is legacy
+    params = got.params
+    meta = params.get("_meta") if type(params) is dict else None
+    v = meta.get(META_PROTOCOL_VERSION) if type(meta) is dict else None
+    return type(v) is str and v not in HANDSHAKE_VERSIONS
+
+
+class ModernPost:
+    """Serves 2026-07-28 POSTs with ``handler`` (each request a slot of ``admission``).
+
+    ``versions``: the 2026-07-28-era versions served; ``check_scopes(principal, requests)``
+    refuses a request whose principal lacks its scopes (None: no per-request scopes);
+    ``keepalive``: seconds of silence before a comment line on a slow request's stream.
+    """
+
+    def __init__(self, handler: ModernHandler, admission: Admission, *, versions: list[str],
+                 check_scopes: Callable[[Any, list[Envelope]], None] | None, keepalive: float) -> None:
+        self.handler = handler
+        self.admission = admission
+        self.versions = versions
+        self.check_scopes = check_scopes
+        self.keepalive = keepalive
+
+    async def serve(self, hx: dict[bytes, bytes], receive: Receive, send: Send, got: Any, version: str, sse_ok: bool) -> None:
+        """Serve a POST whose body ``got`` was read already (``hx``: its headers, indexed)."""
+        if type(got) is not Envelope:
+            if type(got) is list:
+                raise HTTPRefusal(400, -32600, "Invalid Request: the body must be a single JSON-RPC message")
+            raise HTTPRefusal(400, -32600, "Invalid Request: the body must be a request or a notification")
+        method: Any = got.method
+        id_ = got.id
+        if method is UNSET or (id_ is not UNSET and type(id_) is not str and type(id_) is not int):
+            raise HTTPRefusal(400, -32600, "Invalid Request: the body must be a request or a notification")
+        kind = "notification" if id_ is UNSET else "request"
+        if id_ is UNSET:
+            id_ = None
+        try:
+            check_modern_headers(method, got.params, kind == "request", version, self.versions, hx)
+        except HeaderProblem as p:
+            await send_problem(send, p, id_)
+            return
+        if kind == "notification":
+            request = self.handler(got, _drop)
+            if not request.done:
+                await request.wait()
+            await respond(send, 202)
+            return
+        principal = current_principal.get()
+        if self.check_scopes is not None and principal is not None:
+            self.check_scopes(principal, [got])
+        if not sse_ok and method == "subscriptions/listen":
+            # the listen channel IS this response's SSE stream; a JSON-only client cannot have one
+            raise HTTPRefusal(406, -32600, "Not Acceptable: subscriptions/listen needs Accept: text/event-stream")
+        if not self.admission.try_acquire():
+            await refuse_busy(send, with_null_id=False)
+            return
+        try:
+            await self._run(receive, send, got, sse_ok)
+        finally:
+            self.admission.release()
+
+    async def _run(self, receive: Receive, send: Send, got: Envelope, sse_ok: bool) -> None:
+        started = False
+
+        async def start() -> None:
+            nonlocal started
+            started = True
+            await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+
+        async def emit(data: bytes) -> None:
+            if not sse_ok:
+                return  # a JSON-only client gets the reply alone
+            if not started:
+                await start()
+            await send({"type": "http.response.body", "body": sse_event(data), "more_body": True})
+
+        try:
+            request = self.handler(got, emit)
+        except Exception:  # a bug of the server's below: the client still gets an answer, without it
+            log.exception("2026-07-28 request failed in the server")
+            await _reply(send, _internal_error(got.id))
+            return
+        if request.done:
+            # answered at once (an inline tool, an error): no task, no timer, no watcher
+            await _reply(send, request.value)
+            return
+        waiting = asyncio.ensure_future(request.wait())
+        done, _ = await asyncio.wait((waiting,), timeout=HEADER_DELAY)
+        if not done:
+            # A slow request: watch for the client leaving, and keep a quiet stream alive.
+            gone = asyncio.ensure_future(wait_disconnect(receive))
+            try:
+                while not waiting.done():
+                    await asyncio.wait((waiting, gone), timeout=self.keepalive, return_when=asyncio.FIRST_COMPLETED)
+                    if gone.done():
+                        request.cancel()  # 2026-07-28: closing the response stream IS the cancellation
+                        waiting.cancel()
+                        return
+                    if not waiting.done() and sse_ok:
+                        if not started:
+                            await start()
+                        await send({"type": "http.response.body", "body": b":\n\n", "more_body": True})
+            finally:
+                gone.cancel()
+        try:
+            reply = waiting.result()
+        except Exception:
+            log.exception("2026-07-28 request failed in the server")
+            reply = _internal_error(got.id)
+        if started:
+            if reply is not None:
+                await send({"type": "http.response.body", "body": sse_event(reply), "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            return
+        await _reply(send, reply)
+
+
+async def _reply(send: Send, reply: bytes | None) -> None:
+    if reply is None:
+        await respond(send, 202)
+    else:
+        await respond(send, _status_for(reply), reply)
+
+
+def _internal_error(id_: Any) -> bytes:
+    return codec.encode({"jsonrpc": "2.0", "id": None if id_ is UNSET else id_, "error": {"code": -32603, "message": "Internal error"}})
+
+
+async def _drop(data: bytes) -> None:
+    return None
+
+
+def _status_for(reply: bytes) -> int:
+    """HTTP status of a 2026-07-28 JSON reply: 404 for an unknown method, 400 for a request the client got wrong."""
+    if b'"error"' not in reply:
+        return 200
+    try:
+        obj = codec.decode(reply)
+    except Exception:
+        return 200
+    err = obj.get("error") if type(obj) is dict else None
+    code = err.get("code") if type(err) is dict else None
+    return _MODERN_STATUS.get(code, 200) if type(code) is int else 200
+
+
+#: 2026-07-28: HTTP status of a JSON error reply (the same table as the official SDKs).
+_MODERN_STATUS = {-32700: 400, -32600: 400, -32602: 400, -32020: 400, -32021: 400, -32022: 400, -32601: 404}

@@ -17,10 +17,12 @@ Streams are logical: every event is recorded in the :class:`~.events.EventStore`
 stream's id, and a dropped connection can be resumed by a GET with ``Last-Event-ID`` that
 attaches a new HTTP response to the same stream.
 
-A session in a shared store (:mod:`.shared`, ``mcp_http_app(server, store="redis://...")``)
-has ``shared`` set: its stream ids name the worker, its GET stream is the one stream ``g`` every
-worker writes to, its requests to the client carry ids that name the worker, and what a request
-changed is saved before its response leaves. Without it (the default) none of this runs.
+What differs between a session of this process and one in a shared store is asked of the
+session's *home*, the table that holds it (:class:`SessionHome`: :mod:`.local`, :mod:`.shared`):
+whether a reply waits until the session's state is saved, what a request to the client is sent
+as, and what happens when the session ends. Stream ids and the GET stream's id are given to the
+session when it is made (a shared session's name the worker; its GET stream is the one stream
+``g`` every worker writes to).
 """
 
 from __future__ import annotations
@@ -29,8 +31,8 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from .. import codec
 from ..admission import Admission
@@ -38,61 +40,21 @@ from ..dispatch import Call
 from ..peer import Peer
 from ..request_context import current_call, current_session
 from ..runner import Origin
+from ..store.notices import store_warning
 from .events import SSE_HEADERS, EventStore, sse_event
+from .responses import SSEResponse
 
-__all__ = ["HTTPSession", "SessionPipe", "Stream", "SSEResponse", "PostReplies", "RequestOrigin", "ReplyWaiter",
-           "close_current_stream", "note_outgoing"]
+__all__ = ["HTTPSession", "SessionHome", "SessionPipe", "Stream", "SSEResponse", "PostReplies", "RequestOrigin",
+           "ReplyWaiter", "close_current_stream", "note_outgoing", "primes"]
 
 log = logging.getLogger("sturdyrpc.http")
 
 Key = tuple[type, Any]
 
+
 def key_of(id_: Any) -> Key:
     # 1 and True and 1.0 are equal dict keys; ids must stay apart by type.
     return (type(id_), id_)
-
-
-class SSEResponse:
-    """One HTTP response currently attached to a stream: SSE chunks waiting to be written.
-
-    Chunks accumulate in a list and one waiter future wakes the writer, so that everything
-    ready at once goes out in a single write (fewer syscalls than a queue read per chunk).
-    """
-
-    __slots__ = ("chunks", "ended", "closed", "waiter")
-
-    def __init__(self) -> None:
-        self.chunks: list[bytes] = []
-        self.ended = False  # no more chunks will come: finish the response
-        self.closed = False  # the client is gone (or the response is finished)
-        self.waiter: asyncio.Future[None] | None = None
-
-    def _wake(self) -> None:
-        w = self.waiter
-        if w is not None:
-            self.waiter = None
-            if not w.done():
-                w.set_result(None)
-
-    def put(self, chunk: bytes) -> None:
-        if not self.closed and not self.ended:
-            self.chunks.append(chunk)
-            self._wake()
-
-    def end(self) -> None:
-        if not self.ended:
-            self.ended = True
-            self._wake()
-
-    def gone(self) -> None:
-        """The client disconnected."""
-        self.closed = True
-        self._wake()
-
-    def take(self) -> bytes:
-        out = b"".join(self.chunks) if len(self.chunks) != 1 else self.chunks[0]
-        self.chunks.clear()
-        return out
 
 
 class Stream:
@@ -104,7 +66,8 @@ class Stream:
         session.stream_counter += 1
         # Unique within the session, which is all event ids need: the session id (random) guards access.
         # Shared sessions: the prefix names the worker, and the GET stream is one stream ``g`` for all.
-        self.id = "g" if standalone and session.shared is not None else f"{session.stream_prefix}{session.stream_counter}"
+        fixed = session.standalone_id if standalone else None
+        self.id = fixed if fixed is not None else f"{session.stream_prefix}{session.stream_counter}"
         self.session = session
         self.pending: set[Key] = set()
         self.conn: SSEResponse | None = None
@@ -118,13 +81,13 @@ class Stream:
 
     def emit_nowait(self, data: bytes) -> bool:
         """:meth:`emit` without waiting; False (nothing sent) when the store needs a wait."""
-        store = self.session.store
+        events = self.session.events
         eid: str | None = None
-        if store is not None and self.session.id is not None:
+        if events is not None and self.session.id is not None:
             try:
-                eid = store.store_nowait(self.session.id, self.id, data)
+                eid = events.store_nowait(self.session.id, self.id, data)
             except Exception as exc:  # a shared store that is down: deliver anyway, without resumability
-                log.warning("event not stored: %s", exc)
+                store_warning(log, "event not stored", "event not stored: %s", exc)
             else:
                 if eid is None:
                     return False
@@ -136,13 +99,13 @@ class Stream:
     async def emit(self, data: bytes) -> None:
         if self.emit_nowait(data):
             return
-        store = self.session.store
+        events = self.session.events
         eid: str | None = None
-        if store is not None and self.session.id is not None:
+        if events is not None and self.session.id is not None:
             try:
-                eid = await store.store(self.session.id, self.id, data)
+                eid = await events.store(self.session.id, self.id, data)
             except Exception as exc:  # a shared store that is down: deliver anyway, without resumability
-                log.warning("event not stored: %s", exc)
+                store_warning(log, "event not stored", "event not stored: %s", exc)
         conn = self.conn
         if conn is not None:
             conn.put(sse_event(data, eid))
@@ -161,9 +124,10 @@ class Stream:
         self.finished = True
         if self.conn is not None:
             self.conn.end()
-        self.session.streams.pop(self.id, None)
-        if self.session.shared is not None:
-            self.session.shared.stream_finished(self)
+        session = self.session
+        session.streams.pop(self.id, None)
+        if not self.standalone and session.events is not None and session.id is not None:
+            session.events.end_stream(session.id, self.id)  # resumable for the store's replay window only
 
 
 class SessionPipe:
@@ -284,19 +248,42 @@ def note_outgoing(transport: Any, data: bytes) -> None:
         tags[id(data)] = key_of(call.request_id)
 
 
+class SessionHome(Protocol):
+    """What a session asks of the table that holds it (:class:`~.sessions.SessionTable`)."""
+
+    #: Whether a reply leaves only after :meth:`save_state` (state that other workers read).
+    saves_state: bool
+
+    def request_out(self, obj: dict[str, Any], data: bytes) -> bytes:
+        """What a request to the client (``obj``, encoded ``data``) is sent as."""
+
+    async def save_state(self, session: HTTPSession) -> None:
+        """Save what the session's requests changed (before their replies leave)."""
+
+    async def ended(self, session: HTTPSession) -> None:
+        """The session ended (its streams are closed, its peer stopped)."""
+
+
 class HTTPSession:
     """A client's session: its pipe, its streams, and the task running the MCP server on it.
 
-    ``admission`` is the app's server-wide counter of running requests: every request opened
-    with ``holds_slots`` keeps one of its slots until its response is routed, the client cancels
-    it, or the session ends.
+    ``events``: where its streams' events are kept for resumption (None: nowhere). ``admission``
+    is the app's server-wide counter of running requests: every request opened with
+    ``holds_slots`` keeps one of its slots until its response is routed, the client cancels it,
+    or the session ends. ``home``: the table holding the session (None: a session of one
+    request, held by nobody). ``stream_prefix`` starts its stream ids; ``standalone_id``, when
+    given, is the id of its GET stream, which is then open from the start.
     """
 
-    def __init__(self, session_id: str | None, principal: Any, store: EventStore | None, *, hold_unrouted: int = 100,
-                 admission: Admission | None = None) -> None:
+    def __init__(self, session_id: str | None, principal: Any, events: EventStore | None, *, hold_unrouted: int = 100,
+                 admission: Admission | None = None, home: SessionHome | None = None, stream_prefix: str = "s",
+                 standalone_id: str | None = None) -> None:
         self.id = session_id
         self.principal = principal
-        self.store = store
+        self.events = events
+        self.home = home
+        #: Replies wait for the home to save the session's state (read once: replies are frequent).
+        self.saves_state = home is not None and home.saves_state
         self.version: str | None = None
         self.pipe = SessionPipe(self)
         #: The peer serving the session (its MCP server), once :meth:`attach` gave it.
@@ -310,15 +297,17 @@ class HTTPSession:
         self.last_active = time.monotonic()
         self.stream_counter = 0
         self.ended = False
-        self.on_end: Callable[[HTTPSession], Awaitable[None]] | None = None
         self.admission = admission
         self._slots: set[Key] = set()  # requests holding a slot of ``admission``
         self._deliveries: set[asyncio.Task[None]] = set()  # replies on their way to a stream
-        #: The :class:`~.shared.SharedSessions` when the session lives in a shared store (else None).
-        self.shared: Any = None
-        #: The MCP server's :class:`~sturdyrpc.mcp.session_state.SessionState` of this session, when known.
-        self.mcp_state: Any = None
-        self.stream_prefix = "s"
+        #: The MCP server's :class:`~sturdyrpc.mcp.session_state.SessionState` of this session, when known
+        #: (what :class:`~sturdyrpc.mcp.session_state.SessionPeer` calls ``mcp_session``).
+        self.mcp_session: Any = None
+        self.stream_prefix = stream_prefix
+        self.standalone_id = standalone_id
+        #: Open responses that follow one of the session's streams from the store (resumed on
+        #: this worker): they count toward the cap of open streams with :attr:`streams`.
+        self.relays = 0
         #: Headers every response of this session carries, and those plus the SSE headers:
         #: built once, not per response.
         self.response_headers: list[tuple[bytes, bytes]] = [] if session_id is None else [
@@ -328,6 +317,8 @@ class HTTPSession:
         #: JSON reply): what only matters to a stream that stays open left out (``Cache-Control:
         #: no-transform`` and ``X-Accel-Buffering`` keep proxies from holding events back).
         self.sse_whole_headers: list[tuple[bytes, bytes]] = [SSE_HEADERS[0]] + self.response_headers
+        if standalone_id is not None:
+            self.open_standalone()  # a GET stream every worker writes to: unrelated messages go there
 
     # -------------------------------------------------------------- requests in
 
@@ -335,7 +326,7 @@ class HTTPSession:
         """The session is served by ``peer`` (started); ``state``: the protocol's session object
         (MCP's ``SessionState``), made current for everything fed to the peer."""
         self.peer = peer
-        self.mcp_state = state
+        self.mcp_session = state
 
     def feed(self, got: Any, origin: Origin | None = None) -> None:
         """Hand a message read already to the session's peer, now, in the caller's context (the
@@ -344,23 +335,20 @@ class HTTPSession:
         peer = self.peer
         if peer is None or self.ended:
             return
-        token = current_session.set(self.mcp_state)
+        token = current_session.set(self.mcp_session)
         try:
             peer.feed_envelope(got, origin)
         finally:
             current_session.reset(token)
 
-    def open_stream(self, request_ids: list[Any], params_of: list[Any], *, holds_slots: bool = False,
-                    keys: list[Key] | None = None) -> Stream:
-        """A stream for a POST carrying these requests (their ids must not be in flight).
+    def open_stream(self, keys: list[Key], params_of: list[Any], *, holds_slots: bool = False) -> Stream:
+        """A stream for a POST carrying the requests ``keys`` (``key_of`` of their ids, which must
+        not be in flight), whose params are ``params_of``.
 
         ``holds_slots``: the caller took one slot of :attr:`admission` per request; the session
-        gives each back when that request is done. ``keys``: ``key_of`` of each id, when the
-        caller has them already.
+        gives each back when that request is done.
         """
         st = Stream(self)
-        if keys is None:
-            keys = [key_of(id_) for id_ in request_ids]
         for k, params in zip(keys, params_of, strict=True):
             st.pending.add(k)
             self.by_request[k] = st
@@ -414,9 +402,9 @@ class HTTPSession:
     # ------------------------------------------------------------- messages out
 
     def route_nowait(self, data: bytes, tag: Key | None) -> bool:
-        """:meth:`route` without waiting, for a session of this worker only (a shared one's
-        messages may need the store first): False, nothing done, when it would have to wait."""
-        if self.shared is not None:
+        """:meth:`route` without waiting, for a session whose replies need not wait for its
+        state to be saved: False, nothing done, when it would have to wait."""
+        if self.saves_state:
             return False
         try:
             obj = codec.decode(data)
@@ -448,8 +436,8 @@ class HTTPSession:
         if type(obj) is dict and "method" not in obj and ("result" in obj or "error" in obj):
             await self._route_response(obj, data)
             return
-        if self.shared is not None and type(obj) is dict and "id" in obj:
-            data = self.shared.outgoing(obj)  # a request to the client: its answer may reach another worker
+        if self.home is not None and type(obj) is dict and "id" in obj:
+            data = self.home.request_out(obj, data)  # a request to the client: its answer may reach another worker
         target = self._related_stream(obj, tag)
         if target is not None:
             await target.emit(data)
@@ -486,9 +474,9 @@ class HTTPSession:
             self.version = v
 
     def deliver_reply(self, k: Key, data: bytes) -> None:
-        """:meth:`deliver` without waiting for a session of this worker only; a shared session's
-        reply waits for its state to be saved first (in a task)."""
-        if self.shared is None:
+        """:meth:`deliver` without waiting, unless the reply must wait for the session's state
+        to be saved (then in a task)."""
+        if not self.saves_state:
             self._deliver_now(k, data)
             return
         self._later(self.deliver(k, data))
@@ -506,8 +494,8 @@ class HTTPSession:
     async def deliver(self, k: Key, data: bytes) -> None:
         """Put the response ``data`` to the request keyed ``k`` on its stream (ending the stream
         once all of its requests are answered) and give back the request's slot."""
-        if self.shared is not None and k in self.by_request:
-            await self.shared.before_response(self)  # other workers see what this request changed first
+        if self.saves_state and k in self.by_request:
+            await self.home.save_state(self)  # type: ignore[union-attr]  # other workers see what this request changed first
         self._deliver_now(k, data)
 
     def _deliver_now(self, k: Key, data: bytes) -> None:
@@ -589,10 +577,10 @@ class HTTPSession:
             st.finish()
         await self.pipe.close()
         self.peer = None  # the peer ends with its pipe; nothing here keeps it
-        if self.store is not None and self.id is not None:
-            await self.store.drop_session(self.id)
-        if self.on_end is not None:
-            await self.on_end(self)
+        if self.events is not None and self.id is not None:
+            await self.events.drop_session(self.id)
+        if self.home is not None:
+            await self.home.ended(self)
 
 
 def _progress_token(params: Any) -> Any:
@@ -614,3 +602,9 @@ def close_current_stream() -> bool:
     if type(origin) is not RequestOrigin:
         return False
     return origin.post.session.close_request_stream(call.request_id)  # type: ignore[union-attr]
+
+
+def primes(session: HTTPSession) -> bool:
+    """Whether the session's streams start with a priming event: from 2025-11-25 (SEP-1699);
+    older clients may not expect empty data."""
+    return session.version is not None and session.version >= "2025-11-25"

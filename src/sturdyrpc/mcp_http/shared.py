@@ -1,42 +1,47 @@
-"""Sessions that any worker can serve: Streamable HTTP state kept in a shared :class:`~sturdyrpc.store.Store`.
+"""Sessions that any worker can serve: the session table on a shared :class:`~sturdyrpc.store.Store`.
 
 With a shared store (Redis) every worker of a server, on one machine or many, behind a load
 balancer without stickiness, serves every request of every session:
 
 - **session record** ``session:<id>`` (TTL: the idle timeout, renewed by every request and while
   a response is open): the principal, the client's ``initialize`` params (so another worker
-  negotiates the same version and sees the same client capabilities and info), the log level
-  the resource subscriptions and the application's per-session ``values``. A worker that meets a session it has not served yet builds a
-  local *replica*: it runs the MCP server on a new pipe and replays the ``initialize`` from the
-  record behind the scenes, then applies log level and subscriptions. State a request changed is
-  written back before that request's response leaves. DELETE removes the record: every worker
-  answers 404 from then on, and replicas end at once (a message on the broadcast channel).
-- **events** ``ev:<id>:<stream>`` (Redis Streams, bounded, TTL): everything sent on a stream, so
-  a GET with ``Last-Event-ID`` on any worker replays what was missed and then follows live until
-  the stream ends. The standalone GET stream is one logical stream ``g`` per session: any
-  worker's notifications for the session (``resources/updated``, ``list_changed``, unrelated
-  ``notifications/message``) are appended to it and the worker holding the GET follows it.
+  negotiates the same version and sees the same client capabilities and info), the log level,
+  the resource subscriptions and the application's per-session ``values``. A worker that meets a
+  session it has not served yet builds a local *replica* (within the caps of
+  :mod:`.sessions`, as any new session): it runs the MCP server on a new pipe and replays the
+  ``initialize`` from the record behind the scenes, then applies log level and subscriptions.
+  State a request changed is written back before that request's response leaves. DELETE removes
+  the record: every worker answers 404 from then on, and replicas end at once (a message on the
+  broadcast channel).
+- **events** ``ev:<id>:<stream>`` (:class:`~.store_events.StoreEventStore`): everything sent on
+  a stream, so a GET with ``Last-Event-ID`` on any worker replays what was missed and then
+  follows live until the stream ends. The standalone GET stream is one logical stream ``g`` per
+  session: any worker's notifications for the session (``resources/updated``, ``list_changed``,
+  unrelated ``notifications/message``) are appended to it and the worker holding the GET follows it.
 - **routing**: a server-to-client request (elicitation, sampling, roots) goes out with the id
   ``sr.<worker>.<n>``; the POST carrying its answer may land on any worker, which sends it on
   the channel of the worker named in the id, where the waiting handler gets it.
 - **broadcast** (one channel): DELETE, a newer GET replacing an older one on another worker,
-  ``notifications/cancelled`` for a request running on another worker, and ``resources/updated`` / ``list_changed`` from :meth:`MCPServer.resource_updated` (each
-  session is told once: a compare-and-set picks one worker per session and event).
+  ``notifications/cancelled`` for a request running on another worker, and
+  ``resources/updated`` / ``list_changed`` from :meth:`MCPServer.resource_updated` (each session
+  is told once: a compare-and-set picks one worker per session and event).
 - **liveness**: each worker refreshes ``alive:<worker>`` every second or two; a resumed stream
   whose worker died (SIGKILL) ends instead of waiting forever.
 
-Every store call is bounded; a store that is down gives HTTP 503 with a JSON-RPC error naming
-the store (:class:`~sturdyrpc.store.StoreUnavailable`), and the next request tries again.
+Every store call is bounded; a store that is down gives HTTP 503 ("the session store is
+unavailable", :func:`~.sessions.store_unavailable`), and the next request tries again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+import secrets
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
 import msgspec
 
@@ -48,14 +53,15 @@ from ..mcp.request_state import RequestStateSigner
 from ..mcp.session_state import mark_replayed
 from ..messages import Notification, Request
 from ..store import Store, StoreUnavailable
-from ..transports.asgi import HTTPRefusal, Receive, Scope, Send, header
+from ..store.notices import store_warning
+from ..transports.asgi import ASGIApp, Receive, Scope, Send
 from .events import sse_event, sse_priming
-from .session import HTTPSession, ReplyWaiter, SSEResponse, Stream
+from .responses import SSEResponse
+from .session import HTTPSession, PostReplies, ReplyWaiter
+from .sessions import Attachment, Serving, SessionTable, not_found, session_id_of, store_unavailable, unknown_event_id
+from .store_events import StoreEventStore
 
-if TYPE_CHECKING:
-    from .server import StreamableHTTPApp
-
-__all__ = ["SharedSessions", "StoreEventStore"]
+__all__ = ["SharedSessions"]
 
 log = logging.getLogger("sturdyrpc.http")
 
@@ -66,121 +72,32 @@ _LIMITS = DEFAULT_LIMITS
 #: Seconds between liveness beats; a worker is taken for dead after ``_ALIVE_TTL`` without one.
 _BEAT = 1.5
 _ALIVE_TTL = 5.0
-_MSG, _PRIME, _END = b"m", b"p", b"e"
-
-Pump = Callable[[SSEResponse, Receive, Send, list[tuple[bytes, bytes]], bytes], Awaitable[bool]]
-
-
-def _events_key(session_id: str, stream_id: str) -> str:
-    return f"ev:{session_id}:{stream_id}"
+#: Seconds the marker "this session was told of this broadcast" lives: every worker sees a
+#: broadcast within a fraction of that (one later would tell the session again).
+_ONCE_TTL = 10.0
+_EMPTY_STATE: tuple[str | None, tuple[str, ...], bytes] = (None, (), b"{}")
 
 
-class StoreEventStore:
-    """The :class:`~.events.EventStore` on a :class:`~sturdyrpc.store.Store` stream per logical
-    SSE stream. Event ids are ``<stream>.<entry id>``. A finished stream gets an end marker, so a
-    follower on another worker knows when to stop. Sessions are forgotten by DELETE
-    (:meth:`SharedSessions.delete`) or their TTL, not when one worker's replica ends.
+class SharedSessions(SessionTable):
+    """:class:`~.sessions.SessionTable` on a shared ``store`` (see the module docstring).
 
-    A POST stream has one writer (the worker holding the POST), so its entry ids are numbered
-    here and its writes leave in the background, every write queued in one event-loop turn in
-    one round trip (a quick response costs no wait and a share of one round trip). The GET
-    stream ``g`` has many writers: the store numbers its entries, one round trip each."""
-
-    def __init__(self, store: Store, *, max_events_per_stream: int = 1000, ttl: float = 3600.0) -> None:
-        self.s = store
-        self.max_events_per_stream = max_events_per_stream
-        self.ttl = ttl
-        self._seqs: dict[tuple[str, str], int] = {}
-        self._queue: list[tuple[str, int | None, bytes]] = []
-        self._writer: asyncio.Task[None] | None = None
-
-    async def store(self, session_id: str, stream_id: str, data: bytes | None) -> str:
-        if stream_id == "g":
-            entry = _PRIME if data is None else _MSG + data
-            eid = await self.s.append(_events_key(session_id, stream_id), entry, maxlen=self.max_events_per_stream, ttl=self.ttl)
-            return f"g.{eid}"
-        out = self.store_nowait(session_id, stream_id, data)
-        assert out is not None
-        return out
-
-    def store_nowait(self, session_id: str, stream_id: str, data: bytes | None) -> str | None:
-        if stream_id == "g":
-            return None  # many writers: the store numbers its entries
-        entry = _PRIME if data is None else _MSG + data
-        k = (session_id, stream_id)
-        n = self._seqs.get(k, 0) + 1
-        self._seqs[k] = n
-        self._enqueue(_events_key(session_id, stream_id), n, entry)
-        return f"{stream_id}.{self.s.entry_id(n)}"
-
-    def end_stream(self, session_id: str, stream_id: str) -> None:
-        n = self._seqs.pop((session_id, stream_id), 0) + 1
-        self._enqueue(_events_key(session_id, stream_id), n, _END)
-
-    def _enqueue(self, key: str, seq: int, entry: bytes) -> None:
-        self._queue.append((key, seq, entry))
-        if self._writer is None or self._writer.done():
-            self._writer = asyncio.get_running_loop().create_task(self._write())
-
-    async def flush(self) -> None:
-        """Wait until every queued write has been tried."""
-        while self._writer is not None and not self._writer.done():
-            await asyncio.shield(self._writer)
-
-    async def _write(self) -> None:
-        # One writer at a time: the entries of a stream must arrive in order.
-        while self._queue:
-            batch, self._queue = self._queue, []
-            try:
-                await self.s.append_batch(batch, maxlen=self.max_events_per_stream, ttl=self.ttl)
-            except Exception as exc:  # delivery went on without it; only resumption is lost
-                log.warning("%d events not stored: %s", len(batch), exc)
-
-    async def replay_after(self, session_id: str, last_event_id: str) -> tuple[str, list[tuple[str, bytes]]] | None:
-        stream_id, _, after = last_event_id.rpartition(".")
-        if not stream_id or not after:
-            return None
-        key = _events_key(session_id, stream_id)
-        if await self.s.last_id(key) is None:
-            return None
-        out = [(f"{stream_id}.{i}", d[1:]) for i, d in await self.s.read_after(key, after) if d[:1] == _MSG]
-        return stream_id, out
-
-    async def follow(self, session_id: str, stream_id: str, after: str) -> AsyncIterator[tuple[str, bytes | None]]:
-        """(event id, data) after ``after`` then live; data None: the stream ended."""
-        async for i, d in self.s.follow(_events_key(session_id, stream_id), after):
-            kind = d[:1]
-            if kind == _MSG:
-                yield f"{stream_id}.{i}", d[1:]
-            elif kind == _END:
-                yield f"{stream_id}.{i}", None
-                return
-
-    async def drop_stream(self, session_id: str, stream_id: str) -> None:
-        await self.s.drop_stream(_events_key(session_id, stream_id))
-
-    async def drop_session(self, session_id: str) -> None:
-        return None  # one worker's replica ending is not the session ending
-
-
-class SharedSessions:
-    """The shared-session side of a :class:`~.server.StreamableHTTPApp` (its ``shared=`` option).
-
-    ``store``: where sessions live; ``signer``: the MCP server's ``requestState`` signer, whose
-    keys are then shared through the store too; ``notify_local(method, params)``: delivers a
-    broadcast notification to this worker's 2026-07-28 ``subscriptions/listen`` streams.
+    ``signer``: the MCP server's ``requestState`` signer, whose keys are then shared through the
+    store too; ``notify_local(method, params)``: delivers a broadcast notification to this
+    worker's 2026-07-28 ``subscriptions/listen`` streams.
     """
 
-    def __init__(self, store: Store, *, signer: RequestStateSigner | None = None,
-                 notify_local: Callable[[str, dict[str, Any]], None] | None = None,
-                 max_events_per_stream: int = 1000, events_ttl: float = 3600.0) -> None:
+    saves_state = True
+
+    def __init__(self, serving: Serving, store: Store, *, signer: RequestStateSigner | None = None,
+                 notify_local: Callable[[str, dict[str, Any]], None] | None = None, max_events_per_stream: int = 1000) -> None:
+        super().__init__(serving)
         self.store = store
         self.signer = signer
         self.notify_local = notify_local
-        self.events = StoreEventStore(store, max_events_per_stream=max_events_per_stream, ttl=events_ttl)
+        self.events: StoreEventStore = StoreEventStore(store, max_events_per_stream=max_events_per_stream,
+                                                       ttl=serving.caps.idle_timeout, replay_window=serving.replay_window)
         #: This worker's name in ids and channels (random per process).
         self.tag = os.urandom(4).hex()
-        self.app: StreamableHTTPApp | None = None
         self._synced: dict[str, tuple[str | None, tuple[str, ...], bytes]] = {}
         self._gets: dict[str, tuple[str, SSEResponse]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -190,15 +107,22 @@ class SharedSessions:
         self._mine: Any = None
         self._everyone: Any = None
 
-    def bind(self, app: StreamableHTTPApp) -> None:
-        self.app = app
-
     @property
     def idle(self) -> float:
-        assert self.app is not None
-        return self.app.session_idle_timeout
+        return self.caps.idle_timeout
 
     # ------------------------------------------------------------------ start
+
+    def guard(self, endpoint: ASGIApp) -> ASGIApp:
+        async def store_first(scope: Scope, receive: Receive, send: Send) -> None:
+            try:
+                await self.ready()
+            except StoreUnavailable as exc:
+                await store_unavailable(send, exc)
+                return
+            await endpoint(scope, receive, send)
+
+        return store_first
 
     async def ready(self) -> None:
         """Per request: make sure this worker listens on its channels and has the shared
@@ -209,13 +133,13 @@ class SharedSessions:
             self._tasks = set()
             self._mine = self._everyone = None
         if self._started is None or (self._started.done() and self._started.exception() is not None):
-            self._started = loop.create_task(self._start())
+            self._started = loop.create_task(self._connect(), context=contextvars.Context())  # not the request's
         if not self._started.done():
             await asyncio.shield(self._started)
         elif self.signer is not None and self.signer.due():
             self._background(self._reload_keys())
 
-    async def _start(self) -> None:
+    async def _connect(self) -> None:
         if self.signer is not None:
             await self.signer.use_store(self.store)
         # Each step once, also when an earlier attempt failed half-way (the store was down).
@@ -233,10 +157,10 @@ class SharedSessions:
         try:
             await self.signer.reload()
         except StoreUnavailable as exc:
-            log.warning("requestState keys not reloaded: %s", exc)
+            store_warning(log, "keys not reloaded", "requestState keys not reloaded: %s", exc)
 
-    def _background(self, aw: Awaitable[Any]) -> None:
-        t = asyncio.ensure_future(aw)
+    def _background(self, aw: Coroutine[Any, Any, Any]) -> None:
+        t = asyncio.get_running_loop().create_task(aw, context=contextvars.Context())  # not the request's
         self._tasks.add(t)
         t.add_done_callback(self._tasks.discard)
 
@@ -256,14 +180,19 @@ class SharedSessions:
                 await self.store.set(f"alive:{self.tag}", b"1", ttl=_ALIVE_TTL)
                 if n * _BEAT >= self.idle / 3:
                     n = 0
-                    # an open response (a long tool call, a GET stream) keeps its session alive everywhere
-                    for s in list(self.app.sessions.values()) if self.app is not None else ():
-                        if s.shared is self and s.id is not None and s.has_open_response():
-                            await self.store.touch(f"session:{s.id}", self.idle)
+                    await self._keep_open()
             except StoreUnavailable as exc:
-                log.warning("%s", exc)
+                store_warning(log, "heartbeat", "worker heartbeat not stored: %s", exc)
+
+    async def _keep_open(self) -> None:
+        """An open response (a long tool call, a GET stream) keeps its session and streams alive
+        everywhere. (A method of its own: the beat must not hold the last session it looked at.)"""
+        for s in [s for s in self.sessions.values() if s.id is not None and s.has_open_response()]:
+            await self.store.touch(f"session:{s.id}", self.idle)
+            await self.events.keep(s.id, [st.id for st in s.streams.values() if not st.standalone])  # type: ignore[arg-type]
 
     async def aclose(self) -> None:
+        await super().aclose()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self.events.flush(), 5)  # the end markers of this worker's streams
         for t in list(self._tasks):
@@ -273,75 +202,69 @@ class SharedSessions:
 
     # --------------------------------------------------------------- sessions
 
-    def adopt(self, session: HTTPSession) -> None:
-        """Make ``session`` (new, no streams yet) a shared one."""
-        session.shared = self
-        session.stream_prefix = f"{self.tag}x"
-        session.open_standalone()  # always open: unrelated messages go to the shared stream ``g``
-        if session.id is not None:
-            self._synced[session.id] = (None, (), b"{}")
+    def _replica_of(self, sid: str, principal: Any) -> HTTPSession:
+        """A new local session with this id, within the caps, its state not read yet."""
+        session = self._add(sid, principal, stream_prefix=f"{self.tag}x", standalone_id="g")
+        self._synced[sid] = _EMPTY_STATE
+        return session
 
-    async def created(self, session: HTTPSession, init_params: Any) -> None:
-        """A session was just made here by ``initialize``: record it before anything is answered."""
-        self.adopt(session)
-        assert session.id is not None
-        record = {"p": identity_of(session.principal), "init": init_params, "log": None, "subs": [], "vals": {}}
+    async def create(self, principal: Any, init_params: Any) -> HTTPSession:
+        """A session made here by ``initialize``: recorded before anything is answered."""
+        sid = secrets.token_urlsafe(32)  # 256 random bits, visible ASCII (A-Z a-z 0-9 - _)
+        session = self._replica_of(sid, principal)
+        record = {"p": identity_of(principal), "init": init_params, "log": None, "subs": [], "vals": {}}
         try:
-            await self.store.set(f"session:{session.id}", codec.encode(record), ttl=self.idle)
+            await self.store.set(f"session:{sid}", codec.encode(record), ttl=self.idle)
         except BaseException:
             await session.end()
             raise
+        return session
 
-    async def find(self, scope: Scope, principal: Any) -> HTTPSession:
+    async def find(self, session_id: bytes | None, principal: Any) -> HTTPSession:
         """The session named by ``Mcp-Session-Id``, from this worker or rebuilt from the store."""
-        assert self.app is not None
-        raw = header(scope, b"mcp-session-id")
-        if raw is None:
-            raise HTTPRefusal(400, -32600, "Bad Request: Mcp-Session-Id header is required")
-        sid = raw.decode("latin-1")
+        sid = session_id_of(session_id)
         data = await self.store.get_touch(f"session:{sid}", self.idle)
-        local = self.app.sessions.get(sid)
+        local = self.sessions.get(sid)
         if data is None:
             if local is not None:
-                self.app.end_session(local)  # ended elsewhere (DELETE, expiry)
-            raise HTTPRefusal(404, -32600, "Session not found")
+                self.end_session(local)  # ended elsewhere (DELETE, expiry)
+            raise not_found()
         record = codec.decode(data)
-        # Another principal's session looks exactly like an unknown one: ids are not credentials.
         if type(record) is not dict or record.get("p") != identity_of(principal):
-            raise HTTPRefusal(404, -32600, "Session not found")
+            raise not_found()
         if local is None or local.ended:
             lock = self._locks.setdefault(sid, asyncio.Lock())
-            async with lock:  # concurrent first requests on this worker build one replica
-                local = self.app.sessions.get(sid)
-                if local is None or local.ended:
-                    local = await self._replica(sid, principal, record)
-            self._locks.pop(sid, None)
+            try:
+                async with lock:  # concurrent first requests on this worker build one replica
+                    local = self.sessions.get(sid)
+                    if local is None or local.ended:
+                        local = await self._replica(sid, principal, record)
+            finally:
+                self._locks.pop(sid, None)
         self._apply(local, record)
-        local.principal = principal  # the same principal; this request's token (see StreamableHTTPApp._find_session)
+        local.principal = principal  # the same principal; this request's token (see LocalSessions.find)
         return local
 
     async def _replica(self, sid: str, principal: Any, record: dict[str, Any]) -> HTTPSession:
-        assert self.app is not None
-        session = self.app.add_session(sid, principal)
-        self.adopt(session)
+        session = self._replica_of(sid, principal)
         waiter = ReplyWaiter()
         # replayed, not the client's: marked so that telemetry does not count it as a request
         session.feed(from_message(Request("initialize", mark_replayed(record.get("init")), _INIT_ID)), waiter)
         try:
             answer = await waiter.wait(10)
         except BaseException:
-            self.app.end_session(session)
+            self.end_session(session)
             raise
         reply = codec.decode(answer) if answer is not None else None
         if type(reply) is not dict or "result" not in reply:
-            self.app.end_session(session)
-            raise HTTPRefusal(404, -32600, "Session not found")
+            self.end_session(session)
+            raise not_found()
         session.version = reply["result"].get("protocolVersion") if type(reply["result"]) is dict else None
         session.feed(from_message(Notification("notifications/initialized", mark_replayed(None))))
         return session
 
     def _apply(self, session: HTTPSession, record: dict[str, Any]) -> None:
-        state = session.mcp_state
+        state = session.mcp_session
         if state is None or session.id is None:
             return
         level = record.get("log")
@@ -357,9 +280,9 @@ class SharedSessions:
         state.state = vals
         self._synced[session.id] = snap
 
-    async def before_response(self, session: HTTPSession) -> None:
-        """Write what a request changed (log level, subscriptions) before its response leaves."""
-        state = session.mcp_state
+    async def save_state(self, session: HTTPSession) -> None:
+        """Write what a request changed (log level, subscriptions, values) before its response leaves."""
+        state = session.mcp_session
         sid = session.id
         if state is None or sid is None:
             return
@@ -367,7 +290,7 @@ class SharedSessions:
             vals = codec.encode(state.state)
         except Exception:
             log.warning("session values of %s are not JSON: not shared", sid[:8])
-            vals = self._synced.get(sid, (None, (), b"{}"))[2]
+            vals = self._synced.get(sid, _EMPTY_STATE)[2]
         snap = (state.log_level, tuple(sorted(state.subscriptions)), vals)
         if self._synced.get(sid) == snap:
             return
@@ -383,9 +306,9 @@ class SharedSessions:
                     self._synced[sid] = snap
                     return
         except StoreUnavailable as exc:
-            log.warning("session state not saved: %s", exc)
+            store_warning(log, "state not saved", "session state not saved: %s", exc)
 
-    def forget(self, session: HTTPSession) -> None:
+    def _forget(self, session: HTTPSession) -> None:
         """This worker's replica ended (the session may live on elsewhere)."""
         if session.id is not None:
             self._synced.pop(session.id, None)
@@ -397,26 +320,27 @@ class SharedSessions:
         """DELETE: the session ends everywhere at once."""
         sid = session.id
         assert sid is not None
-        await self.store.delete(f"session:{sid}", f"gpos:{sid}", _events_key(sid, "g"))
+        await self.store.delete(f"session:{sid}", f"gpos:{sid}", f"ev:{sid}:g")
         with contextlib.suppress(StoreUnavailable):
             await self.store.publish("sessions", b"end\n" + sid.encode())
-
-    def stream_finished(self, stream: Stream) -> None:
-        """A stream ended here: mark it in the store so followers elsewhere stop."""
-        sid = stream.session.id
-        if sid is None or stream.standalone:
-            return
-        self.events.end_stream(sid, stream.id)
+        await session.end()
 
     # ---------------------------------------------------------------- routing
 
-    def outgoing(self, obj: dict[str, Any]) -> bytes:
+    def request_out(self, obj: dict[str, Any], data: bytes) -> bytes:
         """A server-to-client request: its id names this worker, so the answer finds its way back."""
         id_ = obj["id"]
         obj["id"] = f"sr.{self.tag}.{'i' if type(id_) is int else 's'}{id_}"
         return codec.encode(obj)
 
-    async def incoming(self, session: HTTPSession, items: list[Envelope]) -> list[Envelope]:
+    async def feed(self, session: HTTPSession, items: list[Envelope], post: PostReplies) -> None:
+        """As for any session, after sending answers and cancellations meant for another worker
+        there; the replies ready at once wait until the session's state is saved."""
+        await super().feed(session, await self._incoming(session, items), post)
+        if post.ready:
+            await self.save_state(session)  # other workers see what the requests changed first
+
+    async def _incoming(self, session: HTTPSession, items: list[Envelope]) -> list[Envelope]:
         """Send answers to server-to-client requests to the worker that asked, and cancellations
         of requests running elsewhere to whoever runs them; returns the messages that stay here."""
         keep: list[Envelope] = []
@@ -440,16 +364,16 @@ class SharedSessions:
 
     async def _on_worker_message(self, msg: bytes) -> None:
         sid, _, data = msg.partition(b"\n")
-        session = self.app.sessions.get(sid.decode()) if self.app is not None else None
+        session = self.sessions.get(sid.decode())
         if session is not None and not session.ended:
             session.feed(read(data, _LIMITS))
 
     async def _on_broadcast(self, msg: bytes) -> None:
         kind, _, rest = msg.partition(b"\n")
         if kind == b"end":
-            session = self.app.sessions.get(rest.decode()) if self.app is not None else None
-            if session is not None and self.app is not None:
-                self.app.end_session(session)
+            session = self.sessions.get(rest.decode())
+            if session is not None:
+                self.end_session(session)
         elif kind == b"get":
             sid, _, token = rest.decode().partition("\n")
             held = self._gets.get(sid)
@@ -459,7 +383,7 @@ class SharedSessions:
             await self._deliver(codec.decode(rest))
         elif kind == b"cancel":
             sid_raw, _, data = rest.partition(b"\n")
-            session = self.app.sessions.get(sid_raw.decode()) if self.app is not None else None
+            session = self.sessions.get(sid_raw.decode())
             got = read(data, _LIMITS)
             cancelled = _cancelled_id(got)
             if session is not None and not session.ended and cancelled is not None and session.in_flight(cancelled):
@@ -472,19 +396,17 @@ class SharedSessions:
         try:
             await self.store.publish("sessions", b"note\n" + codec.encode(body))
         except StoreUnavailable as exc:
-            log.warning("notification %s not sent to other workers: %s", method, exc)
+            store_warning(log, "notification not sent", "notification %s not sent to other workers: %s", method, exc)
             await self._deliver(body)
 
     async def _deliver(self, body: dict[str, Any]) -> None:
         method, params, nonce = body["m"], body["p"], body["n"]
         if self.notify_local is not None:
             self.notify_local(method, params)
-        if self.app is None:
-            return
         uri = params.get("uri") if method == "notifications/resources/updated" else None
-        for s in list(self.app.sessions.values()):
-            state = s.mcp_state
-            if s.shared is not self or s.ended or s.id is None or state is None:
+        for s in list(self.sessions.values()):
+            state = s.mcp_session
+            if s.ended or s.id is None or state is None:
                 continue
             if uri is not None:
                 raw = await self.store.get(f"session:{s.id}")
@@ -493,60 +415,60 @@ class SharedSessions:
                     continue
             elif not state.profile.initialize_seen:
                 continue
-            if await self.store.compare_and_set(f"once:{s.id}:{nonce}", None, b"1", ttl=60):
+            if await self.store.compare_and_set(f"once:{s.id}:{nonce}", None, b"1", ttl=min(_ONCE_TTL, self.idle)):
                 await state.notify(method, params if params else None)
 
     # ---------------------------------------------------------------- streams
 
-    async def serve_get(self, session: HTTPSession, receive: Receive, send: Send, headers: list[tuple[bytes, bytes]],
-                        pump: Pump, *, prime: bool, retry_ms: int | None) -> None:
+    async def open_get(self, session: HTTPSession, *, prime: bool, retry_ms: int | None) -> Attachment:
         """The standalone GET stream, wherever it is held: follows the session's stream ``g``
         from what no GET has delivered yet."""
-        sid = session.id
-        assert sid is not None
-        pos = await self.store.get(f"gpos:{sid}")
+        pos = await self.store.get(f"gpos:{session.id}")
         after = pos.decode() if pos is not None else "0"
-        token = os.urandom(8).hex()
-        old = self._gets.get(sid)
-        conn = SSEResponse()
-        self._gets[sid] = (token, conn)
-        if old is not None:
-            old[1].end()  # a new GET replaces the one still open
-        await self.store.publish("sessions", f"get\n{sid}\n{token}".encode())
-        head = sse_priming(f"g.{after}", retry_ms) if prime else b""
-        relay = asyncio.ensure_future(self._relay(conn, sid, "g", after, track=True))
-        try:
-            await pump(conn, receive, send, headers, head)
-        finally:
-            relay.cancel()
-            if self._gets.get(sid, (None,))[0] == token:
-                del self._gets[sid]
+        return await self._hold_get(session, after, sse_priming(f"g.{after}", retry_ms) if prime else b"")
 
-    async def resume(self, session: HTTPSession, last_event_id: str, receive: Receive, send: Send,
-                     headers: list[tuple[bytes, bytes]], pump: Pump) -> None:
+    async def resume(self, session: HTTPSession, last_event_id: str, *, prime: bool, retry_ms: int | None) -> Attachment:
         """GET with ``Last-Event-ID``: replay the stream after that event, then follow it live
         until it ends (or, for the GET stream ``g``, until the client leaves)."""
         sid = session.id
         assert sid is not None
-        stream_id, _, after = last_event_id.rpartition(".")
-        # ``g`` (the GET stream) exists as long as the session; a POST stream once it has an event
-        if not stream_id or not after or (stream_id != "g" and await self.store.last_id(_events_key(sid, stream_id)) is None):
-            raise HTTPRefusal(400, -32600, "Bad Request: unknown Last-Event-ID")
+        found = self.events.parse(last_event_id)
+        if found is None:
+            raise unknown_event_id()
+        stream_id, after = found
+        if stream_id == "g":  # exists as long as the session; resuming it replaces the GET held now
+            return await self._hold_get(session, after, b"")
+        if not await self.events.exists(sid, stream_id):  # a POST stream, once it has an event
+            raise unknown_event_id()
+        self.check_streams(session)  # one more open response following the store
+        session.relays += 1
         conn = SSEResponse()
+        relay = asyncio.ensure_future(self._relay(conn, sid, stream_id, after, track=False))
+
+        def done() -> None:
+            relay.cancel()
+            session.relays -= 1
+
+        return Attachment(conn, b"", done)
+
+    async def _hold_get(self, session: HTTPSession, after: str, head: bytes) -> Attachment:
+        sid = session.id
+        assert sid is not None
         token = os.urandom(8).hex()
-        if stream_id == "g":
-            old = self._gets.get(sid)
-            self._gets[sid] = (token, conn)
-            if old is not None:
-                old[1].end()
-            await self.store.publish("sessions", f"get\n{sid}\n{token}".encode())
-        relay = asyncio.ensure_future(self._relay(conn, sid, stream_id, after, track=stream_id == "g"))
-        try:
-            await pump(conn, receive, send, headers, b"")
-        finally:
+        await self.store.publish("sessions", f"get\n{sid}\n{token}".encode())  # a GET held elsewhere ends
+        conn = SSEResponse()
+        old = self._gets.get(sid)
+        self._gets[sid] = (token, conn)
+        if old is not None:
+            old[1].end()  # a new GET replaces the one still open
+        relay = asyncio.ensure_future(self._relay(conn, sid, "g", after, track=True))
+
+        def done() -> None:
             relay.cancel()
             if self._gets.get(sid, (None,))[0] == token:
                 del self._gets[sid]
+
+        return Attachment(conn, head, done)
 
     async def _relay(self, conn: SSEResponse, sid: str, stream_id: str, after: str, *, track: bool) -> None:
         owner = stream_id[: stream_id.index("x")] if "x" in stream_id else None
@@ -559,11 +481,13 @@ class SharedSessions:
                 if track:  # where the next GET starts: nothing the client saw comes again, nothing is skipped
                     await self.store.set(f"gpos:{sid}", eid.rpartition(".")[2].encode(), ttl=self.idle)
         except StoreUnavailable as exc:
-            log.warning("stream %s of session %s ended: %s", stream_id, sid[:8], exc)
+            store_warning(log, "stream ended", "stream %s of session %s ended: %s", stream_id, sid[:8], exc)
+        except Exception:
+            log.exception("stream %s of session %s failed", stream_id, sid[:8])
         finally:
             if watch is not None:
                 watch.cancel()
-        conn.end()
+            conn.end()  # whatever happened, the response finishes
 
     async def _watch_owner(self, owner: str, conn: SSEResponse) -> None:
         """End a resumed stream whose worker died: its requests will never be answered."""
@@ -589,7 +513,7 @@ def _cancelled_id(m: Any) -> Any:
 
 
 def _answer_target(m: Any) -> tuple[str, Any] | None:
-    """(worker, original id) of a response to a request :meth:`SharedSessions.outgoing` renamed."""
+    """(worker, original id) of a response to a request :meth:`SharedSessions.request_out` renamed."""
     if type(m) is not Envelope or m.method is not UNSET:
         return None
     id_ = m.id

@@ -17,7 +17,7 @@ slowly); callers turn it into a clear error (HTTP 503 naming the store), never a
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Protocol, runtime_checkable
 
 __all__ = ["Store", "Subscription", "StoreUnavailable", "Entry"]
@@ -83,10 +83,11 @@ class Store(Protocol):
         """Append an entry (keeping at most about ``maxlen``, oldest dropped first) and return its id."""
 
     async def append_batch(self, items: list[tuple[str, int | None, bytes]], *, maxlen: int = 1000,
-                           ttl: float | None = None) -> list[str]:
+                           ttl: float | None = None, ttls: Mapping[str, float] | None = None) -> list[str]:
         """Append several entries in one round trip: (stream, sequence number or None, data).
         A sequence number gives the entry the id :meth:`entry_id` names (it must grow within
-        its stream; for streams only one writer appends to); None lets the store choose."""
+        its stream; for streams only one writer appends to); None lets the store choose.
+        ``ttls``: the time to live of some of the streams, instead of ``ttl``."""
 
     def entry_id(self, seq: int) -> str:
         """The id an entry appended with sequence number ``seq`` gets."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 
 from .base import Entry
 
@@ -173,9 +173,10 @@ class MemoryStore:
         return str(st.seq)
 
     async def append_batch(self, items: list[tuple[str, int | None, bytes]], *, maxlen: int = 1000,
-                           ttl: float | None = None) -> list[str]:
+                           ttl: float | None = None, ttls: Mapping[str, float] | None = None) -> list[str]:
         out = []
         for stream, seq, data in items:
+            life = ttl if ttls is None else ttls.get(stream, ttl)
             if seq is not None:
                 st = self._stream(stream)
                 if st is None:
@@ -183,7 +184,7 @@ class MemoryStore:
                 if seq <= st.seq:
                     raise ValueError(f"entry {seq} is not after {st.seq} in {stream!r}")
                 st.seq = seq - 1
-            out.append(await self.append(stream, data, maxlen=maxlen, ttl=ttl))
+            out.append(await self.append(stream, data, maxlen=maxlen, ttl=life))
         return out
 
     def entry_id(self, seq: int) -> str:

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -103,7 +104,8 @@ class _Hub:
                     del self.subs[channel]
                 raise
         if self.reader is None or self.reader.done():
-            self.reader = asyncio.get_running_loop().create_task(self._read())
+            # in a context of its own: the reader outlives the request that started it
+            self.reader = asyncio.get_running_loop().create_task(self._read(), context=contextvars.Context())
         return sub
 
     async def remove(self, sub: _Sub) -> None:
@@ -245,15 +247,13 @@ class RedisStore:
         return (await self.append_batch([(stream, None, data)], maxlen=maxlen, ttl=ttl))[0]
 
     async def append_batch(self, items: list[tuple[str, int | None, bytes]], *, maxlen: int = 1000,
-                           ttl: float | None = None) -> list[str]:
+                           ttl: float | None = None, ttls: Mapping[str, float] | None = None) -> list[str]:
         cmds: list[tuple[Any, ...]] = []
-        keys: dict[str, None] = {}
+        keys: dict[str, float | None] = {}
         for stream, seq, data in items:
-            k = self._k(stream)
-            keys[k] = None
-            cmds.append(("XADD", k, "MAXLEN", maxlen, "*" if seq is None else f"{seq}-0", "d", data))
-        if ttl is not None:
-            cmds.extend(("PEXPIRE", k, _ms(ttl)) for k in keys)
+            keys[stream] = ttl if ttls is None else ttls.get(stream, ttl)
+            cmds.append(("XADD", self._k(stream), "MAXLEN", maxlen, "*" if seq is None else f"{seq}-0", "d", data))
+        cmds.extend(("PEXPIRE", self._k(k), _ms(t)) for k, t in keys.items() if t is not None)
         out = await self._raw(self.raw.pipeline(cmds))
         return [_s(x) for x in out[: len(items)]]
 

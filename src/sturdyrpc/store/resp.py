@@ -16,6 +16,7 @@ many reads costs time linear in its size.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import ssl
 from collections import deque
 from typing import Any, Protocol, cast
@@ -265,7 +266,8 @@ class RespClient:
         if conn is not None and not conn.lost:
             return conn
         if self._connecting is None or self._connecting.done():
-            self._connecting = asyncio.ensure_future(self._connect())
+            # in a context of its own: the connection (its reader's callbacks) outlives the request that opened it
+            self._connecting = asyncio.get_running_loop().create_task(self._connect(), context=contextvars.Context())
         try:
             conn = await asyncio.shield(self._connecting)
         except BaseException:
