@@ -24,7 +24,7 @@ class Admission:
     waits (oldest first) for a slot; :meth:`try_acquire` never waits.
     """
 
-    __slots__ = ("limit", "_used", "_waiters", "_on_pressure", "_pressed")
+    __slots__ = ("limit", "_used", "_waiters", "_on_pressure", "full")
 
     def __init__(self, limit: int, on_pressure: Callable[[bool], None] | None = None) -> None:
         if type(limit) is not int or limit < 1:
@@ -33,23 +33,23 @@ class Admission:
         self._used = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._on_pressure = on_pressure
-        self._pressed = False
+        #: Whether a new request would have to wait (or be refused): kept as the count changes
+        #: (every HTTP request asks). ``on_pressure`` hears each change of it.
+        self.full = False
 
     @property
     def in_use(self) -> int:
         """Slots taken now."""
         return self._used
 
-    @property
-    def full(self) -> bool:
-        """Whether a new request would have to wait (or be refused)."""
-        return self._used >= self.limit
-
     def try_acquire(self) -> bool:
         """Take a slot if one is free (and nobody is queued for one); never waits."""
-        if self._used >= self.limit or self._waiters:
+        used = self._used
+        if used >= self.limit or self._waiters:
             return False
-        self._take()
+        self._used = used = used + 1
+        if used >= self.limit and not self.full:  # the last slot (_take's step, without the call)
+            self._press(True)
         return True
 
     async def acquire(self) -> None:
@@ -89,15 +89,16 @@ class Admission:
                 if not fut.done():
                     fut.set_result(None)  # the slot passes straight on: _used is unchanged
                     return
-        self._used -= 1
-        if self._pressed and self._used < self.limit:
-            self._pressed = False
-            if self._on_pressure is not None:
-                self._on_pressure(False)
+        self._used = used = self._used - 1
+        if self.full and used < self.limit:
+            self._press(False)
 
     def _take(self) -> None:
-        self._used += 1
-        if not self._pressed and self._used >= self.limit:
-            self._pressed = True
-            if self._on_pressure is not None:
-                self._on_pressure(True)
+        self._used = used = self._used + 1
+        if used >= self.limit and not self.full:
+            self._press(True)
+
+    def _press(self, full: bool) -> None:
+        self.full = full
+        if self._on_pressure is not None:
+            self._on_pressure(full)

@@ -28,7 +28,12 @@ class LocalSessions(SessionTable):
 
     async def find(self, session_id: bytes | None, principal: Any) -> HTTPSession:
         session = self.sessions.get(session_id.decode("latin-1") if session_id is not None else session_id_of(None))
-        if session is None or session.ended or identity_of(session.principal) != identity_of(principal):
+        # (the same principal object is the same principal: no identity to work out)
+        if (
+            session is None
+            or session.ended
+            or (session.principal is not principal and identity_of(session.principal) != identity_of(principal))
+        ):
             raise not_found()
         # The same principal, with this request's token (a refresh or step-up may change its
         # scopes); each request's handlers see their own request's (request_context).

@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
 from .. import codec
 from ..admission import Admission
 from ..envelope import UNSET, Envelope
@@ -25,7 +27,7 @@ from ..store.notices import store_warning
 from ..transports.asgi import HTTPRefusal, Receive, Send, refuse_busy, respond
 from .events import sse_event, sse_priming
 from .responses import SSEResponse, pump, until_done_or_gone
-from .session import HTTPSession, Key, PostReplies, Stream, key_of
+from .session import HTTPSession, Key, PostReplies, Stream
 from .sessions import SessionTable, too_many_streams
 
 __all__ = ["HandshakePost", "sort_out", "Sorted"]
@@ -33,30 +35,36 @@ __all__ = ["HandshakePost", "sort_out", "Sorted"]
 log = logging.getLogger("sturdyrpc.http")
 
 
-class Sorted:
+class Sorted(msgspec.Struct):
     """A POST's messages sorted out: the requests (and their id keys, in order), the messages to
-    hand to the session (requests, notifications, responses, in order), the -32600 errors of a
-    batch's invalid elements, the ids of requests the POST cancels."""
+    hand to the session in order (requests, notifications, responses; each with its request's
+    key, None for the others), the -32600 errors of a batch's invalid elements, the ids of
+    requests the POST cancels, and whether it carries an ``initialize``."""
 
-    __slots__ = ("requests", "keys", "valid", "invalid", "cancels")
-
-    def __init__(self) -> None:
-        self.requests: list[Envelope] = []
-        self.keys: list[Key] = []
-        self.valid: list[Envelope] = []
-        self.invalid: list[bytes] = []
-        self.cancels: list[Any] = []
+    requests: list[Envelope] = msgspec.field(default_factory=list)
+    keys: list[Key] = msgspec.field(default_factory=list)
+    valid: list[tuple[Envelope, Key | None]] = msgspec.field(default_factory=list)
+    invalid: list[bytes] = msgspec.field(default_factory=list)
+    cancels: list[Any] = msgspec.field(default_factory=list)
+    has_init: bool = False
 
 
 _INVALID = InvalidRequest("Invalid Request")
 
 
-def sort_out(items: list[Envelope | InvalidMessage], batch: bool) -> Sorted:
+def sort_out(items: list[Envelope | InvalidMessage] | tuple[Envelope | InvalidMessage, ...], batch: bool) -> Sorted:
     """Sort what a POST carried (as :func:`~sturdyrpc.envelope.read` made it). JSON-RPC §6: in a
     batch each element that is no valid message gets its own -32600 in the reply array (a request
     reusing an id of the same batch too); the others are served. MCP ids are strings or integers."""
+    if not batch:
+        m = items[0]
+        if type(m) is Envelope and m.method is not UNSET:
+            id_ = m.id
+            if type(id_) is str or type(id_) is int:  # the usual POST: one request (the loop's outcome for it)
+                k = (type(id_), id_)
+                return Sorted([m], [k], [(m, k)], has_init=m.method == "initialize")
     out = Sorted()
-    seen: set[Key] = set()
+    seen: set[Key] | None = set() if batch else None
     for m in items:
         if type(m) is not Envelope:
             err = _INVALID if m.is_response or m.error.message == "Invalid Request" else m.error  # type: ignore[union-attr]
@@ -64,30 +72,34 @@ def sort_out(items: list[Envelope | InvalidMessage], batch: bool) -> Sorted:
                 raise HTTPRefusal(400, -32600, err.message if err is not _INVALID else "Invalid Request: not a JSON-RPC message")
             out.invalid.append(codec.encode({"jsonrpc": "2.0", "error": err.to_dict(), "id": None}))
             continue
-        if m.method is UNSET:
-            out.valid.append(m)  # a response (to a request the server sent)
+        method = m.method
+        if method is UNSET:
+            out.valid.append((m, None))  # a response (to a request the server sent)
             continue
-        if m.id is UNSET:
-            if m.method == "notifications/cancelled":
+        id_ = m.id
+        if id_ is UNSET:
+            if method == "notifications/cancelled":
                 params = m.params
                 if type(params) is dict and type(params.get("requestId")) in (str, int):
                     out.cancels.append(params["requestId"])
-            out.valid.append(m)
+            out.valid.append((m, None))
             continue
-        id_ = m.id
         if type(id_) is not str and type(id_) is not int:  # null or a fraction: no MCP request id
             if not batch:
                 raise HTTPRefusal(400, -32600, "Invalid Request: not a JSON-RPC message")
             out.invalid.append(codec.encode({"jsonrpc": "2.0", "error": _INVALID.to_dict(), "id": None}))
             continue
-        k = key_of(id_)
-        if k in seen:
-            out.invalid.append(codec.encode({"jsonrpc": "2.0", "error": _INVALID.to_dict(), "id": id_}))
-            continue
-        seen.add(k)
+        k = (type(id_), id_)  # key_of(id_)
+        if seen is not None:
+            if k in seen:
+                out.invalid.append(codec.encode({"jsonrpc": "2.0", "error": _INVALID.to_dict(), "id": id_}))
+                continue
+            seen.add(k)
+        if method == "initialize":
+            out.has_init = True
         out.requests.append(m)
         out.keys.append(k)
-        out.valid.append(m)
+        out.valid.append((m, k))
     return out
 
 
@@ -119,22 +131,21 @@ class HandshakePost:
                        sse_ok: bool, json_ok: bool, principal: Any) -> None:
         """Serve a POST whose body ``got`` was read already (``hx``: its headers, indexed)."""
         batch = type(got) is list
-        msgs = sort_out(got if batch else [got], batch)
+        msgs = sort_out(got if batch else (got,), batch)
         requests = msgs.requests
-        is_init = any(r.method == "initialize" for r in requests)
         if self.check_scopes is not None and principal is not None:
             self.check_scopes(principal, requests)
-        if is_init and batch:
+        if msgs.has_init and batch:
             raise HTTPRefusal(400, -32600, "Invalid Request: initialize must not be part of a batch")
         # Every request that will run holds a server-wide slot from here until it is answered.
-        if requests and not (self.admission.try_acquire() if len(requests) == 1 else self._admit(len(requests))):
+        slots = len(requests)
+        if slots and not (self.admission.try_acquire() if slots == 1 else self._admit(slots)):
             await refuse_busy(send, with_null_id=False)
             return
-        slots = len(requests)
         try:
             if self.stateless:
-                session = await self.table.stateless(version, principal, skip_init=is_init)
-            elif is_init:
+                session = await self.table.stateless(version, principal, skip_init=msgs.has_init)
+            elif msgs.has_init:
                 if hx.get(b"mcp-session-id") is not None:
                     raise HTTPRefusal(400, -32600, "Bad Request: initialize must not carry Mcp-Session-Id")
                 session = await self.table.create(principal, params_of(requests[0]))
@@ -144,61 +155,67 @@ class HandshakePost:
             self._give_back(slots)
             raise
         try:
-            slots = await self._serve(session, msgs, batch, is_init, sse_ok, json_ok, receive, send, slots)
+            slots = await self._serve(session, msgs, batch, sse_ok, json_ok, receive, send, slots)
         finally:
             self._give_back(slots)
             session.last_active = time.monotonic()  # idle time counts from the end of the last response
             if self.stateless:
                 await session.end()
 
-    async def _serve(self, session: HTTPSession, msgs: Sorted, batch: bool, is_init: bool, sse_ok: bool, json_ok: bool,
+    async def _serve(self, session: HTTPSession, msgs: Sorted, batch: bool, sse_ok: bool, json_ok: bool,
                      receive: Receive, send: Send, slots: int) -> int:
         """Serve a POST's messages on ``session``; returns how many of its ``slots`` are still the
         POST's to give back (the others went with the requests to their stream)."""
         if batch and session.version not in (None, "2025-03-26"):
             raise HTTPRefusal(400, -32600, "Invalid Request: batches are not supported in this protocol version")
-        session.last_active = time.monotonic()
+        session.last_active = time.monotonic()  # not idle while served (the sweeper, eviction)
         extra = session.response_headers
-        requests, invalid = msgs.requests, msgs.invalid
+        requests, keys, invalid = msgs.requests, msgs.keys, msgs.invalid
         for id_ in msgs.cancels:
             session.cancelled(id_)
         if requests:
-            for k in msgs.keys:
-                if session.key_in_flight(k):
+            in_flight = session.by_request
+            for k in keys:
+                if k in in_flight:  # session.key_in_flight(k)
                     raise HTTPRefusal(409, -32600, "Conflict: a request with this id is already in flight")
             if len(session.streams) + session.relays >= self.max_streams:  # SessionTable.check_streams, inline
                 raise too_many_streams()
-        post = PostReplies(session)
-        await self.table.feed(session, msgs.valid, post)
-        use_sse = sse_ok and (not self.json_response or not json_ok)
+        post = PostReplies(session, keys[0] if len(keys) == 1 else None)
+        fed = self.table.feed(session, msgs.valid, post)
+        if fed is not None:
+            await fed
         if not requests and not invalid:
             await respond(send, 202, b"", extra=extra)
             return slots
+        use_sse = sse_ok and (not self.json_response or not json_ok)
         ready = post.ready
-        pending = [k for k in msgs.keys if k not in ready]
-        if not pending:
+        if len(ready) == len(keys):
             # Every request was answered on this turn (inline handlers: the runner answers them
             # before feeding returns), so no other request could see one in flight: no stream,
             # nothing to resume (no priming event, event id or store write; SEP-1699 primes a
             # stream that stays open), the replies sent whole as the POST's body.
-            replies = [post.ready[k] for k in msgs.keys] + invalid
+            if batch:
+                replies = [ready[k] for k in keys] + invalid
+                body = b"".join([sse_event(e) for e in replies]) if use_sse else b"[" + b",".join(replies) + b"]"
+            else:
+                body = sse_event(ready[keys[0]]) if use_sse else ready[keys[0]]
             try:
                 if use_sse:
-                    await respond(send, 200, b"".join(sse_event(e) for e in replies), None,
-                                  session.sse_whole_headers if requests else session.sse_headers)
+                    await respond(send, 200, body, None, session.sse_whole_headers if requests else session.sse_headers)
                 else:
-                    await respond(send, 200, replies[0] if not batch else b"[" + b",".join(replies) + b"]", extra=extra)
+                    await respond(send, 200, body, extra=extra)
             except OSError:
                 pass  # the client is gone: nothing to answer
             return slots
-        params = [None if r.params is UNSET else r.params for k, r in zip(msgs.keys, requests, strict=True) if k not in ready]
+        pending = [k for k in keys if k not in ready]
+        params = [None if r.params is UNSET else r.params for k, r in zip(keys, requests, strict=True) if k not in ready]
         stream = session.open_stream(pending, params, holds_slots=True)
         stream.headers = current_headers.get()
         slots -= len(pending)  # the session gives them back as the requests finish
         post.open(stream)
-        early = [post.ready[k] for k in msgs.keys if k in post.ready]
+        early = [ready[k] for k in keys if k in ready]
         if use_sse:
-            await self._answer_sse(session, stream, early + invalid, receive, send, prime=not is_init)
+            await self._answer_sse(session, stream, early + invalid, receive, send, prime=not msgs.has_init)
         else:
             await self._answer_json(stream, early + invalid, batch, receive, send, extra)
         return slots

@@ -188,7 +188,7 @@ class StreamableHTTPApp:
                 await self._get_or_delete(scope["method"], hx, receive, send, principal)
                 return
             sse_ok, json_ok = scope["sturdyrpc.media"]  # as the layer negotiated them (_POST_TYPES; one at least)
-            body = (await receive())["body"]  # the layer handed the whole body on
+            body = scope["sturdyrpc.body"]  # the layer read it whole
             try:
                 version = self._header_version(hx)
             except _Problem as p:

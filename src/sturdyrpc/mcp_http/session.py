@@ -34,6 +34,8 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+import msgspec
+
 from .. import codec
 from ..admission import Admission
 from ..dispatch import Call
@@ -167,46 +169,47 @@ class SessionPipe:
         self._closed.set()
 
 
-class PostReplies:
-    """The replies to the requests of one POST. Each request's :class:`~sturdyrpc.runner.Origin`
-    is :meth:`origin`; a reply that comes while the POST has no stream (answered on the POST's
-    own turn) is kept in :attr:`ready` for the POST to send as its body; once the POST opened its
-    stream (:meth:`open`), replies go to it."""
+class PostReplies(msgspec.Struct):
+    """The replies to the requests of one POST. A reply that comes while the POST has no stream
+    (answered on the POST's own turn) is kept in :attr:`ready` for the POST to send as its body;
+    once the POST opened its stream (:meth:`open`), replies go to it.
 
-    __slots__ = ("session", "ready", "stream")
+    The :class:`~sturdyrpc.runner.Origin` of a POST's only request is the POST's replies
+    themselves (``key``: that request's; :meth:`reply`); each request of a batch has a
+    :class:`RequestOrigin`. (Structs: made in C, per POST.)"""
 
-    def __init__(self, session: HTTPSession) -> None:
-        self.session = session
-        #: request key -> reply, for the replies that came before the stream was opened
-        self.ready: dict[Key, bytes] = {}
-        self.stream: Stream | None = None
+    session: HTTPSession
+    #: the key of the POST's only request (None: a batch, or no request)
+    key: Key | None = None
+    #: request key -> reply, for the replies that came before the stream was opened
+    ready: dict[Key, bytes] = msgspec.field(default_factory=dict)
+    stream: Stream | None = None
 
-    def origin(self, k: Key) -> RequestOrigin:
-        return RequestOrigin(self, k)
+    def reply(self, data: bytes | None) -> None:
+        """The reply of the POST's only request."""
+        self.replied(self.key, data)  # type: ignore[arg-type]
 
     def replied(self, k: Key, data: bytes | None) -> None:
         if data is None:
             return  # (a request always gets a reply; None only for a notification)
-        if self.session.version is None:
-            self.session.note_reply(data)
+        session = self.session
+        if session.version is None:
+            session.note_reply(data)
         if self.stream is None:
             self.ready[k] = data
         else:
-            self.session.deliver_reply(k, data)
+            session.deliver_reply(k, data)
 
     def open(self, stream: Stream) -> None:
         """From now on replies go to ``stream`` (the replies ready already are sent on it first)."""
         self.stream = stream
 
 
-class RequestOrigin:
-    """Where the reply of one request of a POST goes (see :class:`PostReplies`)."""
+class RequestOrigin(msgspec.Struct):
+    """Where the reply of one request of a batch POST goes (see :class:`PostReplies`)."""
 
-    __slots__ = ("post", "key")
-
-    def __init__(self, post: PostReplies, key: Key) -> None:
-        self.post = post
-        self.key = key
+    post: PostReplies
+    key: Key
 
     def reply(self, data: bytes | None) -> None:
         self.post.replied(self.key, data)
@@ -598,10 +601,14 @@ def close_current_stream() -> bool:
     request running; the client reconnects (GET + ``Last-Event-ID``) after the ``retry`` delay
     and receives the rest. Returns False where there is no such stream (stdio, JSON responses)."""
     call = current_call.get()
-    origin = call.origin if call is not None else None
-    if type(origin) is not RequestOrigin:
+    if call is None:
         return False
-    return origin.post.session.close_request_stream(call.request_id)  # type: ignore[union-attr]
+    origin = call.origin
+    if isinstance(origin, RequestOrigin):
+        origin = origin.post
+    if not isinstance(origin, PostReplies):
+        return False
+    return origin.session.close_request_stream(call.request_id)
 
 
 def primes(session: HTTPSession) -> bool:

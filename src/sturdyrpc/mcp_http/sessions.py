@@ -33,13 +33,13 @@ import dataclasses
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .. import codec
 from ..admission import Admission
 from ..auth.principal import identity_of
-from ..envelope import UNSET, Envelope, from_message
+from ..envelope import Envelope, from_message
 from ..messages import Notification, Request
 from ..peer import Peer
 from ..store import StoreUnavailable
@@ -47,7 +47,7 @@ from ..store.notices import store_warning
 from ..transports.asgi import ASGIApp, HTTPRefusal, Send, respond
 from .events import EventStore
 from .responses import SSEResponse
-from .session import HTTPSession, PostReplies, ReplyWaiter, key_of
+from .session import HTTPSession, Key, PostReplies, ReplyWaiter, RequestOrigin
 
 __all__ = ["SessionTable", "SessionCaps", "Serving", "Attachment", "OpenPeer", "TableFactory", "STORE_UNAVAILABLE",
            "EVICT_IDLE_AFTER", "store_unavailable", "too_many_streams", "not_found", "unknown_event_id", "session_id_of"]
@@ -161,14 +161,15 @@ class SessionTable(abc.ABC):
     async def delete(self, session: HTTPSession) -> None:
         """End ``session`` for good (DELETE)."""
 
-    async def feed(self, session: HTTPSession, items: list[Envelope], post: PostReplies) -> None:
-        """Hand a POST's messages to the session's peer, in order, each request's reply going to ``post``."""
+    def feed(self, session: HTTPSession, items: list[tuple[Envelope, Key | None]], post: PostReplies) -> Awaitable[None] | None:
+        """Hand a POST's messages to the session's peer, in order (``items``: each with its
+        request's key, None for a notification or response), each request's reply going to
+        ``post``. Returns None when done, or what to await first (a table that must reach its
+        store: the caller awaits it before it looks at the replies)."""
         feed = session.feed
-        for m in items:
-            if m.method is not UNSET and m.id is not UNSET:
-                feed(m, post.origin(key_of(m.id)))
-            else:
-                feed(m, None)
+        for m, k in items:
+            feed(m, None if k is None else post if k is post.key else RequestOrigin(post, k))
+        return None
 
     @abc.abstractmethod
     async def open_get(self, session: HTTPSession, *, prime: bool, retry_ms: int | None) -> Attachment:

@@ -57,7 +57,7 @@ from ..store.notices import store_warning
 from ..transports.asgi import ASGIApp, Receive, Scope, Send
 from .events import sse_event, sse_priming
 from .responses import SSEResponse
-from .session import HTTPSession, PostReplies, ReplyWaiter
+from .session import HTTPSession, Key, PostReplies, ReplyWaiter
 from .sessions import Attachment, Serving, SessionTable, not_found, session_id_of, store_unavailable, unknown_event_id
 from .store_events import StoreEventStore
 
@@ -333,18 +333,27 @@ class SharedSessions(SessionTable):
         obj["id"] = f"sr.{self.tag}.{'i' if type(id_) is int else 's'}{id_}"
         return codec.encode(obj)
 
-    async def feed(self, session: HTTPSession, items: list[Envelope], post: PostReplies) -> None:
+    def feed(self, session: HTTPSession, items: list[tuple[Envelope, Key | None]], post: PostReplies) -> Awaitable[None]:
         """As for any session, after sending answers and cancellations meant for another worker
         there; the replies ready at once wait until the session's state is saved."""
-        await super().feed(session, await self._incoming(session, items), post)
+        return self._feed(session, items, post)
+
+    async def _feed(self, session: HTTPSession, items: list[tuple[Envelope, Key | None]], post: PostReplies) -> None:
+        SessionTable.feed(self, session, await self._incoming(session, items), post)
         if post.ready:
             await self.save_state(session)  # other workers see what the requests changed first
 
-    async def _incoming(self, session: HTTPSession, items: list[Envelope]) -> list[Envelope]:
+    async def _incoming(
+        self, session: HTTPSession, items: list[tuple[Envelope, Key | None]]
+    ) -> list[tuple[Envelope, Key | None]]:
         """Send answers to server-to-client requests to the worker that asked, and cancellations
         of requests running elsewhere to whoever runs them; returns the messages that stay here."""
-        keep: list[Envelope] = []
-        for m in items:
+        keep: list[tuple[Envelope, Key | None]] = []
+        for item in items:
+            m, k = item
+            if k is not None:
+                keep.append(item)  # a request: it runs here
+                continue
             cancelled = _cancelled_id(m)
             if cancelled is not None and session.id is not None and not session.in_flight(cancelled):
                 # the request runs on another worker: whoever runs it cancels it
@@ -352,12 +361,12 @@ class SharedSessions(SessionTable):
                 continue
             target = _answer_target(m)
             if target is None:
-                keep.append(m)
+                keep.append(item)
                 continue
             tag, original = target
             m = msgspec.structs.replace(m, id=original)
             if tag == self.tag:
-                keep.append(m)
+                keep.append((m, None))
             elif session.id is not None:
                 await self.store.publish(f"worker:{tag}", session.id.encode() + b"\n" + encode_envelope(m))
         return keep

@@ -112,7 +112,7 @@ class JSONRPCHTTPApp:
 
     async def _endpoint(self, scope: Scope, receive: Receive, send: Send) -> None:
         """A POST the HTTP layer let through, its whole body read (handed on by the layer)."""
-        got = read((await receive())["body"], self.dispatcher.limits)  # the one decode of this POST
+        got = read(scope["sturdyrpc.body"], self.dispatcher.limits)  # the one decode of this POST (the layer read it whole)
         if self.admission.full and _runs(got):
             await refuse_busy(send)  # the last slot went while the body was being read: nothing of it runs
             return

@@ -13,7 +13,7 @@ cannot differ. Outermost first:
 ``Route``             the path (404) and the method (405 with ``Allow``)
 ``ContentNegotiation``  ``Content-Type: application/json`` (415), ``Accept`` (406)
 ``Busy``              the server-wide admission is full: 503 with ``Retry-After``, before the body is read
-``BodyLimit``         the whole body: 413 beyond the bound, 408 after the deadline; handed on in one message
+``BodyLimit``         the whole body: 413 beyond the bound, 408 after the deadline; handed on in ``scope["sturdyrpc.body"]``
 ``RequestContext``    ``current_headers`` for the endpoint and everything it calls
 ====================  ==============================================================================
 

@@ -56,8 +56,9 @@ _TOO_SLOW = HTTPRefusal(408, -32600, "Request body not received in time", [(b"co
 
 
 class BodyLimit:
-    """Reads the whole body of a request with one (``methods``) and hands it to ``app`` as the
-    first message of its ``receive`` (later calls are the client's: its disconnect).
+    """Reads the whole body of a request with one (``methods``) and hands it to ``app`` in
+    ``scope["sturdyrpc.body"]`` (bytes); ``app``'s ``receive`` then has only the client's
+    disconnect to tell.
 
     - more than ``max_bytes`` (declared by ``Content-Length``, or counted) -> 413
       (:func:`too_large_refusal` naming ``limit``), read no further;
@@ -81,7 +82,7 @@ class BodyLimit:
         self.timeout = timeout
         self.methods = frozenset(methods)
         self.null_id = null_id
-        self._deadlines = _Deadlines(timeout) if timeout is not None else None
+        self._deadlines = _Deadlines(timeout)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] not in self.methods:
@@ -89,43 +90,37 @@ class BodyLimit:
             return
         hx = scope.get("sturdyrpc.headers")
         declared = (hx if hx is not None else header_index(scope)).get(b"content-length")
+        max_bytes = self.max_bytes
         if declared is not None:
             try:
-                too_large = int(declared) > self.max_bytes
+                too_large = int(declared) > max_bytes
             except ValueError:
                 too_large = False  # the server rejects malformed framing itself; counting below still bounds it
             if too_large:
-                await refuse(send, too_large_refusal(self.limit, self.max_bytes), with_null_id=self.null_id)
+                await refuse(send, too_large_refusal(self.limit, max_bytes), with_null_id=self.null_id)
                 return
         deadlines = self._deadlines
-        task = None
-        if deadlines is not None:
-            loop = asyncio.get_running_loop()
-            task = asyncio.current_task(loop)
-            if task is not None:
-                if loop is not deadlines.loop or deadlines.handle is None:
-                    deadlines.start(loop)
-                deadlines.due[task] = deadlines.generation
+        task = deadlines.enter()
         try:
-            first = await receive()
+            msg: Any = await receive()
             # The usual request: its body whole in the first message, handed on as it came.
-            msg: Message | None = first
-            if first["type"] != "http.request" or first.get("more_body", False) or len(first.get("body", b"")) > self.max_bytes:
-                msg = await self._rest(first, receive)
+            if msg["type"] != "http.request" or msg.get("more_body", False) or len(msg.get("body", b"")) > max_bytes:
+                msg = await self._rest(msg, receive)
         except asyncio.CancelledError:
-            if task is not None and deadlines is not None and deadlines.expired(task):
+            if task is not None and deadlines.expired(task):
                 await refuse(send, _TOO_SLOW, with_null_id=self.null_id)
                 return
             raise
         finally:
-            if task is not None and deadlines is not None:
+            if task is not None:
                 deadlines.due.pop(task, None)
         if msg is None:
             return  # the client went away
         if msg is _TOO_LARGE:
-            await refuse(send, too_large_refusal(self.limit, self.max_bytes), with_null_id=self.null_id)
+            await refuse(send, too_large_refusal(self.limit, max_bytes), with_null_id=self.null_id)
             return
-        await self._next(scope, _Replay(msg, receive), send)
+        scope["sturdyrpc.body"] = msg["body"]
+        await self._next(scope, receive, send)
 
     async def _rest(self, msg: Message, receive: Receive) -> Message | None:
         """The body from ``msg`` on, whole (None: the client left; :data:`_TOO_LARGE`: over the bound)."""
@@ -148,23 +143,6 @@ class BodyLimit:
 _TOO_LARGE: Message = {"type": "http.request", "body": b"", "more_body": False}
 
 
-class _Replay:
-    """A ``receive`` whose first message is the whole body; then the client's own."""
-
-    __slots__ = ("first", "receive")
-
-    def __init__(self, first: Message, receive: Receive) -> None:
-        self.first: Message | None = first
-        self.receive = receive
-
-    async def __call__(self) -> Message:
-        first = self.first
-        if first is not None:
-            self.first = None
-            return first
-        return await self.receive()
-
-
 class _Deadlines:
     """Cancels the tasks whose body read overran ``timeout``, with one timer for all of them.
 
@@ -173,15 +151,28 @@ class _Deadlines:
     :attr:`due` with the current :attr:`generation` (a tick count) and takes itself out when done.
     """
 
-    def __init__(self, timeout: float) -> None:
-        self.timeout = timeout
-        self.tick = min(1.0, timeout / 4)
-        self.ticks = max(1, round(timeout / self.tick))  # whole ticks in the timeout
+    def __init__(self, timeout: float | None) -> None:
+        self.timeout = timeout  # None: no deadline (nothing is registered)
+        self.tick = min(1.0, timeout / 4) if timeout is not None else 1.0
+        self.ticks = max(1, round(timeout / self.tick)) if timeout is not None else 0  # whole ticks in the timeout
         self.generation = 0
         self.due: dict[asyncio.Task[Any], int] = {}
         self._expired: set[asyncio.Task[Any]] = set()
         self.handle: asyncio.TimerHandle | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
+
+    def enter(self) -> asyncio.Task[Any] | None:
+        """Register the running task (about to read a body) and return it (None outside a task,
+        or without a deadline)."""
+        if self.timeout is None:
+            return None
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task(loop)
+        if task is not None:
+            if loop is not self.loop or self.handle is None:
+                self.start(loop)
+            self.due[task] = self.generation
+        return task
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Run the timer on ``loop`` (a timer handle belongs to one loop: an app served again on

@@ -48,6 +48,7 @@ class Route:
 # ------------------------------------------------------------------ content negotiation
 
 _JSON_CACHE: dict[bytes, bool] = {}
+_UNKNOWN: object = object()
 _ACCEPT_CACHE: dict[tuple[bytes | None, tuple[bytes, ...]], tuple[bool, ...]] = {}
 
 
@@ -118,36 +119,35 @@ class ContentNegotiation:
         self.produces = {m: tuple(types) for m, types in produces.items()}
         self.body_methods = frozenset(body_methods)
         self.null_id = null_id
-        # Verdicts by header value: clients send the same few (bounded all the same).
-        self._ctype_ok: dict[bytes | None, bool] = {}
-        self._media: dict[tuple[str, bytes | None], tuple[bool, ...]] = {}
+        # Verdicts by (method, Content-Type, Accept): clients send the same few (bounded all the same).
+        self._verdicts: dict[tuple[str, bytes | None, bytes | None], HTTPRefusal | tuple[bool, ...] | None] = {}
 
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         if scope["type"] != "http":
             return self._next(scope, receive, send)
-        method = scope["method"]
         hx = scope.get("sturdyrpc.headers")
         if hx is None:
             hx = header_index(scope)
-        if method in self.body_methods:
-            ctype = hx.get(b"content-type")
-            ok = self._ctype_ok.get(ctype)
-            if ok is None:
-                ok = is_json(ctype)
-                remember(self._ctype_ok, ctype, ok, 256)
-            if not ok:
-                return refuse(send, HTTPRefusal(415, -32600, "Unsupported Media Type: Content-Type must be application/json"),
-                              with_null_id=self.null_id)
-        offered = self.produces.get(method)
-        if offered is not None:
-            key = (method, hx.get(b"accept"))
-            media = self._media.get(key)
-            if media is None:
-                media = acceptable(key[1], offered)
-                if len(self._media) < 256:
-                    self._media[key] = media
-            if True not in media:
-                return refuse(send, HTTPRefusal(406, -32600, "Not Acceptable: the Accept header excludes every media type of the response"),
-                              with_null_id=self.null_id)
-            scope["sturdyrpc.media"] = media
+        key = (scope["method"], hx.get(b"content-type"), hx.get(b"accept"))
+        verdict = self._verdicts.get(key, _UNKNOWN)
+        if verdict is _UNKNOWN:
+            verdict = self._verdict(*key)
+            remember(self._verdicts, key, verdict, 256)
+        if type(verdict) is tuple:
+            scope["sturdyrpc.media"] = verdict
+        elif verdict is not None:
+            return refuse(send, verdict, with_null_id=self.null_id)  # type: ignore[arg-type]
         return self._next(scope, receive, send)
+
+    def _verdict(self, method: str, ctype: bytes | None, accept: bytes | None) -> HTTPRefusal | tuple[bool, ...] | None:
+        """The refusal for a request with these headers, or what it accepts of ``produces[method]``
+        (None: the method produces nothing negotiated)."""
+        if method in self.body_methods and not is_json(ctype):
+            return HTTPRefusal(415, -32600, "Unsupported Media Type: Content-Type must be application/json")
+        offered = self.produces.get(method)
+        if offered is None:
+            return None
+        media = acceptable(accept, offered)
+        if True not in media:
+            return HTTPRefusal(406, -32600, "Not Acceptable: the Accept header excludes every media type of the response")
+        return media
