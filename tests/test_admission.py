@@ -57,7 +57,10 @@ def test_one_batch_of_5000_slow_requests_never_runs_more_than_max_in_flight_on_t
 
     async def main() -> list[Any]:
         sent: list[bytes] = []
-        r = Runner(counting_rpc(Limits(max_in_flight=64, max_batch=5000), stats), sent.append, on_pressure=pressure.append)
+        # 20 ms each, 64 at a time: the batch runs for about 1.6 s, so the check below sees it
+        # running even on a loaded machine
+        r = Runner(counting_rpc(Limits(max_in_flight=64, max_batch=5000), stats, delay=0.02), sent.append,
+                   on_pressure=pressure.append)
         r.feed(batch(5000, notify_every=10))
         await asyncio.sleep(0.01)
         assert not r.accepting and r.in_flight == 64

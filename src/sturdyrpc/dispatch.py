@@ -42,6 +42,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _NOTIFICATION: Any = object()  # the id slot of a call that must not be answered
 _encode = codec.encode
+_RAW = msgspec.Raw  # encoded already (a rendered result): nothing non-finite can hide in it
 _EMPTY: dict[str, Any] = {}
 _encode_result = msgspec.json.Encoder().encode
 #: What encoding a value may raise: NaN/inf, unsupported types, and RecursionError for a cyclic or
@@ -538,7 +539,7 @@ class Dispatcher:
             # As codec.encode: msgspec writes NaN/Infinity as null, so a reply holding null
             # is checked (unless the value is a scalar that cannot hide one).
             t = type(value)
-            if not (t is str or t is int or t is bool or value is None) and out.find(b"null") >= 0 and codec.has_non_finite(value):
+            if not (t is _RAW or t is str or t is int or t is bool or value is None) and out.find(b"null") >= 0 and codec.has_non_finite(value):
                 raise codec.NonFiniteFloat("value holds NaN or Infinity")
             return out
         except _UNENCODABLE as exc:

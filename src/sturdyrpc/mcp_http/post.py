@@ -62,7 +62,7 @@ def sort_out(items: list[Envelope | InvalidMessage] | tuple[Envelope | InvalidMe
             id_ = m.id
             if type(id_) is str or type(id_) is int:  # the usual POST: one request (the loop's outcome for it)
                 k = (type(id_), id_)
-                return Sorted([m], [k], [(m, k)], has_init=m.method == "initialize")
+                return Sorted([m], [k], [(m, k)], [], [], m.method == "initialize")  # positional: no keyword lookup
     out = Sorted()
     seen: set[Key] | None = set() if batch else None
     for m in items:
@@ -180,7 +180,7 @@ class HandshakePost:
                     raise HTTPRefusal(409, -32600, "Conflict: a request with this id is already in flight")
             if len(session.streams) + session.relays >= self.max_streams:  # SessionTable.check_streams, inline
                 raise too_many_streams()
-        post = PostReplies(session, keys[0] if len(keys) == 1 else None)
+        post = PostReplies(session, keys[0] if len(keys) == 1 else None, {}, None)  # positional: no defaults to fill in
         fed = self.table.feed(session, msgs.valid, post)
         if fed is not None:
             await fed

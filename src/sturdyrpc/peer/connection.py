@@ -201,6 +201,11 @@ class Peer:
         self._incoming = Incoming(
             self.transport, self, self.stats, runner, self.dispatcher,
             max_held=max_held, enqueue=writer.enqueue, on_progress=outgoing.on_progress, on_end=self._input_ended)
+        #: ``feed_envelope(got, origin)``: handle a message read already (what
+        #: :func:`sturdyrpc.envelope.read` returns), its reply going to ``origin`` (see
+        #: :class:`sturdyrpc.runner.Origin`; None: this peer's transport). The incoming side's
+        #: own method, bound once: an HTTP session calls it for every message.
+        self.feed_envelope: Callable[[Any, Origin | None], None] = self._incoming.feed_envelope
 
     # ------------------------------------------------------------------ between the parts
 
@@ -461,10 +466,6 @@ class Peer:
         once per chunk; pull transports are read by the peer itself). Never raises."""
         self._context.run(self._incoming.feed_frame, frame)
 
-    def feed_envelope(self, got: Any, origin: Origin | None = None) -> None:
-        """Handle a message read already (what :func:`sturdyrpc.envelope.read` returns), its reply
-        going to ``origin`` (see :class:`sturdyrpc.runner.Origin`; None: this peer's transport)."""
-        self._incoming.feed_envelope(got, origin)
 
     # ------------------------------------------------------------------ introspection
 
