@@ -2,7 +2,7 @@
 
 - ``fd``: raw file-descriptor reading and writing on the loop (under ``stdio``);
 - ``stdio``: the one stdio transport (:class:`~sturdyrpc.transports.stdio.StdioTransport`, this
-  process's stdin/stdout, framing by argument, an optional early-answer hook) and the plain
+  process's stdin/stdout, framing by argument, fed to the peer as chunks arrive) and the plain
   stdio server on it (``serve_stdio``/``run_stdio``);
 - ``streams``: asyncio streams (a subprocess's pipes, TCP, Unix sockets), same framers;
 - ``memory``: in-memory pairs and fault injection for tests;
