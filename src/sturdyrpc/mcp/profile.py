@@ -231,24 +231,17 @@ class MCPProfile(Profile):
             return MethodNotFound("Method not found")
         return None
 
-    def _envelope_version(self, meta: Any) -> str | None:
-        """The version a well-formed 2026-07-28 ``_meta`` envelope names, when served here; else None."""
-        if type(meta) is dict:
-            v = meta.get(META_PROTOCOL_VERSION)
-            if type(v) is str and type(meta.get(META_CLIENT_CAPABILITIES)) is dict and v in MODERN_VERSIONS and v in self.supported:
-                return v
-        return None
-
     def _check_envelope(self, meta: Any, supported: tuple[str, ...]) -> RPCError | None:
-        """The 2026-07-28 ``_meta`` envelope; ``supported``: the versions an error names (newest first there)."""
-        if self._envelope_version(meta) is not None:
-            return None
+        """The 2026-07-28 ``_meta`` envelope (None: well formed, naming a version served here);
+        ``supported``: the versions an error names (newest first there)."""
         if type(meta) is not dict:
             return InvalidParams("Invalid params", {"reason": "params._meta with the protocol version and client capabilities is required"})
         version = meta.get(META_PROTOCOL_VERSION)
+        caps = meta.get(META_CLIENT_CAPABILITIES)
+        if type(version) is str and type(caps) is dict and version in MODERN_VERSIONS and version in self.supported:
+            return None  # every request asks: the well-formed case first
         if type(version) is not str:
             return InvalidParams("Invalid params", {"reason": f"params._meta[{META_PROTOCOL_VERSION!r}] is required"})
-        caps = meta.get(META_CLIENT_CAPABILITIES)
         if type(caps) is not dict:
             return InvalidParams("Invalid params", {"reason": f"params._meta[{META_CLIENT_CAPABILITIES!r}] must be an object"})
         if version not in MODERN_VERSIONS or version not in self.supported:

@@ -249,7 +249,11 @@ class ToolsCall:
         kind: str = tool.template_kind  # type: ignore[assignment]  # set whenever template_type is
         cache = self._templates[kind]
         tpl = cache.get(rules, _UNMADE)
-        if tpl is _UNMADE or (tpl is not None and rules.result_type and not self._same_info(tpl.info)):
+        if tpl is not _UNMADE and tpl is not None and rules.result_type:
+            c, info = self.core, tpl.info  # the server's info unchanged (by identity: the usual case), or _same_info
+            if not (info[0] is c.name and info[1] is c.version and info[2] is c.title) and not self._same_info(info):
+                tpl = _UNMADE
+        if tpl is _UNMADE:
             tpl = cache[rules] = self._make_template(rules, tool)
         if tpl is None:
             return None

@@ -281,11 +281,11 @@ class ModernPost:
         await _reply(send, reply)
 
 
-async def _reply(send: Send, reply: bytes | None) -> None:
+def _reply(send: Send, reply: bytes | None) -> Awaitable[None]:
+    """The whole response carrying ``reply`` (202 for a notification's None), to await."""
     if reply is None:
-        await respond(send, 202)
-    else:
-        await respond(send, _status_for(reply), reply)
+        return respond(send, 202)
+    return respond(send, _status_for(reply), reply)
 
 
 def _internal_error(id_: Any) -> bytes:
