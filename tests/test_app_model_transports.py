@@ -17,10 +17,10 @@ from typing import Any
 import httpx
 import msgspec
 import pytest
-from _http_support import free_port, serve_in_thread, stop, wait_port
-from _mcp_support import modern_meta
 from app_model_server import make_rpc, make_server
-from conftest import ServerProcess, wait_until
+from support.http import free_port, serve_in_thread, stop, wait_port
+from support.mcp import modern_meta
+from support.process import ServerProcess, wait_until
 
 from sturdyrpc.mcp_http.app import mcp_http_app
 from sturdyrpc.transports.asgi import BearerAuth, HTTPSecurity

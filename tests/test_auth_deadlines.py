@@ -16,8 +16,8 @@ from typing import Any
 
 import httpx
 import pytest
-from _auth_support import ACCEPT, DripServer, IdP, ec_key, init_body, public_jwk, serve_app
-from _http_support import free_port, server_process
+from support.auth import DripServer, IdP, ec_key, init_body, public_jwk, serve_app
+from support.http import ACCEPT, free_port, server_process
 
 from sturdyrpc.auth import FunctionVerifier, IntrospectionVerifier, JWKSCache, JWTVerifier, ResourceServer
 from sturdyrpc.auth.fetch import httpx_get_json, httpx_post_form

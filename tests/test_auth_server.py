@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 import jwt as pyjwt
 import pytest
-from _auth_support import ACCEPT, IdP, ec_key, init_body, replies, serve_app
-from _http_support import free_port
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from support.auth import IdP, ec_key, init_body, replies, serve_app
+from support.http import ACCEPT, free_port
 
 from sturdyrpc.auth import (
     FunctionVerifier,
@@ -25,9 +25,9 @@ from sturdyrpc.auth import (
     Principal,
     ResourceServer,
 )
-from sturdyrpc.request_context import request_principal
 from sturdyrpc.mcp import MCPContext, MCPServer
 from sturdyrpc.mcp_http import mcp_http_app
+from sturdyrpc.request_context import request_principal
 from sturdyrpc.transports.asgi import HTTPSecurity
 
 pytestmark = pytest.mark.timeout(120)
@@ -564,7 +564,7 @@ def test_scopes_are_not_enforced_without_authentication() -> None:
 
 
 def test_demo_cli_behind_an_identity_provider(idp: IdP) -> None:
-    from _http_support import demo_http_cmd, server_process
+    from support.http import demo_http_cmd, server_process
 
     port = free_port()
     aud = f"http://127.0.0.1:{port}/mcp"
@@ -599,7 +599,7 @@ def test_run_cli_serves_your_server_behind_an_identity_provider(idp: IdP, worker
     # server's, not the demo's per-tool reading); with 2 workers each worker verifies on its own.
     import sys
 
-    from _http_support import server_process
+    from support.http import server_process
 
     app = tmp_path / "authapp.py"
     app.write_text("from sturdyrpc.mcp import MCPContext, MCPServer\nserver = MCPServer('a', '1')\n"

@@ -12,7 +12,7 @@ from typing import Any
 
 import jwt as pyjwt
 import pytest
-from _auth_support import ec_key, public_jwk, rsa_key
+from support.auth import ec_key, public_jwk, rsa_key
 
 from sturdyrpc.auth import (
     WELL_KNOWN,

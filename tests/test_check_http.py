@@ -17,7 +17,7 @@ from typing import Any
 
 import check_http_zoo as zoo
 import pytest
-from _http_support import demo_http_cmd, free_port, server_process
+from support.http import demo_http_cmd, free_port, server_process
 
 from sturdyrpc.check import Config, Report, Status, run_checks
 

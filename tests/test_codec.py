@@ -327,7 +327,7 @@ def test_request_with_an_unreadable_id_refused_while_closing_is_answered_with_nu
 def test_unreadable_ids_through_an_mcp_server_session_are_invalid_request() -> None:
     import asyncio
 
-    from _mcp_support import Wire
+    from support.mcp import Wire
 
     from sturdyrpc.demos.mcp import make_mcp_demo
 

@@ -1,7 +1,7 @@
 """The official MCP conformance suite's client authorization scenarios (``auth/*``) against our
 OAuth client, driven through ``python -m sturdyrpc.demos.conformance_client`` as in
-tests/test_conformance.py. Every scenario that is neither draft nor an extension must pass with
-at least one SUCCESS check and no FAILURE or WARNING.
+test_conformance.py (the suite's helpers: tests/support/conformance.py). Every scenario that is
+neither draft nor an extension must pass with at least one SUCCESS check and no FAILURE or WARNING.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_conformance import _env, _suite, _verdict
+from support.conformance import env, suite, verdict
 
 pytestmark = pytest.mark.timeout(280)
 
@@ -38,8 +38,8 @@ SCENARIOS = [
 ]
 
 
-def _auth_scenarios(suite: list[str]) -> list[str]:
-    out = subprocess.run(suite + ["list", "--client"], capture_output=True, text=True, timeout=60, env=_env()).stdout
+def _auth_scenarios(command_line: list[str]) -> list[str]:
+    out = subprocess.run(command_line + ["list", "--client"], capture_output=True, text=True, timeout=60, env=env()).stdout
     names = []
     for line in out.splitlines():
         line = line.strip()
@@ -60,18 +60,17 @@ def _checks(out_dir: Path) -> list[dict[str, Any]]:
 
 
 def test_the_suite_lists_exactly_these_auth_scenarios() -> None:
-    assert sorted(_auth_scenarios(_suite())) == sorted(SCENARIOS)
+    assert sorted(_auth_scenarios(suite())) == sorted(SCENARIOS)
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_auth_scenario(scenario: str, tmp_path: Path) -> None:
-    suite = _suite()
     command = f"{sys.executable} -m sturdyrpc.demos.conformance_client"
     r = subprocess.run(
-        suite + ["client", "--command", command, "--scenario", scenario, "-o", str(tmp_path), "--timeout", "30000"],
-        capture_output=True, text=True, timeout=120, env=_env(),
+        suite() + ["client", "--command", command, "--scenario", scenario, "-o", str(tmp_path), "--timeout", "30000"],
+        capture_output=True, text=True, timeout=120, env=env(),
     )
     checks = _checks(tmp_path)
-    ok, bad = _verdict(checks)
+    ok, bad = verdict(checks)
     assert ok > 0 and not bad, f"{ok} succeeded; {bad}\n{r.stdout[-3000:]}\n{r.stderr[-2000:]}"
     assert r.returncode == 0, r.stdout[-3000:]

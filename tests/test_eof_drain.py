@@ -95,7 +95,7 @@ def peer_eof_rpc() -> Any:
 def test_peer_at_eof_answers_running_and_held_requests_past_its_close_deadline() -> None:
     import asyncio
 
-    from _peer_support import Raw
+    from support.peer import Raw
 
     from sturdyrpc.peer import Peer
     from sturdyrpc.transports.memory import memory_pair
@@ -121,7 +121,7 @@ def test_close_deadline_still_applies_to_close_while_draining_after_eof() -> Non
     import asyncio
     import time
 
-    from _peer_support import Raw
+    from support.peer import Raw
 
     from sturdyrpc.peer import Peer
     from sturdyrpc.transports.memory import memory_pair

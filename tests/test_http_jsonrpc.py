@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
-from _http_support import demo_http_cmd, free_port, server_process
+from support.http import demo_http_cmd, free_port, server_process
 
 from sturdyrpc.demos.jsonrpc import make_demo
 from sturdyrpc.request_context import current_principal

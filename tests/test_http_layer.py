@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
-from _http_support import ACCEPT, free_port
+from support.http import ACCEPT, free_port
 
 from sturdyrpc import Dispatcher, Limits
 from sturdyrpc.demos.mcp_http import make_demo_app

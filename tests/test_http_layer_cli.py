@@ -19,8 +19,8 @@ from typing import Any
 
 import httpx
 import pytest
-from _auth_support import IdP
-from _http_support import ACCEPT, demo_http_cmd, free_port, server_process
+from support.auth import IdP
+from support.http import ACCEPT, demo_http_cmd, free_port, server_process
 
 pytestmark = pytest.mark.timeout(120)
 

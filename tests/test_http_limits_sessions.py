@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from _http_support import free_port
+from support.http import free_port
 
 from sturdyrpc import Dispatcher, Limits
 from sturdyrpc.mcp import MCPServer

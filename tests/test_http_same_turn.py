@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from _http_support import open_session
+from support.http import open_session
 
 from sturdyrpc.mcp import MCPServer, ToolError
 from sturdyrpc.mcp_http import StreamableHTTPApp, mcp_http_app

@@ -24,9 +24,10 @@ from typing import Any
 import httpx
 import jwt as pyjwt
 import pytest
-from _auth_support import ACCEPT, IdP
-from _mcp_support import modern_meta
-from _redis_support import RedisServer, redis_server, unique_prefix  # noqa: F401  # redis_server: a fixture
+from support.auth import IdP
+from support.http import ACCEPT
+from support.mcp import modern_meta
+from support.redis import RedisServer, redis_server, unique_prefix  # noqa: F401  # redis_server: a fixture
 
 from sturdyrpc.auth import InvalidToken, JWTVerifier, Principal, ResourceServer, principal_from_introspection
 from sturdyrpc.auth.principal import UnidentifiedPrincipal, identity_of

@@ -19,8 +19,8 @@ from typing import Any
 import httpx
 import msgspec
 import pytest
-from _http_support import free_port, stop, wait_port
-from conftest import ServerProcess, wait_until
+from support.http import free_port, stop, wait_port
+from support.process import ServerProcess, wait_until
 
 from sturdyrpc.transports.loopwatch import LoopWatch
 

@@ -18,10 +18,10 @@ import httpx
 import jsonschema
 import msgspec
 import pytest
-from _http_support import free_port
-from _mcp_support import VERSIONS, Wire, modern_meta, validate_server_message
 from mcp_app_server import DARK_ICON, ICON, Color, Point, make_server
 from pydantic import BaseModel, ConfigDict, Field
+from support.http import free_port
+from support.mcp import VERSIONS, Wire, modern_meta, validate_server_message
 
 from sturdyrpc.dispatch import Dispatcher
 from sturdyrpc.mcp import MCPServer
@@ -564,7 +564,7 @@ def test_stdio_client_and_cli_follow_the_pages() -> None:
 
 def test_stdio_wire_validates_against_the_schema(tmp_path: Path) -> None:
     """The raw stdio wire of a paged walk, pydantic calls and errors, checked message by message."""
-    from _mcp_support import recorded_cmd, validate_recording
+    from support.mcp import recorded_cmd, validate_recording
 
     from sturdyrpc.mcp.client import connect
 

@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 import msgspec
-from _mcp_support import Wire, modern_meta
+from support.mcp import Wire, modern_meta
 
 from sturdyrpc.limits import Limits
 from sturdyrpc.mcp import MCPContext, MCPServer

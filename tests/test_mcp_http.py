@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
-from _http_support import demo_http_cmd, free_port, server_process
+from support.http import demo_http_cmd, free_port, server_process
 
 from sturdyrpc.mcp_http.client import StreamableHTTPClientTransport
 from sturdyrpc.mcp_http.sse import SSEParser

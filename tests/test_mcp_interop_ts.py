@@ -13,27 +13,18 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from _mcp_support import cache_dir, missing_peer, node, read_lines, recorded_cmd, validate_recording
+from support.mcp import read_lines, recorded_cmd, validate_recording
+from support.thirdparty import node, ts_sdk
 
 pytestmark = pytest.mark.timeout(90)
 
 SCRIPT = Path(__file__).resolve().parent / "ts" / "interop_client.cjs"
-PACKAGES = {"v1": "@modelcontextprotocol/sdk", "v2": "@modelcontextprotocol/client"}
-
-
-def _sdk_dir(major: str) -> Path:
-    d = cache_dir() / "ts-sdks" / major
-    if not (d / "node_modules" / PACKAGES[major] / "package.json").exists():
-        missing_peer(f"{PACKAGES[major]} is not installed in {d} (run scripts/install_ts_sdks.sh)")
-    return d
 
 
 @pytest.mark.parametrize("major,mode", [("v1", "legacy"), ("v2", "legacy"), ("v2", "auto")])
 def test_ts_sdk_client_against_our_server(tmp_path: Path, major: str, mode: str) -> None:
     exe = node()
-    if exe is None:
-        missing_peer("node is not on PATH")
-    sdk = _sdk_dir(major)
+    sdk = ts_sdk(major)
     log = tmp_path / "wire"
     p = subprocess.run([exe, str(SCRIPT), str(sdk), major, mode, "--", *recorded_cmd(log)], capture_output=True, text=True, timeout=80)
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]

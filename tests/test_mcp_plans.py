@@ -16,11 +16,10 @@ from typing import Any
 
 import msgspec
 import pytest
-from _mcp_support import VERSIONS, Wire, modern_meta
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.mcp import VERSIONS, Wire, modern_meta
 
-from sturdyrpc import codec
 from sturdyrpc.errors import InvalidParams
 from sturdyrpc.mcp import MCPContext, MCPServer, ToolError, ToolResult
 

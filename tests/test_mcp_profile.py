@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from _mcp_support import modern_meta
+from support.mcp import modern_meta
 
 from sturdyrpc.dispatch import Call, Dispatcher
 from sturdyrpc.mcp.profile import MCPProfile
@@ -294,7 +294,7 @@ def _answered_with_its_id(m: Any) -> bool:
 def test_any_messages_get_defined_answers(msgs: list[Any]) -> None:
     """Whatever arrives, every message the MCP server writes is one valid JSON-RPC reply, a
     request with an MCP-valid id is answered exactly once with that id, and nothing hangs."""
-    from _mcp_support import Wire
+    from support.mcp import Wire
 
     from sturdyrpc.demos.mcp import make_mcp_demo
 
@@ -325,7 +325,7 @@ def test_any_messages_get_defined_answers(msgs: list[Any]) -> None:
 def test_a_jsonrpc_1_0_request_with_the_id_of_a_2_0_one_gets_its_own_reply_with_that_id() -> None:
     """The seed that made the property test flaky: both messages carry id "", each is answered
     once with it (the 1.0 one with -32600), so "" is expected twice."""
-    from _mcp_support import Wire
+    from support.mcp import Wire
 
     from sturdyrpc.demos.mcp import make_mcp_demo
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from _mcp_support import SCHEMAS, VERSIONS, Wire, has_def, modern_meta, validate_def, validate_server_message
+from support.mcp import SCHEMAS, VERSIONS, Wire, has_def, modern_meta, validate_def, validate_server_message
 
 from sturdyrpc import codec
 from sturdyrpc.demos.mcp import make_mcp_demo

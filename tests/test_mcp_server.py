@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from _mcp_support import Wire, modern_meta
+from support.mcp import Wire, modern_meta
 
 from sturdyrpc.demos.mcp import make_mcp_demo
 from sturdyrpc.mcp import MCPContext, MCPServer, ToolError, ToolResult

@@ -17,8 +17,8 @@ from typing import Any
 
 import httpx
 import pytest
-from _http_support import free_port
-from _mcp_support import Wire, modern_meta, recorded_cmd, validate_recording, validate_server_message
+from support.http import free_port
+from support.mcp import Wire, modern_meta, recorded_cmd, validate_recording, validate_server_message
 
 from sturdyrpc.demos.mcp import make_mcp_demo
 from sturdyrpc.mcp import MCPServer
@@ -177,14 +177,9 @@ def test_stdio_subprocess_with_our_client(tmp_path: Path) -> None:
 
 def test_stdio_official_python_sdk_listen(tmp_path: Path) -> None:
     """The official Python SDK's ``Client.listen()`` against our stdio demo (wire validated)."""
-    try:
-        from mcp.client.client import Client
-        from mcp.client.stdio import StdioServerParameters
-    except ImportError:  # pragma: no cover
-        from _mcp_support import missing_peer
+    from support.sdk import Client, StdioServerParameters, need_python_sdk
 
-        missing_peer("the official Python SDK (pip package 'mcp') is not installed")
-        return
+    need_python_sdk()
     log = tmp_path / "wire"
     cmd = recorded_cmd(log)
 

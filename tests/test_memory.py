@@ -21,7 +21,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from _redis_support import RedisServer, unique_prefix
+from support.redis import RedisServer, unique_prefix
 
 from sturdyrpc.mcp import MCPServer
 from sturdyrpc.mcp_http import mcp_http_app

@@ -1,5 +1,5 @@
 """The OAuth 2.1 client (sturdyrpc.oauth): the pure parts, then the whole flow against a real
-authorization server and protected MCP server on 127.0.0.1 (tests/_oauth_support.py)."""
+authorization server and protected MCP server on 127.0.0.1 (tests/support/oauth.py)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _http_support import free_port
-from _oauth_support import browser_get, serve_protected
 from hypothesis import given
 from hypothesis import strategies as st
+from support.http import free_port
+from support.oauth import browser_get, serve_protected
 
 from sturdyrpc.errors import RPCError
 from sturdyrpc.mcp.client import NegotiationFailed

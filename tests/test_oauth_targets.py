@@ -1,8 +1,8 @@
 """Where the OAuth client may be sent: a server's 401 or metadata naming plain http, the cloud
 metadata address, a private or link-local address, or an endless document gets nothing fetched
 from it (or, for size, is cut at the cap); the loopback redirect listener holds its port from
-the moment it is bound. Real servers on 127.0.0.1 (tests/_oauth_support.py, the dripping
-endpoint of tests/_auth_support.py)."""
+the moment it is bound. Real servers on 127.0.0.1 (tests/support/oauth.py, the dripping
+endpoint of tests/support/auth.py)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from typing import Any
 
 import httpx
 import pytest
-from _auth_support import DripServer
-from _http_support import free_port
-from _oauth_support import serve_protected
+from support.auth import DripServer
+from support.http import free_port
+from support.oauth import serve_protected
 
 from sturdyrpc.mcp.client import NegotiationFailed
 from sturdyrpc.mcp_http.connect import connect_http

@@ -10,12 +10,12 @@ from typing import Any
 
 import httpx
 import pytest
-from _http_support import open_session
+from support.http import open_session
 
 pytest.importorskip("opentelemetry.sdk")
 
 from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
-from test_otel import SECRET, Telemetry, no_secret_in, sha  # noqa: E402
+from support.otel import SECRET, Telemetry, no_secret_in, sha  # noqa: E402
 
 from sturdyrpc import Dispatcher  # noqa: E402
 from sturdyrpc.mcp import MCPContext, MCPServer  # noqa: E402
@@ -173,7 +173,7 @@ def test_plain_jsonrpc_over_http_headers_and_params_key() -> None:
 def test_shared_store_sessions_any_worker_has_spans() -> None:
     # Sessions in Redis: the worker that did not see the initialize serves the session on a
     # replica; its requests get spans with the same (hashed) session id and the caller's parent.
-    from _redis_support import RedisServer, unique_prefix
+    from support.redis import RedisServer, unique_prefix
 
     from sturdyrpc.mcp_http import mcp_http_app
     from sturdyrpc.store import open_store

@@ -61,10 +61,10 @@ from typing import Any
 import httpx
 import msgspec
 import pytest
-from _auth_support import IdP, init_body
-from _http_support import free_port, server_process
-from _mcp_support import modern_meta, schema
-from _redis_support import RedisServer
+from support.auth import IdP, init_body
+from support.http import free_port, server_process
+from support.mcp import modern_meta, schema
+from support.redis import RedisServer
 
 import sturdyrpc
 from sturdyrpc import Dispatcher, RPCError

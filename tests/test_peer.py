@@ -7,7 +7,7 @@ import gc
 from typing import Any
 
 import pytest
-from _peer_support import Raw, aio, settle
+from support.peer import Raw, aio, settle
 
 from sturdyrpc import ApplicationError, Dispatcher, Limits, MethodNotFound, RPCError
 from sturdyrpc.framing import BadHeader, FrameTooLarge

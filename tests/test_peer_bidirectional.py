@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from _peer_support import aio
+from support.peer import aio
 
 from sturdyrpc import Dispatcher
 from sturdyrpc.peer import Peer, PeerContext

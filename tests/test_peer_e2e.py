@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from _peer_support import aio
+from support.peer import aio
 
 from sturdyrpc import InvalidParams, MethodNotFound
 from sturdyrpc.client import connect_stdio, connect_tcp, connect_unix

@@ -19,9 +19,9 @@ from typing import Any
 
 import msgspec
 import pytest
-from _peer_support import aio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.peer import aio
 
 from sturdyrpc import Dispatcher, RPCError
 from sturdyrpc.peer import ConnectionClosed, InvalidReply, Peer, RequestTimeout

@@ -16,6 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.mcp import recorded_cmd, validate_recording
+from support.sdk import (
+    Client,
+    StdioServerParameters,
+    check_cancel_on_wire,
+    check_features_session,
+    check_stdio_session,
+    need_python_sdk,
+)
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -333,23 +342,9 @@ def test_our_client_through_the_proxy_against_the_demo(proxy: list[str]) -> None
     asyncio.run(main())
 
 
-def _sdk() -> Any:
-    try:
-        from mcp.client.client import Client
-        from mcp.client.stdio import StdioServerParameters
-    except ImportError:  # pragma: no cover
-        from _mcp_support import missing_peer
-
-        missing_peer("the official Python SDK (pip package 'mcp') is not installed")
-    return Client, StdioServerParameters
-
-
 @pytest.mark.parametrize(("tool", "mode"), [("trace", "legacy"), ("guard", "auto")])
 def test_official_python_sdk_through_the_proxy(tmp_path: Path, tool: str, mode: str) -> None:
-    from _mcp_support import recorded_cmd, validate_recording
-    from test_mcp_interop_python import _check_cancel_on_wire, _session_checks
-
-    Client, Params = _sdk()
+    need_python_sdk()
     wire = tmp_path / "wire"
     errlog = tmp_path / "proxy.err"
     extra = ["--log", str(tmp_path / "session.ndjson")] if tool == "trace" else ["--deadline", "20"]
@@ -358,11 +353,11 @@ def test_official_python_sdk_through_the_proxy(tmp_path: Path, tool: str, mode: 
     shell = ["sh", "-c", f'exec "$@" 2>>{errlog}', "sh", *proxy]
 
     async def main() -> None:
-        async with Client(Params(command=shell[0], args=shell[1:]), mode=mode, read_timeout_seconds=20) as c:
-            await _session_checks(c, mode, wire)
+        async with Client(StdioServerParameters(command=shell[0], args=shell[1:]), mode=mode, read_timeout_seconds=20) as c:
+            await check_stdio_session(c, mode, wire)
 
     asyncio.run(main())
-    _check_cancel_on_wire(wire)
+    check_cancel_on_wire(wire)
     assert validate_recording(wire, "2026-07-28" if mode == "auto" else "2025-11-25") >= 15
     end = time.monotonic() + 10
     while "summary ==" not in errlog.read_text() and time.monotonic() < end:
@@ -413,20 +408,12 @@ def test_trace_judges_every_message_of_large_reads() -> None:
 
 
 @pytest.mark.parametrize("tool", ["guard", "trace"])
-def test_server_requests_pass_both_ways_through_the_proxy(tmp_path: Path, tool: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_server_requests_pass_both_ways_through_the_proxy(tmp_path: Path, tool: str) -> None:
     # The SDK's feature session (sampling, elicitation, logging, resources, prompts: requests the
     # server makes and the client answers) with the proxy in front of the recorded demo.
-    _sdk()
-    import test_mcp_interop_python as interop
-
-    plain = interop.recorded_cmd
     options = {"guard": ["--deadline", "20"], "trace": ["--quiet"]}[tool]
-
-    def proxied(log: Path) -> list[str]:
-        return [*SRPC, tool, *options, "--", *plain(log)]
-
-    monkeypatch.setattr(interop, "recorded_cmd", proxied)
-    interop.test_python_sdk_features_against_demo(tmp_path)
+    log = tmp_path / "wire"
+    check_features_session([*SRPC, tool, *options, "--", *recorded_cmd(log)], log)
 
 
 def test_trace_log_is_written_while_the_session_runs(tmp_path: Path) -> None:

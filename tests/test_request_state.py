@@ -6,12 +6,12 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from _redis_support import unique_prefix
+from support.redis import unique_prefix
 
 from sturdyrpc.errors import InvalidParams
 from sturdyrpc.mcp.request_state import KEYS_ENV, RequestStateSigner, keys_from_env, new_keys_env
-from sturdyrpc.store import MemoryStore, open_store
 from sturdyrpc.request_context import current_principal
+from sturdyrpc.store import MemoryStore, open_store
 
 KEYS = {"k1": b"\x01" * 32}
 

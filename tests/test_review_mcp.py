@@ -12,8 +12,8 @@ from typing import Any
 
 import httpx
 import pytest
-from _http_support import demo_http_cmd, free_port, server_process
-from _mcp_support import VERSIONS, Wire, modern_meta
+from support.http import demo_http_cmd, free_port, server_process
+from support.mcp import VERSIONS, Wire, modern_meta
 
 from sturdyrpc.demos.mcp import make_mcp_demo
 

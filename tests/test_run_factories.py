@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import msgspec
 import pytest
-from _http_support import free_port, server_process
+from support.http import free_port, server_process
 
 pytestmark = pytest.mark.timeout(120)
 

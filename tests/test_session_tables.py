@@ -17,8 +17,8 @@ from typing import Any
 
 import httpx
 import pytest
-from _http_support import ACCEPT, serve_in_loop
-from _redis_support import RedisServer, unique_prefix
+from support.http import ACCEPT, serve_in_loop
+from support.redis import RedisServer, unique_prefix
 
 from sturdyrpc.mcp import MCPServer
 from sturdyrpc.mcp_http import close_current_stream, mcp_http_app

@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from conftest import DEMO_CMD, ServerProcess
+from support.process import DEMO_CMD, ServerProcess
 
 from sturdyrpc.demos.jsonrpc import make_demo
 

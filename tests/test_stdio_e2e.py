@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from conftest import DEMO_CMD, ServerProcess, wait_until
+from support.process import DEMO_CMD, ServerProcess, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 

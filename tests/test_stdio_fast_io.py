@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
-from _peer_support import aio
+from support.peer import aio
 
 from sturdyrpc.framing import encode_content_length
 from sturdyrpc.transports.fd import READ_SIZE, FdReader, FdWriter

@@ -16,8 +16,8 @@ from typing import Any
 
 import msgspec
 import pytest
-from _peer_support import aio
-from conftest import ServerProcess
+from support.peer import aio
+from support.process import ServerProcess
 
 from sturdyrpc.framing import FrameTooLarge, encode_content_length
 from sturdyrpc.transports.stdio import Frame, StdioTransport

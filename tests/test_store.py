@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from _redis_support import RedisServer, unique_prefix
+from support.redis import RedisServer, unique_prefix
 
 from sturdyrpc.store import MemoryStore, Store, StoreUnavailable, open_store
 

@@ -9,7 +9,7 @@ import tracemalloc
 from typing import Any
 
 import pytest
-from _redis_support import RedisServer, unique_prefix
+from support.redis import RedisServer, unique_prefix
 
 from sturdyrpc.store import StoreUnavailable, open_store
 from sturdyrpc.store.resp import MAX_DEPTH, RespError, _Conn

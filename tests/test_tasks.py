@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import msgspec
 import pytest
-from _mcp_support import Wire, modern_meta, recorded_cmd, validate_recording, validate_server_message
+from support.mcp import Wire, modern_meta, recorded_cmd, validate_recording, validate_server_message
 
 from sturdyrpc.errors import RPCError
 from sturdyrpc.mcp import MCPContext, MCPServer

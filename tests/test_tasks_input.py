@@ -20,8 +20,8 @@ from typing import Any
 
 import msgspec
 import pytest
-from _http_support import demo_http_cmd, free_port, server_process
-from _mcp_support import Wire, modern_meta, recorded_cmd, validate_recording, validate_server_message
+from support.http import demo_http_cmd, free_port, server_process
+from support.mcp import Wire, modern_meta, recorded_cmd, validate_recording, validate_server_message
 
 from sturdyrpc.mcp import MCPContext, MCPServer
 from sturdyrpc.mcp.client import connect

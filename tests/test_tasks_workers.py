@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from _mcp_support import modern_meta
-from _redis_support import RedisServer
-from _workers_support import Client, cluster, sse_events
+from support.mcp import modern_meta
+from support.redis import RedisServer
+from support.workers import Client, cluster, sse_events
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -8,9 +8,9 @@ import sys
 
 import httpx
 import redis
-from _http_support import free_port, server_process
-from _redis_support import RedisServer
-from _workers_support import Client, Worker, demo_worker_cmd, sse_events
+from support.http import free_port, server_process
+from support.redis import RedisServer
+from support.workers import Client, Worker, demo_worker_cmd, sse_events
 
 
 def test_several_workers_with_the_memory_store_are_refused() -> None:

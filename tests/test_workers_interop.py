@@ -13,9 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _http_support import free_port, server_process
-from _redis_support import RedisServer
-from _workers_support import demo_worker_cmd
+from support import TESTS
+from support.conformance import assert_server_scenarios_pass, scenarios, suite
+from support.http import free_port, server_process
+from support.redis import RedisServer
+from support.sdk import Client, check_http_session, need_python_sdk
+from support.thirdparty import node, ts_sdk
+from support.workers import demo_worker_cmd
+
+TS_CLIENT = TESTS / "ts_http" / "client.mjs"
 
 
 @pytest.fixture(scope="module")
@@ -31,31 +37,25 @@ def two_workers() -> Iterator[str]:
 
 
 def test_conformance_server_scenarios_on_two_workers(two_workers: str, tmp_path: Path) -> None:
-    from test_conformance import _scenarios, _suite, assert_server_scenarios_pass
-
-    assert_server_scenarios_pass(two_workers, tmp_path, _scenarios(_suite(), "server"))
+    assert_server_scenarios_pass(two_workers, tmp_path, scenarios(suite(), "server"))
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 def test_python_sdk_client_on_two_workers(two_workers: str, mode: str) -> None:
-    import test_http_interop as interop
-
-    interop._need_sdk()
+    need_python_sdk()
 
     async def main() -> None:
-        async with interop.Client(two_workers, mode=mode, read_timeout_seconds=20) as c:
-            await interop._checks(c, mode)
+        async with Client(two_workers, mode=mode, read_timeout_seconds=20) as c:
+            await check_http_session(c, mode)
 
     asyncio.run(main())
 
 
 @pytest.mark.parametrize("major", ["1", "2"])
 def test_typescript_sdk_client_on_two_workers(two_workers: str, major: str) -> None:
-    import test_http_interop as interop
-
-    modules = interop._ts_sdk(major)
+    modules = ts_sdk(major) / "node_modules"
     env = dict(os.environ, NODE_PATH=str(modules))
-    r = subprocess.run([interop._node(), str(interop.TS_CLIENT), two_workers, str(modules)], capture_output=True, text=True,
+    r = subprocess.run([node(), str(TS_CLIENT), two_workers, str(modules)], capture_output=True, text=True,
                        timeout=120, env=env)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     report: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])

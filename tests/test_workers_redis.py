@@ -15,8 +15,8 @@ from typing import Any
 
 import httpx
 import pytest
-from _redis_support import RedisServer
-from _workers_support import Client, cluster, sse_events
+from support.redis import RedisServer
+from support.workers import Client, cluster, sse_events
 
 
 def text_of(reply: dict[str, Any]) -> str:
@@ -307,8 +307,8 @@ def test_per_session_values_follow_the_session_across_workers(redis_server: Redi
     import os
     import sys
 
-    from _http_support import free_port, server_process
-    from _workers_support import Worker
+    from support.http import free_port, server_process
+    from support.workers import Worker
 
     here = os.path.dirname(os.path.abspath(__file__))
     env = {"PYTHONPATH": here + os.pathsep + os.environ.get("PYTHONPATH", "")}

@@ -1,4 +1,5 @@
-"""Helpers for the HTTP tests: free ports and HTTP server subprocesses on 127.0.0.1."""
+"""Helpers for the HTTP tests, all on 127.0.0.1: free ports, HTTP server subprocesses, ASGI apps
+served by uvicorn (in a thread or in the running loop), and an MCP session opened over HTTP."""
 
 from __future__ import annotations
 
@@ -14,15 +15,8 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any
 
-import pytest
-
 if TYPE_CHECKING:
     import httpx
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CACHE = os.environ.get("STURDYRPC_CACHE") or os.path.join(ROOT, ".cache")
-IN_CI = bool(os.environ.get("CI"))
-
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -84,13 +78,6 @@ def demo_http_cmd(port: int, *, mcp: bool = False) -> list[str]:
     if mcp:
         cmd.insert(4, "--mcp")
     return cmd
-
-
-def missing_peer(reason: str) -> None:
-    """A third-party peer is not installed: a failure in CI, a skip elsewhere."""
-    if IN_CI:
-        pytest.fail(f"required peer missing in CI: {reason}")
-    pytest.skip(reason)
 
 
 #: The Accept header a Streamable HTTP client sends on a POST.

@@ -6,7 +6,6 @@ when missing). Without one the tests skip, naming the reason; in CI (``CI`` set)
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess
@@ -17,23 +16,15 @@ from collections.abc import Iterator
 
 import pytest
 
-IN_CI = bool(os.environ.get("CI"))
+from support.http import free_port
+from support.thirdparty import missing_peer
 
 
 def redis_binary() -> str:
     found = shutil.which("redis-server")
     if found is None:
-        why = "redis-server not found on PATH (run scripts/install_redis.sh or apt-get install redis-server)"
-        if IN_CI:
-            pytest.fail(why)
-        pytest.skip(why)
+        missing_peer("redis-server not found on PATH (run scripts/install_redis.sh or apt-get install redis-server)")
     return found
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class RedisServer:

@@ -15,12 +15,12 @@ from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import httpx
-from _http_support import free_port, stop, wait_port
-from _redis_support import RedisServer
+
+from support.http import ACCEPT, free_port, stop, wait_port
+from support.redis import RedisServer
 
 INIT_PARAMS = {"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}, "sampling": {}},
                "clientInfo": {"name": "workers-test", "version": "1"}}
-ACCEPT = "application/json, text/event-stream"
 
 
 class Worker:

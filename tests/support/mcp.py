@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import sys
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import jsonschema
-import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from support import DATA, TESTS
+
 #: The official schemas, kept in the repository (source and licence: tests/data/mcp-schema/README.md).
-SCHEMAS = Path(__file__).resolve().parent / "data" / "mcp-schema"
-TEE = str(Path(__file__).resolve().parent / "mcp_tee.py")
+SCHEMAS = DATA / "mcp-schema"
+TEE = str(TESTS / "mcp_tee.py")
 MCP_DEMO_CMD = [sys.executable, "-m", "sturdyrpc", "demo", "--mcp"]
 VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28")
 
@@ -24,21 +22,6 @@ VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"
 def recorded_cmd(log: Path, cmd: list[str] | None = None) -> list[str]:
     """A command line running ``cmd`` (default: the MCP demo) with its wire recorded under ``log``."""
     return [sys.executable, TEE, str(log), "--", *(cmd or MCP_DEMO_CMD)]
-
-
-def missing_peer(reason: str) -> None:
-    """A third-party peer is not available: a failure in CI, a skip (with the reason) locally."""
-    if os.environ.get("CI"):
-        pytest.fail(f"third-party peer missing in CI: {reason}")
-    pytest.skip(reason)
-
-
-def node() -> str | None:
-    return shutil.which("node")
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("STURDYRPC_CACHE", str(ROOT / ".cache")))
 
 
 @cache

@@ -15,10 +15,9 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import jwt
-from _http_support import serve_in_thread
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-ACCEPT = "application/json, text/event-stream"
+from support.http import serve_in_thread
 
 
 def rsa_key() -> rsa.RSAPrivateKey:
