@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from app_model_server import make_rpc, make_server
+from servers.app_model_server import make_rpc, make_server
 
 from sturdyrpc import ApplicationError, Context, Dispatcher, RPCError
 from sturdyrpc.mcp import MCPContext, MCPServer

@@ -17,7 +17,8 @@ from typing import Any
 import httpx
 import msgspec
 import pytest
-from app_model_server import make_rpc, make_server
+from servers.app_model_server import make_rpc, make_server
+from support import SERVERS
 from support.http import free_port, serve_in_thread, stop, wait_port
 from support.mcp import modern_meta
 from support.process import ServerProcess, wait_until
@@ -26,7 +27,7 @@ from sturdyrpc.mcp_http.app import mcp_http_app
 from sturdyrpc.transports.asgi import BearerAuth, HTTPSecurity
 from sturdyrpc.transports.http import JSONRPCHTTPApp
 
-APP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "app_model_server.py")
+APP = str(SERVERS / "app_model_server.py")
 RUN = [sys.executable, "-m", "sturdyrpc", "run"]
 INIT = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
 

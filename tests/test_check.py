@@ -1,6 +1,6 @@
 """``sturdyrpc check`` proven on a zoo of broken servers, a correct reference, our demo, and real libraries.
 
-Each zoo server (tests/check_zoo/) carries one classic bug; the checker must flag exactly the
+Each zoo server (tests/servers/check_zoo/) carries one classic bug; the checker must flag exactly the
 checks for that bug and pass the rest of the areas it runs. To keep the module fast, each zoo
 server runs only the areas where its bug lives (plus one unrelated area, to show that the rest
 passes); the reference server runs everything.
@@ -18,13 +18,12 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+from support import ROOT, SERVERS
 
 from sturdyrpc.check import Config, Report, Status, all_checks, run_checks
 
-HERE = Path(__file__).parent
-ZOO = HERE / "check_zoo"
-THIRD = HERE / "check_thirdparty"
-ROOT = HERE.parent
+ZOO = SERVERS / "check_zoo"
+THIRD = SERVERS / "check_thirdparty"
 PY = sys.executable
 DEMO = [PY, "-m", "sturdyrpc", "demo"]
 

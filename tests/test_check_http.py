@@ -1,7 +1,7 @@
 """``sturdyrpc check --url``: the checker over HTTP, proven on both HTTP demos and on broken servers.
 
 The demos run as real ``sturdyrpc demo --http`` subprocesses on 127.0.0.1 (the checker starts
-nothing for ``--url``); the broken servers (tests/check_http_zoo.py) run on uvicorn in a thread,
+nothing for ``--url``); the broken servers (tests/servers/check_http_zoo.py) run on uvicorn in a thread,
 each flagged for exactly its bug.
 """
 
@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import check_http_zoo as zoo
 import pytest
+from servers import check_http_zoo as zoo
 from support.http import demo_http_cmd, free_port, server_process
 
 from sturdyrpc.check import Config, Report, Status, run_checks

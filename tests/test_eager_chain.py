@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from support import SERVERS
 
 from sturdyrpc import Context, Dispatcher
 from sturdyrpc.execute import Pending, run_call_now
@@ -316,14 +317,12 @@ def test_mcp_stateless_request_goes_on_in_a_task_in_the_requests_context_when_th
 
 def test_stdio_starts_the_chain_on_the_readers_turn_and_finishes_a_suspended_one_in_a_task() -> None:
     import sys
-    from pathlib import Path
 
     from sturdyrpc.mcp.client import connect
 
-    here = Path(__file__).resolve().parent
 
     async def go() -> list[Any]:
-        async with connect([sys.executable, str(here / "eager_stdio_server.py")], protocol="2025-11-25") as client:
+        async with connect([sys.executable, str(SERVERS / "eager_stdio_server.py")], protocol="2025-11-25") as client:
             calls = [client.call_tool("wait" if i % 3 == 0 else "echo", {"text": f"t{i}"}) for i in range(30)]
             out = list(await asyncio.gather(*calls))
             out.append(await client.call_tool("boom", {}))

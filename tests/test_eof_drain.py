@@ -6,7 +6,6 @@ End to end, through real subprocesses."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import threading
@@ -14,8 +13,8 @@ from typing import Any
 
 import msgspec
 import pytest
+from support import SERVERS
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 N = 600
 
 
@@ -55,7 +54,7 @@ def test_mcp_stdio_answers_all_600_slow_tool_calls_in_flight_or_queued_when_stdi
     ]
     messages += [{"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "slow", "arguments": {"seconds": 2.0, "value": i}}}
                  for i in range(N)]
-    replies = run_until_eof([sys.executable, os.path.join(HERE, "mcp_slow_tool_server.py")], messages, timeout=90)
+    replies = run_until_eof([sys.executable, str(SERVERS / "mcp_slow_tool_server.py")], messages, timeout=90)
     by_id = {m.get("id"): m for m in replies}
     assert "init" in by_id and "result" in by_id["init"]
     errors = [m for m in replies if "error" in m]

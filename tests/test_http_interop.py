@@ -18,11 +18,11 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
+from support import SERVERS
 from support.http import free_port, server_process
 from support.mcp import has_def, validate_def, validate_server_message
 from support.sdk import Client, check_http_session, need_python_sdk
@@ -33,7 +33,6 @@ from sturdyrpc.mcp_http.sse import SSEParser
 
 pytestmark = [pytest.mark.timeout(90), pytest.mark.filterwarnings("ignore:.*2026-07-28")]
 
-HERE = Path(__file__).resolve().parent
 
 
 class Recorder:
@@ -195,7 +194,7 @@ def test_python_sdk_features_and_resumption_over_http() -> None:
     assert rec.validate("2025-11-25") >= 15
 
 
-SDK_HTTP_SERVER = [sys.executable, str(HERE / "mcp_py_sdk_http_server.py")]
+SDK_HTTP_SERVER = [sys.executable, str(SERVERS / "mcp_py_sdk_http_server.py")]
 
 
 @pytest.mark.parametrize("protocol", [None, "2025-11-25", "2025-06-18", "2025-03-26"])
@@ -251,7 +250,7 @@ CLIENT_DEFS = {"initialize": "InitializeRequest", "notifications/initialized": "
 
 # --------------------------------------------------------------------------- TypeScript SDK clients
 
-TS_CLIENT = HERE / "ts_http" / "client.mjs"
+TS_CLIENT = SERVERS / "ts_http" / "client.mjs"
 
 
 @pytest.mark.parametrize("major", ["1", "2"])
@@ -380,7 +379,7 @@ def test_typescript_sdk_1x_client_reconnecting_its_get_stream_replaces_the_held_
             proxy = _CuttingProxy(port)
             pport = await proxy.start()
             env = dict(os.environ, NODE_PATH=str(modules))
-            proc = await asyncio.create_subprocess_exec(node(), str(HERE / "ts_http" / "reconnect.mjs"),
+            proc = await asyncio.create_subprocess_exec(node(), str(SERVERS / "ts_http" / "reconnect.mjs"),
                                                         f"http://127.0.0.1:{pport}/mcp", str(modules), env=env,
                                                         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
             assert proc.stdout is not None

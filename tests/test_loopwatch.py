@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import msgspec
 import pytest
+from support import SERVERS
 from support.http import free_port, stop, wait_port
 from support.process import ServerProcess, wait_until
 
@@ -26,7 +27,7 @@ from sturdyrpc.transports.loopwatch import LoopWatch
 
 pytestmark = pytest.mark.timeout(120)
 
-SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mcp_loop_blocking_server.py")
+SCRIPT = str(SERVERS / "mcp_loop_blocking_server.py")
 INIT = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
 WARNING = re.compile(rb"the event loop was blocked for at least (\d+\.\d+) s \(threshold 0\.50 s\)")
 

@@ -18,8 +18,9 @@ import httpx
 import jsonschema
 import msgspec
 import pytest
-from mcp_app_server import DARK_ICON, ICON, Color, Point, make_server
 from pydantic import BaseModel, ConfigDict, Field
+from servers.mcp_app_server import DARK_ICON, ICON, Color, Point, make_server
+from support import SERVERS
 from support.http import free_port
 from support.mcp import VERSIONS, Wire, modern_meta, validate_server_message
 
@@ -30,8 +31,7 @@ from sturdyrpc.mcp.pages import Pages
 
 pytestmark = pytest.mark.timeout(120)
 
-HERE = Path(__file__).resolve().parent
-SERVER_SCRIPT = str(HERE / "mcp_app_server.py")
+SERVER_SCRIPT = str(SERVERS / "mcp_app_server.py")
 V = "2025-11-25"
 #: What no text sent to a client may contain: pydantic's URLs and names, Python internals.
 LEAKS = re.compile(r"pydantic|errors\.pydantic\.dev|Traceback|ValidationError|msgspec|sturdyrpc\.|mcp_app_server|Item|instance of|File \"")
@@ -130,7 +130,7 @@ def test_input_schemas_carry_descriptions_constraints_and_types() -> None:
 
 
 def test_two_types_of_one_name_get_two_definitions() -> None:
-    from mcp_app_server import Item as PydanticItem
+    from servers.mcp_app_server import Item as PydanticItem
 
     from sturdyrpc.mcp.schema import input_schema
 

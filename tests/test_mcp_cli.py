@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support import SERVERS
 
 from sturdyrpc.commands.mcp import render_result, schema_summary
 
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.timeout(60)
 
 CLI = [sys.executable, "-m", "sturdyrpc"]
 DEMO = [*CLI, "demo", "--mcp"]
-SDK_SERVER = [sys.executable, str(Path(__file__).resolve().parent / "mcp_py_sdk_server.py")]
+SDK_SERVER = [sys.executable, str(SERVERS / "mcp_py_sdk_server.py")]
 
 
 def mcp(*args: str, server: list[str] | None = None, timeout: float = 30) -> subprocess.CompletedProcess[str]:
@@ -114,7 +115,7 @@ def _cli_without(modules: list[str], args: list[str], tmp_path: Path) -> subproc
         # The store is opened before any worker starts: the same message, not a traceback.
         (["demo", "--mcp", "--http", "127.0.0.1:0", "--workers", "2", "--store", "redis://127.0.0.1:1/0"], "redis", "redis"),
         (["demo", "--mcp", "--http", "127.0.0.1:0", "--store", "redis://127.0.0.1:1/0"], "redis", "redis"),
-        (["run", str(Path(__file__).resolve().parent / "mcp_session_values_server.py") + ":server", "--http", "127.0.0.1:0",
+        (["run", str(SERVERS / "mcp_session_values_server.py") + ":server", "--http", "127.0.0.1:0",
           "--workers", "2", "--store", "redis://127.0.0.1:1/0"], "redis", "redis"),
     ],
 )

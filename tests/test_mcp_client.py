@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from pathlib import Path
 
 import pytest
+from support import SERVERS
 
 from sturdyrpc.mcp.client import NegotiationFailed, connect
 
 pytestmark = pytest.mark.timeout(60)
 
-FAKE = [sys.executable, str(Path(__file__).resolve().parent / "mcp_fake_legacy_server.py")]
+FAKE = [sys.executable, str(SERVERS / "mcp_fake_legacy_server.py")]
 DEMO = [sys.executable, "-m", "sturdyrpc", "demo", "--mcp"]
 
 

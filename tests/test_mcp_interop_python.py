@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import SERVERS
 from support.mcp import read_lines, recorded_cmd, validate_recording
 from support.sdk import (
     Client,
@@ -80,7 +81,7 @@ def test_python_sdk_modern_mrtr(tmp_path: Path) -> None:
     validate_recording(log, "2026-07-28")
 
 
-SDK_SERVER = [sys.executable, str(Path(__file__).resolve().parent / "mcp_py_sdk_server.py")]
+SDK_SERVER = [sys.executable, str(SERVERS / "mcp_py_sdk_server.py")]
 
 
 @pytest.mark.parametrize("protocol", [None, "2025-11-25", "2025-06-18"])

@@ -13,12 +13,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from support import SERVERS
 from support.mcp import read_lines, recorded_cmd, validate_recording
 from support.thirdparty import node, ts_sdk
 
 pytestmark = pytest.mark.timeout(90)
 
-SCRIPT = Path(__file__).resolve().parent / "ts" / "interop_client.cjs"
+SCRIPT = SERVERS / "ts" / "interop_client.cjs"
 
 
 @pytest.mark.parametrize("major,mode", [("v1", "legacy"), ("v2", "legacy"), ("v2", "auto")])

@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
+from support import SERVERS
 from support.http import serve_in_thread
 
 pytest.importorskip("opentelemetry.sdk")
@@ -36,8 +37,6 @@ from sturdyrpc.otel._instrument import MCP_BUCKETS  # noqa: E402
 from sturdyrpc.peer import Peer  # noqa: E402
 from sturdyrpc.profile import JSONRPCProfile  # noqa: E402
 from sturdyrpc.transports.memory import memory_pair  # noqa: E402
-
-HERE = Path(__file__).resolve().parent
 
 
 def make_server() -> MCPServer:
@@ -316,7 +315,7 @@ def test_stdio_parent_child_across_a_real_process(tmp_path: Path) -> None:
 
     async def go() -> dict[str, Any]:
         env = dict(os.environ, OTEL_TEST_SPANS=str(spans_file))
-        async with connect([sys.executable, str(HERE / "otel_stdio_server.py")], protocol="2025-11-25", env=env) as client:
+        async with connect([sys.executable, str(SERVERS / "otel_stdio_server.py")], protocol="2025-11-25", env=env) as client:
             instrument_client(client, **t.providers)
             return {"echo": await client.call_tool("echo", {"text": "hi"}),
                     "boom": await client.call_tool("boom", {"token": SECRET}),
@@ -353,7 +352,7 @@ def test_official_python_sdk_client_is_the_parent(tmp_path: Path) -> None:
     CLIENT span (in its own process) is the parent of our SERVER span (in the server's)."""
     pytest.importorskip("mcp.client.client")
     spans_file = tmp_path / "spans.jsonl"
-    out = subprocess.run([sys.executable, str(HERE / "otel_sdk_client.py"), "legacy"], capture_output=True, text=True, timeout=120,
+    out = subprocess.run([sys.executable, str(SERVERS / "otel_sdk_client.py"), "legacy"], capture_output=True, text=True, timeout=120,
                          env=dict(os.environ, OTEL_TEST_SPANS=str(spans_file)), check=True).stdout
     theirs = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     ours = {s["name"]: s for s in map(json.loads, spans_file.read_text().splitlines())}
@@ -372,7 +371,7 @@ def test_our_client_is_the_parent_of_the_official_sdk_server(tmp_path: Path) -> 
 
     async def go() -> None:
         env = dict(os.environ, OTEL_TEST_SPANS=str(spans_file))
-        async with connect([sys.executable, str(HERE / "otel_sdk_server.py")], protocol="2025-11-25", env=env) as client:
+        async with connect([sys.executable, str(SERVERS / "otel_sdk_server.py")], protocol="2025-11-25", env=env) as client:
             instrument_client(client, **t.providers)
             await client.call_tool("echo", {"text": "hi"})
 

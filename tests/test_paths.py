@@ -61,6 +61,7 @@ from typing import Any
 import httpx
 import msgspec
 import pytest
+from support import SERVERS
 from support.auth import IdP, init_body
 from support.http import free_port, server_process
 from support.mcp import modern_meta, schema
@@ -73,7 +74,6 @@ from sturdyrpc.peer import Peer
 from sturdyrpc.targets import load_target
 from sturdyrpc.transports.memory import memory_pair
 
-SERVERS = Path(__file__).resolve().parent / "servers"
 APP = str(SERVERS / "paths_app.py")
 TCP = str(SERVERS / "paths_tcp.py")
 CONNECT = str(SERVERS / "paths_connect.py")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import SERVERS
 from support.mcp import recorded_cmd, validate_recording
 from support.sdk import (
     Client,
@@ -28,9 +29,8 @@ from support.sdk import (
 
 pytestmark = pytest.mark.timeout(90)
 
-HERE = Path(__file__).resolve().parent
 PY = sys.executable
-BAD = [PY, str(HERE / "proxy_bad_server.py")]
+BAD = [PY, str(SERVERS / "proxy_bad_server.py")]
 SRPC = [PY, "-m", "sturdyrpc"]
 
 

@@ -3,7 +3,6 @@ through the real CLI in a subprocess on a real port."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from typing import Any
@@ -11,11 +10,12 @@ from typing import Any
 import httpx
 import msgspec
 import pytest
+from support import SERVERS
 from support.http import free_port, server_process
 
 pytestmark = pytest.mark.timeout(120)
 
-FACTORIES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "app_factory_server.py")
+FACTORIES = str(SERVERS / "app_factory_server.py")
 RUN = [sys.executable, "-m", "sturdyrpc", "run"]
 INIT = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
 HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}

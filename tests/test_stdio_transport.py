@@ -11,11 +11,11 @@ import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
+from support import SERVERS
 from support.peer import aio
 from support.process import ServerProcess
 
@@ -24,7 +24,6 @@ from sturdyrpc.transports.stdio import Frame, StdioTransport
 
 pytestmark = pytest.mark.timeout(60)
 
-HERE = Path(__file__).resolve().parent
 
 
 class Pipes:
@@ -206,7 +205,7 @@ async def test_send_raises_once_the_reader_of_stdout_is_gone() -> None:
 
 def test_plain_stdio_never_runs_more_than_max_in_flight_from_one_write_and_answers_all() -> None:
     n = 2000
-    p = ServerProcess([sys.executable, str(HERE / "stdio_admission_server.py")])
+    p = ServerProcess([sys.executable, str(SERVERS / "stdio_admission_server.py")])
     try:
         data = b"".join(b'{"jsonrpc":"2.0","method":"sleep","params":[0.005],"id":%d}\n' % i for i in range(n))
         writer = threading.Thread(target=p.send, args=(data,), daemon=True)  # one write
@@ -241,7 +240,7 @@ def _tool_call(id_: int, name: str, arguments: dict[str, Any]) -> bytes:
 
 
 def test_mcp_stdio_exits_promptly_on_sigterm_with_a_blocking_sync_tool_in_flight() -> None:
-    p = ServerProcess([sys.executable, str(HERE / "mcp_blocking_tool_server.py")])
+    p = ServerProcess([sys.executable, str(SERVERS / "mcp_blocking_tool_server.py")])
     try:
         _mcp_start(p)
         p.send_line(_tool_call(1, "block", {"seconds": 0.01}))
@@ -260,7 +259,7 @@ def test_mcp_stdio_at_eof_answers_every_call_in_flight_and_flushes_before_exitin
     # More calls than Limits.max_in_flight (256), taking longer in all than the peer's close
     # deadline (5 s): a deadline at EOF would cut some off, held ones would be refused.
     n = 300
-    p = ServerProcess([sys.executable, str(HERE / "mcp_blocking_tool_server.py")])
+    p = ServerProcess([sys.executable, str(SERVERS / "mcp_blocking_tool_server.py")])
     try:
         _mcp_start(p)
         p.send(b"".join(_tool_call(i, "slow", {"seconds": 2.6, "n": i}) + b"\n" for i in range(1, n + 1)))

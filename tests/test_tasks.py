@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import msgspec
 import pytest
+from support import SERVERS
 from support.mcp import Wire, modern_meta, recorded_cmd, validate_recording, validate_server_message
 
 from sturdyrpc.errors import RPCError
@@ -432,5 +433,5 @@ def test_check_task_checks_pass_on_the_demo_and_fail_on_a_broken_server(tmp_path
 
     demo = _check_statuses(tmp_path, sys.executable, "-m", "sturdyrpc", "demo", "--mcp")
     assert demo == {"mcp.tasks-flow": "pass", "mcp.tasks-bad-id": "pass", "mcp.tasks-cancel-terminal": "pass", "mcp.tasks-support": "pass"}
-    broken = _check_statuses(tmp_path, sys.executable, str(Path(__file__).parent / "mcp_tasks_broken_server.py"))
+    broken = _check_statuses(tmp_path, sys.executable, str(SERVERS / "mcp_tasks_broken_server.py"))
     assert broken == {"mcp.tasks-flow": "fail", "mcp.tasks-bad-id": "fail", "mcp.tasks-cancel-terminal": "fail", "mcp.tasks-support": "fail"}

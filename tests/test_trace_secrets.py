@@ -16,15 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import SERVERS
 
 from sturdyrpc.proxy.redact import REDACTED, maybe_secret, redact, redact_argv, redact_text, secret_key
 
 pytestmark = pytest.mark.timeout(90)
 
-HERE = Path(__file__).resolve().parent
 SRPC = [sys.executable, "-m", "sturdyrpc"]
 #: The server with secrets on its command line, as an MCP config would give them.
-SERVER = [sys.executable, str(HERE / "proxy_secrets_server.py"), "--token", "argv-secret-1", "--password=argv-secret-2",
+SERVER = [sys.executable, str(SERVERS / "proxy_secrets_server.py"), "--token", "argv-secret-1", "--password=argv-secret-2",
           "API_KEY=argv-secret-3", "https://user:argv-secret-4@db.example/x"]
 SECRETS = ("hunter2", "k-123", "Bearer abc", "note-secret", "argv-secret", "sk-live-from-stdout", "client-secret-9", "junk-secret")
 

@@ -8,6 +8,7 @@ import sys
 
 import httpx
 import redis
+from support import SERVERS
 from support.http import free_port, server_process
 from support.redis import RedisServer
 from support.workers import Client, Worker, demo_worker_cmd, sse_events
@@ -80,7 +81,7 @@ def test_run_serves_your_server_on_two_workers_sharing_sessions(redis_server: Re
     # `sturdyrpc run module:attr --workers 2 --store redis://`: the same launcher as the demo's, for
     # the user's own server; per-session state written on one worker is read on the other.
     port = free_port()
-    cmd = [sys.executable, "-m", "sturdyrpc", "run", "tests/mcp_session_values_server.py:server", "--http", f"127.0.0.1:{port}",
+    cmd = [sys.executable, "-m", "sturdyrpc", "run", f"{SERVERS / 'mcp_session_values_server.py'}:server", "--http", f"127.0.0.1:{port}",
            "--workers", "2", "--store", redis_server.url]
     with server_process(cmd, port) as proc:
         c = Client([Worker(port, proc, None)])

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import TESTS
+from support import SERVERS
 from support.conformance import assert_server_scenarios_pass, scenarios, suite
 from support.http import free_port, server_process
 from support.redis import RedisServer
@@ -21,7 +21,7 @@ from support.sdk import Client, check_http_session, need_python_sdk
 from support.thirdparty import node, ts_sdk
 from support.workers import demo_worker_cmd
 
-TS_CLIENT = TESTS / "ts_http" / "client.mjs"
+TS_CLIENT = SERVERS / "ts_http" / "client.mjs"
 
 
 @pytest.fixture(scope="module")

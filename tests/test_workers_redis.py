@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+from support import SERVERS
 from support.redis import RedisServer
 from support.workers import Client, cluster, sse_events
 
@@ -310,10 +311,9 @@ def test_per_session_values_follow_the_session_across_workers(redis_server: Redi
     from support.http import free_port, server_process
     from support.workers import Worker
 
-    here = os.path.dirname(os.path.abspath(__file__))
-    env = {"PYTHONPATH": here + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = {"PYTHONPATH": str(SERVERS) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     ports = [free_port(), free_port()]
-    cmds = [[sys.executable, os.path.join(here, "mcp_session_values_server.py"), str(p), redis_server.url, "1"] for p in ports]
+    cmds = [[sys.executable, str(SERVERS / "mcp_session_values_server.py"), str(p), redis_server.url, "1"] for p in ports]
     with server_process(cmds[0], ports[0], env) as p0, server_process(cmds[1], ports[1], env) as p1:
         ws = [Worker(ports[0], p0, None), Worker(ports[1], p1, None)]
         a, b = Client(ws), Client(ws)

@@ -10,11 +10,11 @@ from typing import Any
 
 import jsonschema
 
-from support import DATA, TESTS
+from support import DATA, SERVERS
 
 #: The official schemas, kept in the repository (source and licence: tests/data/mcp-schema/README.md).
 SCHEMAS = DATA / "mcp-schema"
-TEE = str(TESTS / "mcp_tee.py")
+TEE = str(SERVERS / "mcp_tee.py")
 MCP_DEMO_CMD = [sys.executable, "-m", "sturdyrpc", "demo", "--mcp"]
 VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28")
 

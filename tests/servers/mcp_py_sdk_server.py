@@ -1,6 +1,6 @@
 """The demo's four tools on the official Python SDK's ``MCPServer``, over stdio (interop and benchmark peer).
 
-Run: ``python tests/mcp_py_sdk_server.py``.
+Run: ``python tests/servers/mcp_py_sdk_server.py``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""tests/mcp_py_sdk_server.py (the official Python SDK's server) with the OpenTelemetry SDK
+"""tests/servers/mcp_py_sdk_server.py (the official Python SDK's server) with the OpenTelemetry SDK
 configured globally: each finished span is appended as a JSON line to OTEL_TEST_SPANS."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The official Python SDK's server (the demo's four tools, plus test_reconnection) over Streamable HTTP on uvicorn.
 
-Run: ``python tests/mcp_py_sdk_http_server.py PORT [--json] [--stateless]`` (binds 127.0.0.1, path /mcp).
+Run: ``python tests/servers/mcp_py_sdk_http_server.py PORT [--json] [--stateless]`` (binds 127.0.0.1, path /mcp).
 Used by the interop tests (our client against it) and by bench/bench_http.py (the comparison server).
 """
 

@@ -1,5 +1,5 @@
 """A tiny MCP server for the workers tests: per-session values (``ctx.state``), served by
-``serve_mcp_workers("mcp_session_values_server:server", ...)`` (tests/ on PYTHONPATH)."""
+``serve_mcp_workers("mcp_session_values_server:server", ...)`` (tests/servers/ on PYTHONPATH)."""
 
 from __future__ import annotations
 
