@@ -1,4 +1,4 @@
-"""Factories that return an app, for ``sturdyrpc run module:factory --http`` (tests/test_run_factories.py).
+"""Factories that return an app, for ``sturdyrpc run module:factory --http`` (tests/integration/test_run_factories.py).
 
 ``make_app`` takes ``**options`` (``store``, ``stateless``, ``security``: what ``--store``,
 ``--stateless`` and ``--auth-*`` ask for) and returns the Streamable HTTP app; ``make_fixed_app``

@@ -1,5 +1,5 @@
 """An application as `sturdyrpc run` serves it: an MCPServer and a plain Dispatcher using the app
-model (middleware, lifespan, ctx fields, per-tool timeout). Driven by tests/test_app_model*.py.
+model (middleware, lifespan, ctx fields, per-tool timeout). Driven by tests/unit/test_app_model.py and tests/integration/test_app_model_transports.py.
 
 Environment: APP_LOG (a file: lifespan startup/shutdown lines), APP_FAIL_STARTUP=1 (the lifespan
 raises at startup), APP_PRINT=1 (print to stdout at import time and inside a tool).

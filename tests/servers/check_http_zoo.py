@@ -1,4 +1,4 @@
-"""Deliberately broken HTTP servers for ``tests/test_check_http.py``, each with one classic bug.
+"""Deliberately broken HTTP servers for ``tests/integration/test_check_http.py``, each with one classic bug.
 
 They are the project's own (correct) ASGI apps with the bug put in front of them by a small
 middleware or a careless option, so each differs from a correct server in exactly one way.

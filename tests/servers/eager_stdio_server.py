@@ -1,4 +1,4 @@
-"""An MCP stdio server with one middleware, for tests/test_eager_chain.py: the middleware notes
+"""An MCP stdio server with one middleware, for tests/unit/test_eager_chain.py: the middleware notes
 whether its first step ran outside any task (the chain started by the early answer) and, for
 the tool ``wait``, suspends before going on."""
 

@@ -1,5 +1,5 @@
 """An MCP stdio server with a blocking sync tool (``block``: ``time.sleep(seconds)``) and an async
-one (``slow``), for the SIGTERM and EOF tests of tests/test_stdio_transport.py."""
+one (``slow``), for the SIGTERM and EOF tests of tests/unit/test_stdio_transport.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """An MCP server whose async tool blocks the event loop (``time.sleep`` in an ``async def``), for
-the loop-stall warning tests of tests/test_loopwatch.py.
+the loop-stall warning tests of tests/integration/test_loopwatch.py.
 
 ``python mcp_loop_blocking_server.py [off]`` serves it on stdio (``off``: ``stall_warning=None``);
 ``sturdyrpc run mcp_loop_blocking_server.py:server --http ...`` over HTTP.

@@ -1,6 +1,6 @@
 """The official MCP Python SDK's client, with the OpenTelemetry SDK configured globally, calling
 tests/servers/otel_stdio_server.py once; prints its finished spans as JSON lines on stdout (for
-tests/test_otel.py: its CLIENT span must be the parent of our SERVER span). argv: python, mode."""
+tests/interop/test_otel.py: its CLIENT span must be the parent of our SERVER span). argv: python, mode."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""An MCP stdio server with the OpenTelemetry SDK configured globally, for tests/test_otel.py.
+"""An MCP stdio server with the OpenTelemetry SDK configured globally, for tests/interop/test_otel.py.
 
 Each finished span is written as one JSON line (the SDK's own ``to_json``) to the file named by
 OTEL_TEST_SPANS, as it ends (SimpleSpanProcessor), so the test reads them after the process exits.

@@ -1,5 +1,5 @@
 """A plain stdio server with ``Limits(max_in_flight=32)`` whose async ``sleep`` handler returns the
-highest number of its calls that were ever running at once (for tests/test_stdio_transport.py)."""
+highest number of its calls that were ever running at once (for tests/unit/test_stdio_transport.py)."""
 
 from __future__ import annotations
 

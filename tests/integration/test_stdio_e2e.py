@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from support import ROOT
 from support.process import DEMO_CMD, ServerProcess, wait_until
 
 pytestmark = pytest.mark.timeout(60)
@@ -369,7 +370,7 @@ def test_daemon_thread_pool() -> None:
 def test_make_demo_session_passes() -> None:
     import subprocess
 
-    script = Path(__file__).resolve().parent.parent / "scripts" / "demo_session.py"
+    script = ROOT / "scripts" / "demo_session.py"
     done = subprocess.run([sys.executable, str(script)], capture_output=True, timeout=30)
     assert done.returncode == 0, done.stdout.decode()[-3000:]
     assert b"all " in done.stdout and b"checks passed" in done.stdout

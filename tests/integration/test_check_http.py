@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 from servers import check_http_zoo as zoo
+from support import ROOT
 from support.http import demo_http_cmd, free_port, server_process
 
 from sturdyrpc.check import Config, Report, Status, run_checks
 
-ROOT = Path(__file__).parent.parent
 PY = sys.executable
 
 pytestmark = pytest.mark.timeout(120)

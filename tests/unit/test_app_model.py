@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 import pytest
 from servers.app_model_server import make_rpc, make_server
+from support import ROOT
 
 from sturdyrpc import ApplicationError, Context, Dispatcher, RPCError
 from sturdyrpc.mcp import MCPContext, MCPServer
@@ -392,9 +393,8 @@ def test_application_error_in_a_plain_handler_is_untouched_by_an_empty_chain() -
 def test_the_readme_example_runs_as_documented() -> None:
     import re
     import types
-    from pathlib import Path
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (ROOT / "README.md").read_text()
     block = re.search(r"<!-- app-model-example[^>]*-->\n```python\n(.*?)```", readme, re.S)
     assert block is not None
     code = block.group(1)

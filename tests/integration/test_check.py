@@ -1,4 +1,5 @@
-"""``sturdyrpc check`` proven on a zoo of broken servers, a correct reference, our demo, and real libraries.
+"""``sturdyrpc check`` proven on a zoo of broken servers, a correct reference and our demo (servers
+built on third-party libraries: tests/interop/test_check_thirdparty.py).
 
 Each zoo server (tests/servers/check_zoo/) carries one classic bug; the checker must flag exactly the
 checks for that bug and pass the rest of the areas it runs. To keep the module fast, each zoo
@@ -14,33 +15,19 @@ import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from importlib import metadata
 from pathlib import Path
 
 import pytest
 from support import ROOT, SERVERS
+from support.check import describe, not_passed
 
-from sturdyrpc.check import Config, Report, Status, all_checks, run_checks
+from sturdyrpc.check import Config, Status, all_checks, run_checks
 
 ZOO = SERVERS / "check_zoo"
-THIRD = SERVERS / "check_thirdparty"
 PY = sys.executable
 DEMO = [PY, "-m", "sturdyrpc", "demo"]
 
 pytestmark = pytest.mark.timeout(240)
-
-
-def not_passed(report: Report) -> dict[str, str]:
-    """``{check id: status}`` for every check that did not pass (skips excluded)."""
-    return {o.spec.id: o.status.value for o in report.outcomes if o.status not in (Status.PASS, Status.SKIP)}
-
-
-def describe(report: Report) -> str:
-    lines = []
-    for o in report.outcomes:
-        if o.status not in (Status.PASS, Status.SKIP):
-            lines.append(f"{o.spec.id} {o.status.value}: {o.detail}\n   sent={o.sent[:2]}\n   recv={o.received[:2]}\n   stderr={o.stderr_tail[-300:]!r}")
-    return "\n".join(lines)
 
 
 def zoo_config(script: str, **kw: object) -> Config:
@@ -285,7 +272,7 @@ def test_cli_progress_and_colour_only_on_a_terminal() -> None:
 def test_cli_usage_errors() -> None:
     no_cmd = sturdyrpc("check")
     assert no_cmd.returncode == 2 and "--" in no_cmd.stderr
-    url = sturdyrpc("check", "--url", "ftp://127.0.0.1:9/mcp")  # --url itself: tests/test_check_http.py
+    url = sturdyrpc("check", "--url", "ftp://127.0.0.1:9/mcp")  # --url itself: tests/integration/test_check_http.py
     assert url.returncode == 2 and "http://" in url.stderr
     typo = sturdyrpc("check", "--area", "idz", "--", *DEMO)
     assert typo.returncode == 2 and "idz" in typo.stderr
@@ -298,36 +285,3 @@ def test_a_server_that_never_answers_cannot_hang_the_checker() -> None:
     report = run_checks(Config(["sh", "-c", "cat > /dev/null"], timeout=0.5, mcp=False, startup_timeout=2.0), areas=["ids"])
     assert report.failed == len(report.outcomes) - report.count(Status.SKIP) >= 8
     assert report.duration < 30
-
-
-# -- real libraries (docs/CHECK_FINDINGS.md) ---------------------------------------------------
-
-FINDINGS = ROOT / "docs" / "CHECK_FINDINGS.md"
-
-THIRD_PARTY = {
-    "jsonrpcserver": ([PY, str(THIRD / "jsonrpcserver_server.py")], {"echo_method": "echo", "slow": "sleep", "leak_probe": "fail", "mcp": False}),
-    "json-rpc": ([PY, str(THIRD / "jsonrpc_server.py")], {"echo_method": "echo", "slow": "sleep", "leak_probe": "fail", "mcp": False}),
-    "mcp": ([PY, str(THIRD / "mcp_sdk_server.py")], {"slow": "sleep", "leak_probe": "fail", "call_tools": {"*"}}),
-}
-
-
-def documented_findings() -> dict[str, tuple[str, dict[str, str]]]:
-    """``{distribution: (version, {check id: status})}`` parsed from the table in docs/CHECK_FINDINGS.md."""
-    out: dict[str, tuple[str, dict[str, str]]] = {}
-    for line in FINDINGS.read_text().splitlines():
-        m = re.match(r"\|\s*`([\w.-]+)`\s+([\w.]+)\s*\|\s*`(\S+)`\s*\|\s*(FAIL|WARN)\s*\|", line)
-        if m:
-            dist, version, check_id, status = m.groups()
-            out.setdefault(dist, (version, {}))[1][check_id] = status.lower()
-    return out
-
-
-@pytest.mark.parametrize("dist", sorted(THIRD_PARTY))
-def test_thirdparty_findings_still_hold(dist: str) -> None:
-    documented = documented_findings()
-    assert dist in documented, f"{dist} has no rows in {FINDINGS}"
-    version, expected = documented[dist]
-    assert metadata.version(dist) == version, f"{FINDINGS} documents {dist} {version}; installed is {metadata.version(dist)}: re-run and update"
-    cmd, opts = THIRD_PARTY[dist]
-    report = run_checks(Config(cmd, **opts))  # type: ignore[arg-type]
-    assert not_passed(report) == expected, describe(report)
