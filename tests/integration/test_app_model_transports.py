@@ -48,7 +48,7 @@ def test_run_mcp_over_stdio(spawn: Any, tmp_path: Path) -> None:
     p.request("initialize", INIT, id=1)
     assert p.recv(20)["result"]["protocolVersion"] == "2025-11-25"
     p.send_line(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
-    # an inline tool: with middleware it leaves the early answer for the path that runs the chain
+    # an inline tool: with middleware its call goes through the chain, on the same path
     p.request("tools/call", {"name": "echo", "arguments": {"text": "hi"}}, id=2)
     assert p.recv()["result"]["content"][0]["text"] == "hi"
     p.request("tools/call", {"name": "whoami", "arguments": {}}, id=3)

@@ -1,5 +1,6 @@
-"""OpenTelemetry on every path that answers a request (issue 12): the early answer of Streamable
-HTTP (stdio's: test_otel's stdio test, whose echo and boom tools are inline), 2026-07-28 stateless HTTP, plain JSON-RPC over HTTP (W3C headers and a params
+"""OpenTelemetry on every path that answers a request (issue 12): a Streamable HTTP session's
+inline tool answered on the POST's own turn (stdio's: test_otel's stdio test, whose echo and boom
+tools are inline), 2026-07-28 stateless HTTP, plain JSON-RPC over HTTP (W3C headers and a params
 key) and sessions in a shared store (any worker serves any session). In process, under httpx's
 ASGI transport; the SDK's in-memory exporter and reader."""
 
@@ -35,7 +36,7 @@ TRACEPARENT = f"00-{TRACE}-{SPAN}-01"
 def make_server() -> MCPServer:
     server = MCPServer("otel-paths", "1.0")
 
-    @server.tool(blocking=False)  # inline: the tool the early answers serve
+    @server.tool(blocking=False)  # inline: answered on the turn its request is read
     def echo(text: str) -> str:
         """Echo the text."""
         return text
@@ -63,9 +64,9 @@ def tools_call(id_: Any, name: str, meta: dict[str, Any] | None = None, **args: 
     return {"jsonrpc": "2.0", "id": id_, "method": "tools/call", "params": params}
 
 
-def test_streamable_http_inline_tool_early_answer_path_has_spans() -> None:
-    # Without telemetry this tools/call is answered by the early answer from the POST; with it,
-    # the span must exist all the same (the early answer gives way to the chain).
+def test_streamable_http_inline_tool_answered_on_the_posts_turn_has_spans() -> None:
+    # Without telemetry this tools/call is answered inline on the POST's own turn; with it, the
+    # call goes through the chain (the telemetry middleware) and the span must exist all the same.
     from sturdyrpc.mcp_http import mcp_http_app
 
     t = Telemetry()

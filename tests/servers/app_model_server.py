@@ -66,7 +66,7 @@ def make_server(**options: Any) -> MCPServer:
 
     @server.tool(blocking=False)
     def echo(text: str) -> str:
-        """An inline tool (the stdio fast path when there is no middleware)."""
+        """An inline tool (answered on the reader's turn, through the chain when there is middleware)."""
         return text
 
     @server.tool()

@@ -39,8 +39,8 @@ trace.set_tracer_provider(provider)
 server = MCPServer("otel-stdio", "1.0")
 
 
-# echo and boom are inline (sync, blocking=False): the stdio early answer's tools, whose chain
-# (the telemetry middleware) is started on the reader's turn.
+# echo and boom are inline (sync, blocking=False): answered on the reader's turn, their chain (the
+# telemetry middleware) started there too.
 @server.tool(blocking=False)
 def echo(text: str) -> str:
     """Echo the text."""

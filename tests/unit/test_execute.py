@@ -1,5 +1,5 @@
-"""One executor: every way of running a handler (Runner, handle_sync, run_inline, the inline fast path)
-applies the same error policy, and blocking handlers share the one bounded daemon pool."""
+"""One executor: every way of running a handler (Runner, handle_sync, run_inline, call_now) applies
+the same error policy, and blocking handlers share the one bounded daemon pool."""
 
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ META = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextproto
 
 def make_server(inline: bool = True) -> MCPServer:
     """``inline=False``: the same sync tools run as tasks (on the pool), not on the POST's turn."""
-    server = MCPServer("early-test", "1.0")
+    server = MCPServer("same-turn-test", "1.0")
 
     @server.tool(blocking=not inline)
     def echo(text: str) -> str:

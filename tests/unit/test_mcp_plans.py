@@ -30,7 +30,7 @@ _INCIDENT = re.compile(rb"incident [0-9a-f]{8}")
 
 def make_server(inline: bool = True) -> MCPServer:
     """The same tools; ``inline=False`` runs the sync ones as tasks (on the pool) instead."""
-    server = MCPServer("fast", "1.0", title="Fast path check")
+    server = MCPServer("plans", "1.0", title="Plan check")
     blocking = not inline
 
     @server.tool(blocking=blocking)

@@ -1,5 +1,6 @@
-"""``Runner.is_running`` and ``Peer.accepts_id``: the public checks the stdio early answer asks
-before it answers (exact ids: ``1``, ``1.0``, ``True`` and ``"1"`` are different requests)."""
+"""``Runner.is_running`` and ``Peer.accepts_id``: the public checks of whether a request id is in
+flight, for whoever would answer under that id (exact ids: ``1``, ``1.0``, ``True`` and ``"1"``
+are different requests)."""
 
 from __future__ import annotations
 

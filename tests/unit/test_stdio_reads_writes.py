@@ -1,5 +1,6 @@
-"""The stdio transport's I/O under load: bounded reads that keep long messages whole, early
-answers written in order (in pieces while a long chunk is answered), and a failing hook."""
+"""The stdio transport's reads and writes under load: bounded reads that keep long messages whole,
+replies written at once leaving in order (in pieces while a long chunk is answered), and a
+consumer that fails on one frame."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""An MCP stdio server with one middleware, for tests/unit/test_eager_chain.py: the middleware notes
-whether its first step ran outside any task (the chain started by the early answer) and, for
-the tool ``wait``, suspends before going on."""
+"""An MCP stdio server with one middleware, for tests/unit/test_middleware_same_turn.py: the
+middleware notes whether its first step ran outside any task (the chain started on the reader's
+turn, as the frame is read) and, for the tool ``wait``, suspends before going on."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from sturdyrpc import Context
 from sturdyrpc.mcp import MCPServer
 from sturdyrpc.mcp.stdio import run_mcp_stdio
 
-server = MCPServer("eager-stdio", "1.0")
+server = MCPServer("middleware-turn", "1.0")
 
 
 @server.tool(blocking=False)
@@ -34,12 +34,12 @@ def boom() -> str:
 
 @server.middleware
 async def mark(ctx: Context, call_next: Any) -> Any:
-    eager = asyncio.current_task() is None
+    on_readers_turn = asyncio.current_task() is None
     if ctx.method == "tools/call" and type(ctx.params) is dict and ctx.params.get("name") == "wait":
         await asyncio.sleep(0.02)
     result = await call_next(ctx)
     if ctx.method == "tools/call" and type(result) is dict and not result.get("isError"):
-        result = {**result, "content": [{"type": "text", "text": f"{result['content'][0]['text']} eager={eager}"}]}
+        result = {**result, "content": [{"type": "text", "text": f"{result['content'][0]['text']} on_readers_turn={on_readers_turn}"}]}
     return result
 
 

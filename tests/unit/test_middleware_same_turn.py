@@ -240,7 +240,7 @@ async def _await(p: Pending) -> Any:
 def make_mcp(log: list[Any], *, suspend: bool = False) -> Any:
     from sturdyrpc.mcp import MCPServer
 
-    server = MCPServer("eager", "1.0")
+    server = MCPServer("same-turn", "1.0")
 
     @server.tool(blocking=False)
     def echo(text: str) -> str:
@@ -285,7 +285,7 @@ def test_mcp_inline_tools_run_the_chain_on_the_readers_turn(protocol: str, suspe
 
     run(main())
     steps = [t for k, t, *_ in log if k == "first step task"]
-    assert len(steps) == 2 and all(t is None for t in steps)  # started eagerly, outside any task
+    assert len(steps) == 2 and all(t is None for t in steps)  # started on the reader's turn, outside any task
     assert [v for k, v, *_ in log if k == "tool"] == ["req 2"]  # in the context the chain set up
 
 
@@ -320,9 +320,8 @@ def test_stdio_starts_the_chain_on_the_readers_turn_and_finishes_a_suspended_one
 
     from sturdyrpc.mcp.client import connect
 
-
     async def go() -> list[Any]:
-        async with connect([sys.executable, str(SERVERS / "eager_stdio_server.py")], protocol="2025-11-25") as client:
+        async with connect([sys.executable, str(SERVERS / "mcp_middleware_turn_server.py")], protocol="2025-11-25") as client:
             calls = [client.call_tool("wait" if i % 3 == 0 else "echo", {"text": f"t{i}"}) for i in range(30)]
             out = list(await asyncio.gather(*calls))
             out.append(await client.call_tool("boom", {}))
@@ -330,5 +329,5 @@ def test_stdio_starts_the_chain_on_the_readers_turn_and_finishes_a_suspended_one
 
     out = run(go())
     for i, r in enumerate(out[:30]):
-        assert r["content"][0]["text"] == f"t{i} eager=True"  # every chain started on the reader's turn
+        assert r["content"][0]["text"] == f"t{i} on_readers_turn=True"  # every chain started on the reader's turn
     assert out[30]["isError"] is True and "incident" in out[30]["content"][0]["text"] and "secret" not in str(out[30])
