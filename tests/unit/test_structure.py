@@ -1,7 +1,9 @@
 """The shape of the code, held by a test: no import cycle anywhere in ``sturdyrpc`` (imports under
 ``TYPE_CHECKING`` and inside functions count: a cycle there is still two modules that need each
 other), and files and functions a reader can hold (modules of at most ~700 lines, functions of at
-most ~80).
+most ~80). And the shape of the test suite: every test module in ``unit/``, ``integration/`` or
+``interop/``, none importing another (what they share is in ``support/``), every program the tests
+start in ``servers/``, importing no test helper (each runs on its own).
 
 The imports are read from the source (``ast``), so nothing is imported to check them. An import of
 a package counts as an import of its ``__init__``; ``from .pkg import name`` counts as an import of
@@ -20,6 +22,11 @@ import sturdyrpc
 ROOT = Path(sturdyrpc.__file__).resolve().parent
 MAX_MODULE_LINES = 700
 MAX_FUNCTION_LINES = 80
+
+TESTS = Path(__file__).resolve().parents[1]
+KINDS = ("unit", "integration", "interop")
+#: What a program the tests start can be written in (Python, and Node for the TypeScript SDKs).
+SCRIPT_SUFFIXES = {".py", ".mjs", ".cjs", ".js"}
 
 
 def _modules() -> dict[str, Path]:
@@ -145,3 +152,71 @@ def test_modules_and_functions_are_of_a_size_a_reader_can_hold(module: str) -> N
         and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
     ]
     assert not long, f"{module}: functions over {MAX_FUNCTION_LINES} lines: {', '.join(long)}"
+
+
+# ---------------------------------------------------------------- the test suite's shape
+
+
+def _files_in_tests(suffixes: set[str]) -> list[Path]:
+    return sorted(p for p in TESTS.rglob("*") if p.suffix in suffixes and p.is_file()
+                  and "__pycache__" not in p.parts and "node_modules" not in p.parts)
+
+
+TEST_MODULES = [p for p in _files_in_tests({".py"}) if p.name.startswith("test_")]
+HELPERS = [TESTS / "conftest.py", *sorted((TESTS / "support").glob("*.py"))]
+SERVER_SCRIPTS = [p for p in _files_in_tests(SCRIPT_SUFFIXES) if TESTS / "servers" in p.parents]
+
+
+def _imported(source: str) -> set[str]:
+    """Every module ``source`` imports (function level included): dotted names, leading dots for
+    a relative import, and the literal of an ``importlib.import_module`` or ``__import__`` call."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            found.add("." * node.level + (node.module or ""))
+        elif (isinstance(node, ast.Call) and ast.unparse(node.func) in ("importlib.import_module", "__import__")
+              and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            found.add(node.args[0].value)
+    return found
+
+
+def _test_imports(source: str) -> list[str]:
+    """What ``source`` imports of the tests themselves: a test module, the conftest, ``tests.*``,
+    anything relative (test modules are in no package)."""
+    test_modules = {p.stem for p in TEST_MODULES}
+    return sorted(m for m in _imported(source)
+                  if m.startswith(".") or m.split(".")[0] in test_modules | {"tests", "conftest"})
+
+
+def test_the_check_sees_every_way_to_import_a_test_module() -> None:
+    source = ("import test_otel\nfrom test_conformance import _suite\nfrom . import test_x\nimport tests.unit.test_codec\n"
+              "def f():\n    import conftest\n    importlib.import_module('test_http_interop')\n"
+              "from support.http import free_port\nfrom servers import check_http_zoo\nimport sturdyrpc.test_client\n")
+    assert _test_imports(source) == [".", "conftest", "test_conformance", "test_http_interop", "test_otel", "tests.unit.test_codec"]
+
+
+def test_every_test_module_is_unit_integration_or_interop() -> None:
+    assert len(TEST_MODULES) > 50
+    misplaced = [str(p.relative_to(TESTS)) for p in TEST_MODULES if p.parent.parent != TESTS or p.parent.name not in KINDS]
+    assert not misplaced, f"test modules outside tests/unit, tests/integration and tests/interop: {misplaced}"
+
+
+def test_no_test_module_or_helper_imports_a_test_module() -> None:
+    found = {str(p.relative_to(TESTS)): _test_imports(p.read_text()) for p in TEST_MODULES + HELPERS}
+    bad = {k: v for k, v in found.items() if v}
+    assert not bad, f"share through tests/support/, never by importing a test module: {bad}"
+
+
+def test_every_program_the_tests_start_lives_in_servers_and_runs_on_its_own() -> None:
+    # Outside servers/ the tests' folder holds nothing but test modules, their helpers and data.
+    stray = [str(p.relative_to(TESTS)) for p in _files_in_tests(SCRIPT_SUFFIXES)
+             if p not in TEST_MODULES and p not in HELPERS and p not in SERVER_SCRIPTS]
+    assert not stray, f"programs outside tests/servers/: {stray}"
+    assert len(SERVER_SCRIPTS) > 20
+    # A server imports its neighbours at most: no helper of the tests, no test module.
+    leaning = {str(p.relative_to(TESTS)): [m for m in sorted(_imported(p.read_text())) if m.split(".")[0] == "support"]
+               + _test_imports(p.read_text()) for p in SERVER_SCRIPTS if p.suffix == ".py"}
+    bad = {k: v for k, v in leaning.items() if v}
+    assert not bad, f"servers importing test helpers or tests: {bad}"
