@@ -20,7 +20,7 @@ Servers, all on uvicorn, one worker, 127.0.0.1, started once and measured in int
   answered as an SSE stream (the default);
 - ``mcp-json``: the same demo with ``json_response=True`` (``bench/http_servers.py mcp-json``);
 - ``mcp-2026``: ``sturdyrpc demo --mcp --http``, 2026-07-28 (no session; the header rules);
-- ``python-sdk``: ``tests/mcp_py_sdk_http_server.py`` (the official SDK, same echo tool,
+- ``python-sdk``: ``tests/servers/mcp_py_sdk_http_server.py`` (the official SDK, same echo tool,
   2025-11-25 sessions, its SSE default), when the ``mcp`` package is installed.
 
 Per server: requests/s, latency p50/p99 (wrk's), server CPU per request (user+system of the
@@ -121,7 +121,7 @@ def server_command(name: str, port: int) -> list[str] | None:
             import mcp  # noqa: F401
         except ImportError:
             return None
-        return [py, str(ROOT / "tests" / "mcp_py_sdk_http_server.py"), str(port)]
+        return [py, str(ROOT / "tests" / "servers" / "mcp_py_sdk_http_server.py"), str(port)]
     raise ValueError(name)
 
 

@@ -3,7 +3,7 @@
 Servers, in the same run, over real pipes:
 
 - ``sturdyrpc demo --mcp`` (our MCP demo server),
-- the official Python SDK's ``MCPServer`` with the same tools (``tests/mcp_py_sdk_server.py``),
+- the official Python SDK's ``MCPServer`` with the same tools (``tests/servers/mcp_py_sdk_server.py``),
 - ``bench/bare_server.py`` (the core's bare-loop baseline: plain JSON-RPC echo, no MCP),
 - ``bench/mcp_floor_server.py`` (for reference: the same Peer, transport and MCP profile with a
   trivial inline ``tools/call``: what the connection layer costs before any server logic).
@@ -64,7 +64,7 @@ def sdk_command() -> list[str] | None:
         import mcp  # noqa: F401
     except ImportError:
         return None
-    return [sys.executable, str(ROOT / "tests" / "mcp_py_sdk_server.py")]
+    return [sys.executable, str(ROOT / "tests" / "servers" / "mcp_py_sdk_server.py")]
 
 
 def status_kib(pid: int, field: str) -> int:

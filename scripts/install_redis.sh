@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# redis-server for the tests of the Redis store (tests/test_store*.py, tests/test_workers*.py).
+# redis-server for the tests of the Redis store (tests/*/test_store*.py, tests/*/test_workers*.py).
 # Idempotent and quiet when a redis-server is already on PATH; otherwise installs the Debian
 # package `redis-server` with apt-get (CI runs as root on a fresh Debian machine).
 set -euo pipefail

@@ -1,4 +1,4 @@
-"""The application tests/test_paths.py serves on every way in: a plain ``Dispatcher`` (``rpc``)
+"""The application tests/integration/test_paths.py serves on every way in: a plain ``Dispatcher`` (``rpc``)
 and an ``MCPServer`` (``server``) with the same handlers and the same middleware.
 
 Every handler exists three times, once per way a handler can run (``_inline``: sync with
