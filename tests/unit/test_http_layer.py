@@ -193,6 +193,21 @@ def test_both_endpoints_refuse_alike(case: str) -> None:
         assert seen["plain"][1]["connection"] == "close"  # the server closes the connection, and what it held goes
 
 
+@pytest.mark.parametrize("endpoint", sorted(ENDPOINTS))
+def test_the_body_deadline_follows_the_app_to_a_new_loop(endpoint: str) -> None:
+    # The deadline's timer and its task lookup belong to the loop that served the app last: the
+    # same app served again on another loop (a new asyncio.run) must still cut a stalled body.
+    app = ENDPOINTS[endpoint](_security())
+
+    async def one(options: dict[str, Any]) -> int:
+        return (await _call(app, **options)).status
+
+    for _ in range(2):
+        assert asyncio.run(one({"headers": OK})) == 200
+        assert asyncio.run(one({"headers": OK, "chunks": [b'{"jsonrpc":'], "stall": True})) == 408
+    asyncio.run(_close(app))
+
+
 @pytest.mark.parametrize("case", sorted(PASSES))
 def test_both_endpoints_let_through_alike(case: str) -> None:
     async def go() -> None:
