@@ -35,7 +35,11 @@ the throughput ratio, as asked; both are printed.
 ``wrk`` is looked up on PATH; missing, it is installed with ``apt-get install -y wrk`` when this
 runs as root with apt-get available; otherwise the bench says so and measures nothing.
 
-Run alone: ``.venv/bin/python bench/bench_http.py [seconds] [rounds]``.
+Run alone: ``.venv/bin/python bench/bench_http.py [seconds] [rounds] [--against DIR]``. With
+``--against DIR`` (another checkout of sturdyrpc, e.g. a ``git worktree`` of an older commit) each
+of our servers runs a second time from ``DIR/src`` in the same rounds (``plain@against`` and so
+on), and the bench prints each one's server CPU per request against its twin: a before/after
+measured on the same machine in the same minutes.
 """
 
 from __future__ import annotations
@@ -105,7 +109,17 @@ def find_wrk() -> tuple[str | None, str]:
 # ------------------------------------------------------------------------------ servers
 
 
+#: Suffix of a server run from the ``--against`` checkout (same command, its ``src`` first on the path).
+AGAINST = "@against"
+
+
+def kind_of(name: str) -> str:
+    """The server kind of ``name`` (``plain@against`` is a ``plain``)."""
+    return name.removesuffix(AGAINST)
+
+
 def server_command(name: str, port: int) -> list[str] | None:
+    name = kind_of(name)
     py = sys.executable
     addr = f"127.0.0.1:{port}"
     if name in ("bare", "bare-2026"):
@@ -191,25 +205,28 @@ def open_sessions(port: int, n: int) -> list[str]:
 
 
 class Server:
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, against: str | None = None) -> None:
         self.name = name
         self.port = free_port()
         env = dict(os.environ, PYTHONUNBUFFERED="1")
+        if name.endswith(AGAINST):
+            assert against is not None
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(against) / "src"), env.get("PYTHONPATH")]))
         self.proc = subprocess.Popen(server_command(name, self.port) or [], stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL, env=env, start_new_session=True,
                                      preexec_fn=pin(SERVER_CPU))
         self.script = ""
         try:
             wait_port(self.port, self.proc)
-            self.sessions = open_sessions(self.port, CLIENTS) if name in ("mcp-sse", "mcp-json", "python-sdk") else []
+            self.sessions = open_sessions(self.port, CLIENTS) if kind_of(name) in ("mcp-sse", "mcp-json", "python-sdk") else []
             self.script = self._write_script()
         except BaseException:
             self.stop()  # never leave a server behind
             raise
 
     def _write_script(self) -> str:
-        lua = lua_script(self.name, self.sessions)
-        fd, path = tempfile.mkstemp(prefix=f"bench_http_{self.name}_", suffix=".lua")
+        lua = lua_script(kind_of(self.name), self.sessions)
+        fd, path = tempfile.mkstemp(prefix=f"bench_http_{kind_of(self.name)}_", suffix=".lua")
         with os.fdopen(fd, "w") as f:
             f.write(lua)
         return path
@@ -330,19 +347,23 @@ def run_wrk(wrk: str, srv: Server, seconds: float) -> dict[str, Any]:
 # ------------------------------------------------------------------------------ driver
 
 
-def main(seconds: float = SECONDS, rounds: int = ROUNDS) -> dict[str, Any]:
+def main(seconds: float = SECONDS, rounds: int = ROUNDS, against: str | None = None) -> dict[str, Any]:
     wrk, how = find_wrk()
     if wrk is None:
         print(f"bench_http: {how}", file=sys.stderr)
         return {"title": f"HTTP servers under wrk: NOT MEASURED ({how})", "metrics": [], "wrk": how}
     names = [n for n in NAMES if server_command(n, 0) is not None]
+    if against is not None:
+        if not (Path(against) / "src" / "sturdyrpc").is_dir():
+            raise SystemExit(f"bench_http: --against {against}: no src/sturdyrpc there")
+        names += [n + AGAINST for n in ("plain", "mcp-sse", "mcp-json", "mcp-2026")]
     servers: dict[str, Server] = {}
     results: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
     ratios: dict[str, list[float]] = {n: [] for n in names}
     cpu_ratios: dict[str, list[float]] = {n: [] for n in names}
     try:
         for n in names:
-            servers[n] = Server(n)
+            servers[n] = Server(n, against)
         for n in names:  # warm-up: imports, caches, the allocator's arenas
             run_wrk(wrk, servers[n], WARMUP_S)
         for _ in range(rounds):
@@ -365,7 +386,8 @@ def main(seconds: float = SECONDS, rounds: int = ROUNDS) -> dict[str, Any]:
         ratio = float(statistics.median(ratios[n]))
         cpu_ratio = float(statistics.median(cpu_ratios[n]))
         rps = [r["req_per_s"] for r in results[n]]
-        row = {"server": n, "label": LABELS[n], "req_per_s": round(med(n, "req_per_s")),
+        label = LABELS[kind_of(n)] + (f" (from {against})" if n.endswith(AGAINST) else "")
+        row = {"server": n, "label": label, "req_per_s": round(med(n, "req_per_s")),
                "req_per_s_range": [round(min(rps)), round(max(rps))], "ratio_to_bare": round(ratio, 2), "cpu_ratio_to_bare": round(cpu_ratio, 2),
                "ratio_per_round": [round(x, 2) for x in ratios[n]], "p50_ms": round(med(n, "p50_us") / 1000, 2),
                "p99_ms": round(med(n, "p99_us") / 1000, 2), "server_cpu_us": round(med(n, "server_cpu_us"), 1),
@@ -407,6 +429,13 @@ def main(seconds: float = SECONDS, rounds: int = ROUNDS) -> dict[str, Any]:
         metrics.append({"name": "mcp-2026 / bare-2026 (same request)", "value": round(float(statistics.median(same)), 2),
                         "unit": "x", "extra": f"CPU ratio {statistics.median(same_cpu):.2f}; informative (targets: against bare)",
                         "target": None, "ok": None})
+    for n in names:
+        if n.endswith(AGAINST):
+            ours = kind_of(n)
+            per_round = [a["server_cpu_us"] / max(b["server_cpu_us"], 1e-9) for a, b in zip(results[ours], results[n], strict=True)]
+            metrics.append({"name": f"{ours}: server CPU / the --against checkout's", "value": round(float(statistics.median(per_round)), 2),
+                            "unit": "x", "extra": f"per round {', '.join(f'{x:.2f}' for x in per_round)}; below 1: cheaper than it",
+                            "target": None, "ok": None})
     gen_limited = [t["server"] for t in table if t["wrk_cpu_us"] >= t["server_cpu_us"]]
     metrics.append({"name": "wrk CPU below every server's", "value": "yes" if not gen_limited else "NO", "unit": "",
                     "extra": "the generator is not the bottleneck" if not gen_limited else f"not for {', '.join(gen_limited)}",
@@ -433,7 +462,12 @@ def markdown(out: dict[str, Any]) -> str:
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    out = main(float(args[0]) if args else SECONDS, int(args[1]) if len(args) > 1 else ROUNDS)
+    other = None
+    if "--against" in args:
+        i = args.index("--against")
+        other = args[i + 1]
+        del args[i:i + 2]
+    out = main(float(args[0]) if args else SECONDS, int(args[1]) if len(args) > 1 else ROUNDS, other)
     for m in out["metrics"]:
         status = "" if m["ok"] is None else ("PASS" if m["ok"] else "MISS")
         print(f"{m['name']:<40} {m['value']:>10} {m['unit']:<6} {m['extra']} {status}")
