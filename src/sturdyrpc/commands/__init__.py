@@ -6,6 +6,13 @@ Modules import their heavy dependencies inside ``func`` so that ``sturdyrpc demo
 starts fast.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import asyncio
+
 #: Subcommand modules, in the order ``--help`` lists them.
 MODULES = ["demo", "call", "check", "mcp", "trace", "guard", "replay", "run", "dev"]
 
@@ -16,3 +23,26 @@ EXIT_USAGE = 2
 EXIT_TIMEOUT = 124
 EXIT_NOT_STARTED = 127
 EXIT_INTERRUPTED = 130
+
+
+def cancel_on_signal(state: dict[str, bool], timeout: float | None = None) -> asyncio.TimerHandle | None:
+    """Cancel the running task on SIGINT/SIGTERM (``state["interrupted"]`` set) or once
+    ``timeout`` seconds have passed (``state["timed_out"]`` set): the client subcommands' way to
+    stop. Returns the timeout's timer (None without one)."""
+    import asyncio  # here: the package is imported by every subcommand, most need no loop
+    import signal
+
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+
+    def stop(why: str) -> None:
+        state[why] = True
+        if task is not None:
+            task.cancel()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop, "interrupted")
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+    return None if timeout is None else loop.call_later(timeout, stop, "timed_out")

@@ -20,11 +20,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import signal
 import sys
 from typing import Any
 
-from . import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_NOT_STARTED, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE
+from . import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_NOT_STARTED, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE, cancel_on_signal
 
 
 def register(sub: Any) -> None:
@@ -93,7 +92,8 @@ async def _call(args: argparse.Namespace, params: Any, req_id: str | int | None)
     from ..errors import RPCError
     from ..peer import ConnectionClosed, RequestTimeout
 
-    state = _cancel_on_signal()
+    state = {"interrupted": False}
+    cancel_on_signal(state)
     try:
         cm = connect_stdio(args.server_command, framing=args.framing, default_timeout=None, shutdown_grace=1.0, close_deadline=2.0)
         conn = await cm.__aenter__()
@@ -137,24 +137,6 @@ async def _call(args: argparse.Namespace, params: Any, req_id: str | int | None)
     sys.stderr.flush()
     return code
 
-
-def _cancel_on_signal() -> dict[str, bool]:
-    """Cancel the running task on SIGINT/SIGTERM; the returned state says whether that happened."""
-    task = asyncio.current_task()
-    loop = asyncio.get_running_loop()
-    state = {"interrupted": False}
-
-    def on_signal() -> None:
-        state["interrupted"] = True
-        if task is not None:
-            task.cancel()
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, on_signal)
-        except (NotImplementedError, RuntimeError, ValueError):
-            pass
-    return state
 
 
 def _on_progress(progress: float, total: float | None, message: str | None) -> None:

@@ -30,11 +30,10 @@ import argparse
 import asyncio
 import json
 import os
-import signal
 import sys
 from typing import Any
 
-from . import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_NOT_STARTED, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE
+from . import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_NOT_STARTED, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE, cancel_on_signal
 
 
 def register(sub: Any) -> None:
@@ -250,7 +249,7 @@ async def _session(args: argparse.Namespace, arguments: dict[str, Any], auth: An
     from ..peer import ConnectionClosed, RequestTimeout
 
     state = {"interrupted": False, "timed_out": False}
-    timer = _cancel_on_signal_or_timeout(state, args.timeout)
+    timer = cancel_on_signal(state, args.timeout)
     conn_cm = _connection(args, auth)
     try:
         client = await conn_cm.__aenter__()
@@ -292,32 +291,6 @@ async def _session(args: argparse.Namespace, arguments: dict[str, Any], auth: An
             pass
     return code
 
-
-def _cancel_on_signal_or_timeout(state: dict[str, bool], timeout: float | None) -> asyncio.TimerHandle | None:
-    """Cancel the running task on SIGINT/SIGTERM or once ``timeout`` seconds have passed;
-    ``state`` says which came first. Returns the timeout's timer."""
-    task = asyncio.current_task()
-    loop = asyncio.get_running_loop()
-
-    def on_signal() -> None:
-        state["interrupted"] = True
-        if task is not None:
-            task.cancel()
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, on_signal)
-        except (NotImplementedError, RuntimeError, ValueError):
-            pass
-    if timeout is None:
-        return None
-
-    def on_timeout() -> None:
-        state["timed_out"] = True
-        if task is not None:
-            task.cancel()
-
-    return loop.call_later(timeout, on_timeout)
 
 
 def _connection(args: argparse.Namespace, auth: Any) -> Any:
