@@ -25,7 +25,7 @@ import pytest
 from support import SERVERS
 from support.http import free_port, server_process
 from support.mcp import has_def, validate_def, validate_server_message
-from support.sdk import Client, check_http_session, need_python_sdk
+from support.sdk import Client, check_http_session, client_callbacks, need_python_sdk
 from support.thirdparty import node, ts_sdk
 
 from sturdyrpc.demos.mcp_http import make_demo_app
@@ -151,23 +151,12 @@ def test_python_sdk_client_against_our_http_server(mode: str) -> None:
 def test_python_sdk_features_and_resumption_over_http() -> None:
     need_python_sdk()
     import mcp.types as mt
-    from mcp.client.session import ClientRequestContext
 
     rec = Recorder(make_demo_app())
     logs: list[Any] = []
 
-    async def on_log(params: Any) -> None:
-        logs.append(params)
-
-    async def sampling(ctx: ClientRequestContext, params: Any) -> Any:
-        return mt.CreateMessageResult(role="assistant", content=mt.TextContent(type="text", text="Paris"), model="test-model")
-
-    async def elicit(ctx: ClientRequestContext, params: Any) -> Any:
-        return mt.ElicitResult(action="accept", content={"username": "u", "email": "e@x"})
-
     async def main() -> None:
-        async with serve(rec) as url, Client(url, mode="legacy", read_timeout_seconds=20, logging_callback=on_log,
-                                             sampling_callback=sampling, elicitation_callback=elicit) as c:
+        async with serve(rec) as url, Client(url, mode="legacy", read_timeout_seconds=20, **client_callbacks(logs)) as c:
             res = await c.list_resources()
             assert "test://static-text" in {str(r.uri) for r in res.resources}
             rr = await c.read_resource("test://template/123/data")

@@ -94,14 +94,11 @@ def check_cancel_on_wire(log: Path) -> None:
     assert not (cancelled_ids & answered), "a cancelled request was answered"
 
 
-def check_features_session(cmd: list[str], log: Path) -> None:
-    """Resources, prompts, completion, logging, sampling and elicitation through the SDK (handshake
-    era) against the MCP demo that ``cmd`` starts, its wire recorded under ``log``."""
-    need_python_sdk()
+def client_callbacks(logs: list[Any]) -> dict[str, Any]:
+    """The SDK client's logging (into ``logs``), sampling ("Paris") and elicitation (accepted)
+    callbacks, as ``Client`` keyword arguments: what the demo's feature tools ask the client."""
     import mcp.types as mt
     from mcp.client.session import ClientRequestContext
-
-    logs: list[Any] = []
 
     async def on_log(params: Any) -> None:
         logs.append(params)
@@ -112,11 +109,20 @@ def check_features_session(cmd: list[str], log: Path) -> None:
     async def elicit(ctx: ClientRequestContext, params: Any) -> Any:
         return mt.ElicitResult(action="accept", content={"username": "u", "email": "e@x"})
 
+    return {"logging_callback": on_log, "sampling_callback": sampling, "elicitation_callback": elicit}
+
+
+def check_features_session(cmd: list[str], log: Path) -> None:
+    """Resources, prompts, completion, logging, sampling and elicitation through the SDK (handshake
+    era) against the MCP demo that ``cmd`` starts, its wire recorded under ``log``."""
+    need_python_sdk()
+    import mcp.types as mt
+
+    logs: list[Any] = []
+
     async def main() -> None:
         params = StdioServerParameters(command=cmd[0], args=cmd[1:])
-        async with Client(
-            params, mode="legacy", read_timeout_seconds=20, logging_callback=on_log, sampling_callback=sampling, elicitation_callback=elicit
-        ) as c:
+        async with Client(params, mode="legacy", read_timeout_seconds=20, **client_callbacks(logs)) as c:
             res = await c.list_resources()
             assert "test://static-text" in {str(r.uri) for r in res.resources}
             rr = await c.read_resource("test://template/123/data")
