@@ -25,7 +25,7 @@ import msgspec
 from . import codec
 from .envelope import UNSET, Envelope, Refused, read
 from .errors import HANDLER_ERRORS, INTERNAL_ERROR, InternalError, InvalidRequest, MethodNotFound, RPCError, incident_of
-from .invoke import call_async, call_now
+from .invoke import answer_now, call_async, call_now
 from .limits import DEFAULT_LIMITS, Limits
 from .messages import ErrorResponse, Id, InvalidMessage, Message, Response, is_valid_id
 from .params import Binder, compile_binder
@@ -44,6 +44,8 @@ _NOTIFICATION: Any = object()  # the id slot of a call that must not be answered
 _encode = codec.encode
 _RAW = msgspec.Raw  # encoded already (a rendered result): nothing non-finite can hide in it
 _EMPTY: dict[str, Any] = {}
+#: Results that cannot hold a float (a rendered result is checked already).
+_NO_FLOATS = frozenset({_RAW, str, int, bool, type(None)})
 _encode_result = msgspec.json.Encoder().encode
 #: What encoding a value may raise: NaN/inf, unsupported types, and RecursionError for a cyclic or
 #: too deeply nested result (a RuntimeError, so it needs naming).
@@ -131,7 +133,7 @@ class MethodEntry:
     own handlers, which check their params themselves. ``route``: see :data:`Route`.
     """
 
-    __slots__ = ("name", "fn", "is_async", "blocking", "binder", "raw", "route", "plan", "takes_context", "__weakref__")
+    __slots__ = ("name", "fn", "is_async", "blocking", "binder", "bind", "raw", "route", "plan", "takes_context", "__weakref__")
 
     def __init__(self, name: str, fn: Callable[..., Any], blocking: bool | None, *, raw: bool = False,
                  route: Route | None = None) -> None:
@@ -143,6 +145,9 @@ class MethodEntry:
         self.blocking = (not self.is_async) if blocking is None else (blocking and not self.is_async)
         self.raw = raw
         self.binder: Binder = compile_binder(_no_params if raw else fn, Context)
+        #: ``bind(params) -> (args, kwargs)`` of a call: the binder's checks; for a raw entry,
+        #: its params and no context (how it runs inline: the other plans pass the context).
+        self.bind: Callable[[Any], tuple[tuple[Any, ...], dict[str, Any]]] = _bind_raw if raw else self.binder.bind
         self.route = route
         #: How it runs (see :data:`Plan`); set by the dispatcher that made it.
         self.plan: Plan = TASK
@@ -157,6 +162,10 @@ class MethodEntry:
 
 def _no_params() -> None:
     """The signature of a raw entry as far as binding goes: params are not bound."""
+
+
+def _bind_raw(params: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    return (params, None), _EMPTY
 
 
 class Call(msgspec.Struct, dict=False, weakref=False):
@@ -280,6 +289,7 @@ class Dispatcher:
     """
 
     def __init__(self, limits: Limits = DEFAULT_LIMITS, *, logger: logging.Logger | None = None) -> None:
+        #: The limits this dispatcher enforces (may be replaced; a :class:`Limits` is immutable).
         self.limits = limits
         self.log = logger or log
         self._methods: dict[str, MethodEntry] = {}
@@ -412,7 +422,7 @@ class Dispatcher:
         served as batches, extra checks before a call runs, and whether an
         unreadable id is answered as null or left out.
         """
-        got = read(data, self._limits)
+        got = read(data, self.limits)
         if type(got) is Envelope:
             return self.accept(got, profile, on_response)
         return self.accept_read(got, profile, on_response)
@@ -455,15 +465,11 @@ class Dispatcher:
                     raise refusal
             if entry is None:
                 raise MethodNotFound("Method not found")
-            route = entry.route
-            if route is not None:
-                entry = route(params)
-            if entry.raw:
-                args: tuple[Any, ...] = ()
-                kwargs: dict[str, Any] = _EMPTY
-            else:
-                # The profile may hide protocol members (progress token, _meta) from the signature.
-                args, kwargs = entry.binder.bind(params if profile is None else profile.params_for_handler(params))
+            if entry.route is not None:
+                entry = entry.route(params)
+            # The profile may hide protocol members (progress token, _meta) from a signature;
+            # a raw entry gets the params as they are.
+            args, kwargs = entry.bind(params if profile is None or entry.raw else profile.params_for_handler(params))
         except RPCError as err:
             return self._refuse(err, id_, profile, job)
         call = Call(id_, method, entry, args, kwargs, params)
@@ -538,8 +544,7 @@ class Dispatcher:
             out: bytes = _encode_result(_Result("2.0", value, id_))
             # As codec.encode: msgspec writes NaN/Infinity as null, so a reply holding null
             # is checked (unless the value is a scalar that cannot hide one).
-            t = type(value)
-            if not (t is _RAW or t is str or t is int or t is bool or value is None) and out.find(b"null") >= 0 and codec.has_non_finite(value):
+            if type(value) not in _NO_FLOATS and out.find(b"null") >= 0 and codec.has_non_finite(value):
                 raise codec.NonFiniteFloat("value holds NaN or Infinity")
             return out
         except _UNENCODABLE as exc:
@@ -619,19 +624,12 @@ class Dispatcher:
         (:mod:`sturdyrpc.invoke`): ``sys.exit()`` in a handler is a -32603 reply, never the end
         of the server."""
         entry = call.entry
+        if entry.plan is INLINE and context is None:  # the runner's INLINE plan: its arguments are bound
+            return answer_now(entry.fn, call.args, call.kwargs, call, self.result, self.failure)
         if self.middleware_chain:
             return self._run_chain_inline(call, context)
-        if entry.raw:
-            args: tuple[Any, ...] = (call.params, context)
-            kwargs: dict[str, Any] = _EMPTY
-        elif entry.takes_context:
-            args, kwargs = call.arguments(context)
-        else:
-            args, kwargs = call.args, call.kwargs
-        if entry.is_async:
-            ok, value = _drive(call_async(entry.fn, args, kwargs))
-        else:
-            ok, value = call_now(entry.fn, args, kwargs)
+        args, kwargs = call.arguments(context)
+        ok, value = _drive(call_async(entry.fn, args, kwargs)) if entry.is_async else call_now(entry.fn, args, kwargs)
         return self.result(call, value) if ok else self.failure(call, value)
 
     def _run_chain_inline(self, call: Call, context: Context | None) -> bytes | None:
@@ -663,15 +661,6 @@ class Dispatcher:
         for call in todo.calls:
             self.run_inline(call)
         return todo.finish()
-
-    @property
-    def limits(self) -> Limits:
-        """The limits this dispatcher enforces (may be replaced; a :class:`Limits` is immutable)."""
-        return self._limits
-
-    @limits.setter
-    def limits(self, value: Limits) -> None:
-        self._limits = value
 
 
 def _error_dict(err: RPCError, id_: Id, omit_id: bool = False) -> dict[str, Any]:

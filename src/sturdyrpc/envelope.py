@@ -82,9 +82,7 @@ def limit_error(limit: Literal["max_message_bytes", "max_depth", "max_batch", "m
 def read(data: bytes, limits: Limits) -> Read:
     """Read one frame or body (see the module docstring). Never raises for bad input."""
     n = len(data)
-    depth = limits.max_depth
-    # Valid JSON of n bytes nests at most n // 2 deep: shorter messages need no bracket count.
-    if n <= 2 * depth and n <= limits.max_message_bytes or n <= limits.max_message_bytes and data.count(b"[") + data.count(b"{") <= depth:
+    if n <= limits.short_message or n <= limits.max_message_bytes and data.count(b"[") + data.count(b"{") <= limits.max_depth:
         try:
             env: Envelope = _decode_envelope(data)
         except Exception:  # not of the usual shape, or malformed: the general path says which

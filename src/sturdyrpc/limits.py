@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["Limits", "DEFAULT_LIMITS"]
 
@@ -30,12 +30,16 @@ class Limits:
     #: Most requests running at once across a whole HTTP server, where there is no connection to
     #: hold back: a POST arriving when it is full is answered 503 with ``Retry-After``.
     max_server_in_flight: int = 1024
+    #: Messages up to this many bytes are within both message limits without counting brackets
+    #: (valid JSON of n bytes nests at most n // 2 deep): worked out from the others.
+    short_message: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name in ("max_message_bytes", "max_depth", "max_batch", "max_in_flight", "max_threads", "max_server_in_flight"):
             value = getattr(self, name)
             if type(value) is not int or value < 1:
                 raise ValueError(f"{name} must be a positive integer")
+        object.__setattr__(self, "short_message", min(2 * self.max_depth, self.max_message_bytes))
 
 
 DEFAULT_LIMITS = Limits()

@@ -382,6 +382,10 @@ def _expected_name(hint: Any) -> str:
     return "a valid value"
 
 
+#: The kwargs of a call whose arguments all go by position: shared, never added to.
+_NO_KWARGS: dict[str, Any] = {}
+
+
 class Binder:
     """Turns ``params`` into ``(args, kwargs)`` for one handler."""
 
@@ -441,14 +445,17 @@ class Binder:
         self._list_checks: tuple[Checker | None, ...] | None = None
         self._list_lo = 1
 
-    def finish(self) -> Binder:
-        """Work out the shortcuts :meth:`bind` takes; call once the fields are filled in."""
+    def finish(self, by_position: bool = True) -> Binder:
+        """Work out the shortcuts :meth:`bind` takes; call once the fields are filled in.
+        ``by_position``: whether the function may be given named params by position (not when
+        it has a context parameter, which may come first)."""
         self.n_positional = len(self.positional)
         # Named params that need no checks and can only be known names: bind is a subset test.
         simple = self.no_checks and not self.has_var_keyword and not self.positional_only
         self.simple_names = frozenset(self.by_name) if simple else None
         order = tuple(name for name, _ in self.positional)
-        by_position = simple and set(order) == set(self.by_name)  # no keyword-only parameters
+        # no keyword-only parameters, no context parameter
+        by_position = by_position and simple and set(order) == set(self.by_name) and self.context_name is None
         self.one_name = order[0] if by_position and len(order) == 1 else None
         self.dict_args = operator.itemgetter(*order) if by_position and len(order) >= 2 else None
         # Required positionals are a prefix of the positionals (Python's own rule): then
@@ -472,10 +479,18 @@ class Binder:
     def bind(self, params: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """Check ``params`` (list, dict or None) and return the call arguments.
 
-        ``kwargs`` is always a new dict (callers may add to it).
+        ``kwargs`` is a new dict (callers may add to it), except the shared empty one of named
+        params given by position: copy that one to add to it.
         """
         t = type(params)
         if t is dict:
+            # Every known name given, none to check: by position (a cheaper call than by name).
+            one = self.one_name
+            if one is not None:
+                if len(params) == 1 and one in params:
+                    return (params[one],), _NO_KWARGS
+            elif self.dict_args is not None and len(params) == self.n_positional and self.simple_names.issuperset(params):  # type: ignore[union-attr]
+                return self.dict_args(params), _NO_KWARGS
             names = self.simple_names
             if names is not None and names.issuperset(params):
                 if len(params) != len(names):
@@ -582,8 +597,12 @@ def _run(check: Checker, value: Any, name: str) -> Any:
         ) from None
 
 
-def compile_binder(fn: Callable[..., Any], context_type: type | None = None, *, coerce_json_strings: bool = False) -> Binder:
+def compile_binder(fn: Callable[..., Any], context_type: type | None = None, *, coerce_json_strings: bool = False,
+                   by_position: bool = True) -> Binder:
     """Inspect ``fn`` once and build its binder.
+
+    ``by_position=False`` when ``fn`` stands for a function with more parameters than it shows
+    (one whose context parameter was taken out): named params are then never passed by position.
 
     A parameter annotated with ``context_type`` is not bound from params: the
     runner passes the request context there by keyword. Constraints in
@@ -638,4 +657,4 @@ def compile_binder(fn: Callable[..., Any], context_type: type | None = None, *, 
             b.has_var_keyword = True
             b.var_keyword = check
     # Keyword-only params cannot be filled from an array.
-    return b.finish()
+    return b.finish(by_position)

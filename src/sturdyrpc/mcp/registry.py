@@ -142,7 +142,7 @@ def _compile(fn: Callable[..., Any], hints: dict[str, Any], coerce_json_strings:
 
     shim.__signature__ = sig.replace(parameters=[p for p in sig.parameters.values() if p.name != ctx_name])  # type: ignore[attr-defined]
     shim.__annotations__ = {k: v for k, v in hints.items() if k != ctx_name}
-    return compile_binder(shim, coerce_json_strings=coerce_json_strings), ctx_name
+    return compile_binder(shim, coerce_json_strings=coerce_json_strings, by_position=False), ctx_name
 
 
 def _by_position(b: Binder) -> tuple[tuple[str, Callable[[Any], Any] | None], ...] | None:
