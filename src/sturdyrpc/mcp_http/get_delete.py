@@ -8,7 +8,7 @@ from typing import Any
 
 from ..transports.asgi import Receive, Send, respond
 from .responses import pump
-from .session import primes
+from .session import HTTPSession, primes
 from .sessions import SessionTable
 
 __all__ = ["SessionStreams"]
@@ -25,7 +25,8 @@ class SessionStreams:
 
     async def get(self, hx: dict[bytes, bytes], receive: Receive, send: Send, principal: Any) -> None:
         table = self.table
-        session = await table.find(hx.get(b"mcp-session-id"), principal)
+        found = table.find(hx.get(b"mcp-session-id"), principal)
+        session = found if isinstance(found, HTTPSession) else await found
         session.last_active = time.monotonic()
         prime = primes(session) and table.events is not None
         last = hx.get(b"last-event-id")
@@ -40,6 +41,7 @@ class SessionStreams:
             session.last_active = time.monotonic()
 
     async def delete(self, hx: dict[bytes, bytes], send: Send, principal: Any) -> None:
-        session = await self.table.find(hx.get(b"mcp-session-id"), principal)
+        found = self.table.find(hx.get(b"mcp-session-id"), principal)
+        session = found if isinstance(found, HTTPSession) else await found
         await self.table.delete(session)
         await respond(send, 200)

@@ -26,7 +26,7 @@ class LocalSessions(SessionTable):
         sid = secrets.token_urlsafe(32)  # 256 random bits, visible ASCII (A-Z a-z 0-9 - _)
         return self._add(sid, principal)
 
-    async def find(self, session_id: bytes | None, principal: Any) -> HTTPSession:
+    def find(self, session_id: bytes | None, principal: Any) -> HTTPSession:  # in memory: nothing to await
         session = self.sessions.get(session_id.decode("latin-1") if session_id is not None else session_id_of(None))
         # (the same principal object is the same principal: no identity to work out)
         if (

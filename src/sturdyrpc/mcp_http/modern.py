@@ -136,9 +136,10 @@ def check_modern_headers(method: str, params: Any, is_request: bool, version: st
         raise HeaderProblem(400, -32020, "Header mismatch: Mcp-Method header is malformed") from None
     if hdr_method != method:
         raise HeaderProblem(400, -32020, "Header mismatch: Mcp-Method header does not match the body")
-    if method in NAME_SOURCE:
-        field = NAME_SOURCE[method]
-        body_name = params.get(field) if type(params) is dict else None
+    is_dict = type(params) is dict
+    field = NAME_SOURCE.get(method)
+    if field is not None:
+        body_name = params.get(field) if is_dict else None
         raw_name = headers.get(b"mcp-name")
         if raw_name is None:
             if body_name is not None:
@@ -150,7 +151,7 @@ def check_modern_headers(method: str, params: Any, is_request: bool, version: st
                 raise HeaderProblem(400, -32020, "Header mismatch: Mcp-Name header is malformed") from None
             if hdr_name != body_name:
                 raise HeaderProblem(400, -32020, "Header mismatch: Mcp-Name header does not match the body")
-    meta = params.get("_meta") if type(params) is dict else None
+    meta = params.get("_meta") if is_dict else None
     if type(meta) is not dict or META_PROTOCOL_VERSION not in meta or META_CLIENT_CAPABILITIES not in meta:
         raise HeaderProblem(400, -32602, "Invalid params: _meta must carry the protocol version and client capabilities")
     if meta[META_PROTOCOL_VERSION] != version:
@@ -221,35 +222,24 @@ class ModernPost:
             await refuse_busy(send, with_null_id=False)
             return
         try:
-            await self._run(receive, send, got, sse_ok)
+            out = _Response(send, sse_ok)
+            try:
+                request = self.handler(got, out.emit)
+            except Exception:  # a bug of the server's below: the client still gets an answer, without it
+                log.exception("2026-07-28 request failed in the server")
+                await _reply(send, _internal_error(got.id))
+                return
+            if request.done:
+                # answered at once (an inline tool, an error): no task, no timer, no watcher
+                await _reply(send, request.value)
+            else:
+                await self._wait(request, out, receive, got)
         finally:
             self.admission.release()
 
-    async def _run(self, receive: Receive, send: Send, got: Envelope, sse_ok: bool) -> None:
-        started = False
-
-        async def start() -> None:
-            nonlocal started
-            started = True
-            await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-
-        async def emit(data: bytes) -> None:
-            if not sse_ok:
-                return  # a JSON-only client gets the reply alone
-            if not started:
-                await start()
-            await send({"type": "http.response.body", "body": sse_event(data), "more_body": True})
-
-        try:
-            request = self.handler(got, emit)
-        except Exception:  # a bug of the server's below: the client still gets an answer, without it
-            log.exception("2026-07-28 request failed in the server")
-            await _reply(send, _internal_error(got.id))
-            return
-        if request.done:
-            # answered at once (an inline tool, an error): no task, no timer, no watcher
-            await _reply(send, request.value)
-            return
+    async def _wait(self, request: StatelessRequest, out: _Response, receive: Receive, got: Envelope) -> None:
+        """The reply of a request not answered at once, the client's leaving watched for meanwhile."""
+        send, sse_ok = out.send, out.sse_ok
         waiting = asyncio.ensure_future(request.wait())
         done, _ = await asyncio.wait((waiting,), timeout=HEADER_DELAY)
         if not done:
@@ -263,8 +253,8 @@ class ModernPost:
                         waiting.cancel()
                         return
                     if not waiting.done() and sse_ok:
-                        if not started:
-                            await start()
+                        if not out.started:
+                            await out.start()
                         await send({"type": "http.response.body", "body": b":\n\n", "more_body": True})
             finally:
                 gone.cancel()
@@ -273,12 +263,35 @@ class ModernPost:
         except Exception:
             log.exception("2026-07-28 request failed in the server")
             reply = _internal_error(got.id)
-        if started:
+        if out.started:
             if reply is not None:
                 await send({"type": "http.response.body", "body": sse_event(reply), "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             return
         await _reply(send, reply)
+
+
+class _Response:
+    """The response of one 2026-07-28 request: its notifications (``emit``) go out on an SSE
+    stream started with the first one, before the reply; a JSON-only client gets the reply alone."""
+
+    __slots__ = ("send", "sse_ok", "started")
+
+    def __init__(self, send: Send, sse_ok: bool) -> None:
+        self.send = send
+        self.sse_ok = sse_ok
+        self.started = False
+
+    async def start(self) -> None:
+        self.started = True
+        await self.send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+
+    async def emit(self, data: bytes) -> None:
+        if not self.sse_ok:
+            return  # a JSON-only client gets the reply alone
+        if not self.started:
+            await self.start()
+        await self.send({"type": "http.response.body", "body": sse_event(data), "more_body": True})
 
 
 def _reply(send: Send, reply: bytes | None) -> Awaitable[None]:

@@ -128,7 +128,7 @@ class HandshakePost:
         self.max_streams = table.caps.max_streams_per_session
 
     async def serve(self, hx: dict[bytes, bytes], receive: Receive, send: Send, got: Any, version: str | None,
-                       sse_ok: bool, json_ok: bool, principal: Any) -> None:
+                    sse_ok: bool, json_ok: bool, principal: Any) -> None:
         """Serve a POST whose body ``got`` was read already (``hx``: its headers, indexed)."""
         batch = type(got) is list
         msgs = sort_out(got if batch else (got,), batch)
@@ -142,6 +142,7 @@ class HandshakePost:
         if slots and not (self.admission.try_acquire() if slots == 1 else self._admit(slots)):
             await refuse_busy(send, with_null_id=False)
             return
+        session: HTTPSession | None = None
         try:
             if self.stateless:
                 session = await self.table.stateless(version, principal, skip_init=msgs.has_init)
@@ -150,75 +151,80 @@ class HandshakePost:
                     raise HTTPRefusal(400, -32600, "Bad Request: initialize must not carry Mcp-Session-Id")
                 session = await self.table.create(principal, params_of(requests[0]))
             else:
-                session = await self.table.find(hx.get(b"mcp-session-id"), principal)
-        except BaseException:
-            self._give_back(slots)
-            raise
-        try:
-            slots = await self._serve(session, msgs, batch, sse_ok, json_ok, receive, send, slots)
+                found = self.table.find(hx.get(b"mcp-session-id"), principal)
+                session = found if isinstance(found, HTTPSession) else await found
+            post = self._accept(session, msgs, batch)
+            fed = self.table.feed(session, msgs.valid, post)
+            if fed is not None:
+                await fed
+            use_sse = sse_ok and (not self.json_response or not json_ok)
+            if not requests and not msgs.invalid:
+                await respond(send, 202, b"", extra=session.response_headers)
+            elif len(post.ready) == slots:
+                # Every request was answered on this turn (inline handlers: the runner answers them
+                # before feeding returns), so no other request could see one in flight: no stream,
+                # nothing to resume (no priming event, event id or store write; SEP-1699 primes a
+                # stream that stays open), the replies sent whole as the POST's body.
+                body = self._whole(post.ready, msgs, batch, use_sse)
+                try:
+                    if use_sse:
+                        await respond(send, 200, body, None, session.sse_whole_headers if requests else session.sse_headers)
+                    else:
+                        await respond(send, 200, body, extra=session.response_headers)
+                except OSError:
+                    pass  # the client is gone: nothing to answer
+            else:
+                stream, early = self._open(session, post, msgs)
+                slots -= len(stream.pending)  # the session gives them back as the requests finish
+                if use_sse:
+                    await self._answer_sse(session, stream, early, receive, send, prime=not msgs.has_init)
+                else:
+                    await self._answer_json(stream, early, batch, receive, send, session.response_headers)
         finally:
             self._give_back(slots)
-            session.last_active = time.monotonic()  # idle time counts from the end of the last response
-            if self.stateless:
-                await session.end()
+            if session is not None:
+                session.last_active = time.monotonic()  # idle time counts from the end of the last response
+                if self.stateless:
+                    await session.end()
 
-    async def _serve(self, session: HTTPSession, msgs: Sorted, batch: bool, sse_ok: bool, json_ok: bool,
-                     receive: Receive, send: Send, slots: int) -> int:
-        """Serve a POST's messages on ``session``; returns how many of its ``slots`` are still the
-        POST's to give back (the others went with the requests to their stream)."""
+    def _accept(self, session: HTTPSession, msgs: Sorted, batch: bool) -> PostReplies:
+        """Whether ``session`` takes the POST's messages now (400, 409, 503 if not), its
+        cancellations done; returns where the replies of its requests go."""
         if batch and session.version not in (None, "2025-03-26"):
             raise HTTPRefusal(400, -32600, "Invalid Request: batches are not supported in this protocol version")
         session.last_active = time.monotonic()  # not idle while served (the sweeper, eviction)
-        extra = session.response_headers
-        requests, keys, invalid = msgs.requests, msgs.keys, msgs.invalid
         for id_ in msgs.cancels:
             session.cancelled(id_)
-        if requests:
+        keys = msgs.keys
+        if keys:
             in_flight = session.by_request
             for k in keys:
                 if k in in_flight:  # session.key_in_flight(k)
                     raise HTTPRefusal(409, -32600, "Conflict: a request with this id is already in flight")
             if len(session.streams) + session.relays >= self.max_streams:  # SessionTable.check_streams, inline
                 raise too_many_streams()
-        post = PostReplies(session, keys[0] if len(keys) == 1 else None, {}, None)  # positional: no defaults to fill in
-        fed = self.table.feed(session, msgs.valid, post)
-        if fed is not None:
-            await fed
-        if not requests and not invalid:
-            await respond(send, 202, b"", extra=extra)
-            return slots
-        use_sse = sse_ok and (not self.json_response or not json_ok)
-        ready = post.ready
-        if len(ready) == len(keys):
-            # Every request was answered on this turn (inline handlers: the runner answers them
-            # before feeding returns), so no other request could see one in flight: no stream,
-            # nothing to resume (no priming event, event id or store write; SEP-1699 primes a
-            # stream that stays open), the replies sent whole as the POST's body.
-            if batch:
-                replies = [ready[k] for k in keys] + invalid
-                body = b"".join([sse_event(e) for e in replies]) if use_sse else b"[" + b",".join(replies) + b"]"
-            else:
-                body = sse_event(ready[keys[0]]) if use_sse else ready[keys[0]]
-            try:
-                if use_sse:
-                    await respond(send, 200, body, None, session.sse_whole_headers if requests else session.sse_headers)
-                else:
-                    await respond(send, 200, body, extra=extra)
-            except OSError:
-                pass  # the client is gone: nothing to answer
-            return slots
+        return PostReplies(session, keys[0] if len(keys) == 1 else None, {}, None)  # positional: no defaults to fill in
+
+    @staticmethod
+    def _whole(ready: dict[Key, bytes], msgs: Sorted, batch: bool, use_sse: bool) -> bytes:
+        """The body of a POST whose requests are all answered (``ready``)."""
+        keys = msgs.keys
+        if not batch:
+            return sse_event(ready[keys[0]]) if use_sse else ready[keys[0]]
+        replies = [ready[k] for k in keys] + msgs.invalid
+        return b"".join([sse_event(e) for e in replies]) if use_sse else b"[" + b",".join(replies) + b"]"
+
+    @staticmethod
+    def _open(session: HTTPSession, post: PostReplies, msgs: Sorted) -> tuple[Stream, list[bytes]]:
+        """The stream of a POST some of whose requests are still running (their slots go with it),
+        and what to send on it first: the replies ready already and a batch's invalid elements' errors."""
+        keys, ready = msgs.keys, post.ready
         pending = [k for k in keys if k not in ready]
-        params = [None if r.params is UNSET else r.params for k, r in zip(keys, requests, strict=True) if k not in ready]
+        params = [None if r.params is UNSET else r.params for k, r in zip(keys, msgs.requests, strict=True) if k not in ready]
         stream = session.open_stream(pending, params, holds_slots=True)
         stream.headers = current_headers.get()
-        slots -= len(pending)  # the session gives them back as the requests finish
         post.open(stream)
-        early = [ready[k] for k in keys if k in ready]
-        if use_sse:
-            await self._answer_sse(session, stream, early + invalid, receive, send, prime=not msgs.has_init)
-        else:
-            await self._answer_json(stream, early + invalid, batch, receive, send, extra)
-        return slots
+        return stream, [ready[k] for k in keys if k in ready] + msgs.invalid
 
     def _admit(self, n: int) -> bool:
         """Take ``n`` server-wide slots, all or none."""

@@ -144,8 +144,9 @@ class StreamableHTTPApp:
         self.admission = Admission(self.limits.max_server_in_flight)
         self.handshake_versions = handshake_versions
         self.modern_versions = modern_versions if modern is not None else ()
-        #: ``MCP-Protocol-Version`` values seen, as sent -> the supported version they name.
-        self._versions_seen: dict[bytes, str] = {}
+        #: ``MCP-Protocol-Version`` values seen, as sent (None: no header) -> the supported version
+        #: they name, and whether it is a 2026-07-28-era one.
+        self._versions_seen: dict[bytes | None, tuple[str | None, bool]] = {None: (None, False)}
         caps = SessionCaps(max_sessions=max_sessions, max_sessions_per_principal=max_sessions_per_principal,
                            max_streams_per_session=max_streams_per_session, idle_timeout=session_idle_timeout,
                            evict_idle_after=evict_idle_after)
@@ -188,17 +189,16 @@ class StreamableHTTPApp:
                 await self._get_or_delete(scope["method"], hx, receive, send, principal)
                 return
             sse_ok, json_ok = scope["sturdyrpc.media"]  # as the layer negotiated them (_POST_TYPES; one at least)
-            body = scope["sturdyrpc.body"]  # the layer read it whole
             try:
-                version = self._header_version(hx)
+                version, modern = self._versions_seen.get(hx.get(b"mcp-protocol-version")) or self._header_version(hx)
             except _Problem as p:
                 await send_problem(send, p.problem, None)
                 return
-            got = read(body, self._read_limits)  # the one decode of this POST
+            got = read(scope["sturdyrpc.body"], self._read_limits)  # the one decode of this POST (the layer read it whole)
             if type(got) is Refused:
                 await self._refused(send, got.error)
-            elif version is not None and version in self.modern_versions:
-                await self._modern.serve(hx, receive, send, got, version, sse_ok)  # type: ignore[union-attr]
+            elif modern:
+                await self._modern.serve(hx, receive, send, got, version, sse_ok)  # type: ignore[union-attr, arg-type]  # (modern: a version)
             elif version is None and self.modern_versions and is_modern_request(got):
                 # a 2026-07-28 request (its _meta says so) without the required header: HeaderMismatch
                 id_ = got.id  # type: ignore[union-attr]
@@ -219,28 +219,30 @@ class StreamableHTTPApp:
         if self.stateless:
             raise _not_allowed()
         try:
-            version = self._header_version(hx)
+            _, modern = self._header_version(hx)
         except _Problem:
             raise _not_allowed() from None
-        if version is not None and version in self.modern_versions:  # 2026-07-28 has no sessions: 405
+        if modern:  # 2026-07-28 has no sessions: 405
             raise _not_allowed()
         if method == "GET":
             await self._streams.get(hx, receive, send, principal)
         else:
             await self._streams.delete(hx, send, principal)
 
-    def _header_version(self, hx: dict[bytes, bytes]) -> str | None:
+    def _header_version(self, hx: dict[bytes, bytes]) -> tuple[str | None, bool]:
+        """The version ``MCP-Protocol-Version`` names (None: no header) and whether it is a
+        2026-07-28-era one; 400 for one not supported."""
         raw = hx.get(b"mcp-protocol-version")
-        if raw is None:
-            return None
         known = self._versions_seen.get(raw)
         if known is not None:
             return known
+        assert raw is not None  # (no header is known from the start)
         v = raw.decode("latin-1").strip()
         if v in self.handshake_versions or v in self.modern_versions:
+            known = (v, v in self.modern_versions)
             if len(self._versions_seen) < 64:
-                self._versions_seen[raw] = v
-            return v
+                self._versions_seen[raw] = known
+            return known
         if self._modern is not None and v > self.handshake_versions[-1]:
             supported = list(self.handshake_versions) + list(self.modern_versions)
             raise _Problem(HeaderProblem(400, -32022, "Unsupported protocol version", {"supported": supported, "requested": v}))

@@ -42,6 +42,7 @@ from ..auth.principal import identity_of
 from ..envelope import Envelope, from_message
 from ..messages import Notification, Request
 from ..peer import Peer
+from ..request_context import current_session
 from ..store import StoreUnavailable
 from ..store.notices import store_warning
 from ..transports.asgi import ASGIApp, HTTPRefusal, Send, respond
@@ -153,9 +154,10 @@ class SessionTable(abc.ABC):
         """A new session for ``principal``, whose ``initialize`` carries ``init_params`` (503 when the table is full)."""
 
     @abc.abstractmethod
-    async def find(self, session_id: bytes | None, principal: Any) -> HTTPSession:
+    def find(self, session_id: bytes | None, principal: Any) -> HTTPSession | Awaitable[HTTPSession]:
         """The session of the ``Mcp-Session-Id`` header (400 without one, 404 for an unknown one
-        or another principal's); the session's principal becomes this request's."""
+        or another principal's); the session's principal becomes this request's. Returns the
+        session, or what to await for it (a table that must reach its store)."""
 
     @abc.abstractmethod
     async def delete(self, session: HTTPSession) -> None:
@@ -165,10 +167,22 @@ class SessionTable(abc.ABC):
         """Hand a POST's messages to the session's peer, in order (``items``: each with its
         request's key, None for a notification or response), each request's reply going to
         ``post``. Returns None when done, or what to await first (a table that must reach its
-        store: the caller awaits it before it looks at the replies)."""
-        feed = session.feed
-        for m, k in items:
-            feed(m, None if k is None else post if k is post.key else RequestOrigin(post, k))
+        store: the caller awaits it before it looks at the replies).
+
+        Fed as :meth:`HTTPSession.feed` feeds one message, with the session current once for
+        all of them."""
+        peer = session.peer
+        if peer is None or session.ended:
+            return None  # after the session ended, nothing runs
+        feed = peer.feed_envelope
+        token = current_session.set(session.mcp_session)
+        try:
+            for m, k in items:
+                feed(m, None if k is None else post if k is post.key else RequestOrigin(post, k))
+                if session.ended:
+                    break
+        finally:
+            current_session.reset(token)
         return None
 
     @abc.abstractmethod

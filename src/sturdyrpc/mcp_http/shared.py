@@ -220,7 +220,10 @@ class SharedSessions(SessionTable):
             raise
         return session
 
-    async def find(self, session_id: bytes | None, principal: Any) -> HTTPSession:
+    def find(self, session_id: bytes | None, principal: Any) -> Awaitable[HTTPSession]:
+        return self._find(session_id, principal)
+
+    async def _find(self, session_id: bytes | None, principal: Any) -> HTTPSession:
         """The session named by ``Mcp-Session-Id``, from this worker or rebuilt from the store."""
         sid = session_id_of(session_id)
         data = await self.store.get_touch(f"session:{sid}", self.idle)

@@ -13,8 +13,8 @@ cannot differ. Outermost first:
 ``Route``             the path (404) and the method (405 with ``Allow``)
 ``ContentNegotiation``  ``Content-Type: application/json`` (415), ``Accept`` (406)
 ``Busy``              the server-wide admission is full: 503 with ``Retry-After``, before the body is read
-``BodyLimit``         the whole body: 413 beyond the bound, 408 after the deadline; handed on in ``scope["sturdyrpc.body"]``
-``RequestContext``    ``current_headers`` for the endpoint and everything it calls
+``BodyLimit``         the whole body: 413 beyond the bound, 408 after the deadline; handed on in ``scope["sturdyrpc.body"]``;
+                      then ``current_headers`` for the endpoint and everything it calls
 ====================  ==============================================================================
 
 A refusal is a fixed JSON-RPC error object (:func:`~sturdyrpc.transports.asgi.error_body`): nothing from the request
@@ -28,9 +28,9 @@ uvicorn, put it inside an ``async def`` app, as :class:`~sturdyrpc.transports.ht
 
 Also here: :func:`is_json` (the one Content-Type rule), :func:`acceptable` (the one Accept
 parser), :func:`wait_disconnect` and :func:`until_disconnect` (the one "wait for this or the
-client's disconnect" helper). Modules: ``lifecycle`` (lifespan, headers, disconnects),
-``guards`` (metadata, Host/Origin, bearer), ``negotiation`` (path, method, media types), ``body``
-(busy, bound, deadline).
+client's disconnect" helper). Modules: ``lifecycle`` (lifespan, disconnects), ``guards``
+(metadata, Host/Origin, bearer), ``negotiation`` (path, method, media types), ``body`` (busy,
+bound, deadline, the request's headers).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from ...admission import Admission
 from ..asgi import ASGIApp, HTTPSecurity, Scope
 from .body import BodyLimit, Busy, too_large_refusal
 from .guards import BearerAuthentication, HostOriginCheck, ResourceMetadata, not_found
-from .lifecycle import Lifespan, LifespanContext, RequestContext, bound_call, until_disconnect, wait_disconnect
+from .lifecycle import Lifespan, LifespanContext, bound_call, until_disconnect, wait_disconnect
 from .negotiation import JSON, SSE, ContentNegotiation, Route, acceptable, is_json
 
 __all__ = [
@@ -54,7 +54,6 @@ __all__ = [
     "ContentNegotiation",
     "Busy",
     "BodyLimit",
-    "RequestContext",
     "not_found",
     "JSON",
     "SSE",
@@ -84,8 +83,7 @@ def http_layer(endpoint: ASGIApp, *, security: HTTPSecurity, admission: Admissio
     bound = min(security.max_body_bytes, max_message_bytes)
     # The limit a 413 names is the one that bounds: the protocol's own (as stdio names it) or the HTTP one.
     limit = "max_message_bytes" if bound == max_message_bytes else "max_body_bytes"
-    app: ASGIApp = RequestContext(endpoint)
-    app = BodyLimit(app, max_bytes=bound, limit=limit, timeout=security.body_timeout, null_id=null_id)
+    app: ASGIApp = BodyLimit(endpoint, max_bytes=bound, limit=limit, timeout=security.body_timeout, null_id=null_id)
     app = Busy(app, admission=admission, may_free=may_free, null_id=null_id)
     app = ContentNegotiation(app, produces=produces, null_id=null_id)
     app = Route(app, path=path, methods=methods, null_id=null_id)

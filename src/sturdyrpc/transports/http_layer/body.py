@@ -1,4 +1,5 @@
-"""The body of a request: the busy 503 before it is read, then its bound and deadline."""
+"""The body of a request: the busy 503 before it is read, then its bound and deadline; the
+request's headers for the endpoint."""
 
 from __future__ import annotations
 
@@ -8,10 +9,23 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from ...admission import Admission
-from ..asgi import ASGIApp, HTTPRefusal, Message, Receive, Scope, Send, header_index, refuse, refuse_busy
+from ...request_context import current_headers
+from ..asgi import (
+    ASGIApp,
+    HTTPRefusal,
+    Message,
+    Receive,
+    RequestHeaders,
+    Scope,
+    Send,
+    header_index,
+    refuse,
+    refuse_busy,
+)
 from .lifecycle import bound_call
 
 _thread_id = threading.get_ident
+_current_task = asyncio.current_task
 
 __all__ = ["Busy", "BodyLimit", "too_large_refusal"]
 
@@ -61,7 +75,10 @@ _TOO_SLOW = HTTPRefusal(408, -32600, "Request body not received in time", [(b"co
 class BodyLimit:
     """Reads the whole body of a request with one (``methods``) and hands it to ``app`` in
     ``scope["sturdyrpc.body"]`` (bytes); ``app``'s ``receive`` then has only the client's
-    disconnect to tell.
+    disconnect to tell. ``app`` runs with the request's headers as
+    :data:`~sturdyrpc.request_context.current_headers` (decoded when first read): the one place
+    both endpoints get them from. (The innermost wrapper does it: a coroutine already, it spares
+    the request a coroutine layer of its own for it.)
 
     - more than ``max_bytes`` (declared by ``Content-Length``, or counted) -> 413
       (:func:`too_large_refusal` naming ``limit``), read no further;
@@ -88,42 +105,47 @@ class BodyLimit:
         self._deadlines = _Deadlines(timeout)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] not in self.methods:
+        if scope["type"] != "http":
             await self._next(scope, receive, send)
             return
-        hx = scope.get("sturdyrpc.headers")
-        declared = (hx if hx is not None else header_index(scope)).get(b"content-length")
-        max_bytes = self.max_bytes
-        if declared is not None:
+        if scope["method"] in self.methods:
+            hx = scope.get("sturdyrpc.headers")
+            declared = (hx if hx is not None else header_index(scope)).get(b"content-length")
+            max_bytes = self.max_bytes
+            if declared is not None:
+                try:
+                    too_large = int(declared) > max_bytes
+                except ValueError:
+                    too_large = False  # the server rejects malformed framing itself; counting below still bounds it
+                if too_large:
+                    await refuse(send, too_large_refusal(self.limit, max_bytes), with_null_id=self.null_id)
+                    return
+            deadlines = self._deadlines
+            task = deadlines.enter()
             try:
-                too_large = int(declared) > max_bytes
-            except ValueError:
-                too_large = False  # the server rejects malformed framing itself; counting below still bounds it
-            if too_large:
+                msg: Any = await receive()
+                # The usual request: its body whole in the first message, handed on as it came.
+                if msg["type"] != "http.request" or msg.get("more_body", False) or len(msg.get("body", b"")) > max_bytes:
+                    msg = await self._rest(msg, receive)
+            except asyncio.CancelledError:
+                if task is not None and deadlines.expired(task):
+                    await refuse(send, _TOO_SLOW, with_null_id=self.null_id)
+                    return
+                raise
+            finally:
+                if task is not None:
+                    deadlines.due.pop(task, None)
+            if msg is None:
+                return  # the client went away
+            if msg is _TOO_LARGE:
                 await refuse(send, too_large_refusal(self.limit, max_bytes), with_null_id=self.null_id)
                 return
-        deadlines = self._deadlines
-        task = deadlines.enter()
+            scope["sturdyrpc.body"] = msg["body"]
+        token = current_headers.set(RequestHeaders(scope["headers"]))
         try:
-            msg: Any = await receive()
-            # The usual request: its body whole in the first message, handed on as it came.
-            if msg["type"] != "http.request" or msg.get("more_body", False) or len(msg.get("body", b"")) > max_bytes:
-                msg = await self._rest(msg, receive)
-        except asyncio.CancelledError:
-            if task is not None and deadlines.expired(task):
-                await refuse(send, _TOO_SLOW, with_null_id=self.null_id)
-                return
-            raise
+            await self._next(scope, receive, send)
         finally:
-            if task is not None:
-                deadlines.due.pop(task, None)
-        if msg is None:
-            return  # the client went away
-        if msg is _TOO_LARGE:
-            await refuse(send, too_large_refusal(self.limit, max_bytes), with_null_id=self.null_id)
-            return
-        scope["sturdyrpc.body"] = msg["body"]
-        await self._next(scope, receive, send)
+            current_headers.reset(token)
 
     async def _rest(self, msg: Message, receive: Receive) -> Message | None:
         """The body from ``msg`` on, whole (None: the client left; :data:`_TOO_LARGE`: over the bound)."""
@@ -168,17 +190,17 @@ class _Deadlines:
     def enter(self) -> asyncio.Task[Any] | None:
         """Register the running task (about to read a body) and return it (None outside a task,
         or without a deadline)."""
-        if self.timeout is None:
-            return None
-        loop = self.loop
-        if loop is not None and self.handle is not None and _thread_id() == self.thread:
+        if self.handle is not None and _thread_id() == self.thread:
             # The loop this thread ran last is the one running now when it is stepping a task
             # (a thread runs one loop at a time): asking asyncio for the running loop costs a
             # getpid() system call per request, whose cost shows in the rest of the request.
-            task = asyncio.current_task(loop)
+            # (A timer is armed only with a deadline, on the loop it was armed on.)
+            task = _current_task(self.loop)
             if task is not None:
                 self.due[task] = self.generation
                 return task
+        if self.timeout is None:
+            return None
         loop = asyncio.get_running_loop()
         task = asyncio.current_task(loop)
         if task is not None:

@@ -27,6 +27,8 @@ from .lifecycle import bound_call, remember
 
 __all__ = ["ResourceMetadata", "not_found", "HostOriginCheck", "BearerAuthentication"]
 
+_UNKNOWN: Any = object()  # no verdict cached yet
+
 
 # ------------------------------------------------------------------ RFC 9728 metadata
 
@@ -127,9 +129,8 @@ class HostOriginCheck:
         self.origins = frozenset(o.strip().rstrip("/").lower() for o in allowed_origins)
         self.allow_localhost_origins = allow_localhost_origins
         self.null_id = null_id
-        # Verdicts by header value (clients send a handful of distinct values; bounded anyway).
-        self._host_ok: dict[bytes, bool] = {}
-        self._origin_ok: dict[bytes, bool] = {}
+        # Verdicts by (host, origin) as sent: clients send a handful of distinct pairs (bounded anyway).
+        self._verdicts: dict[tuple[bytes | None, bytes | None], HTTPRefusal | None] = {}
         self._trusted: dict[str, bool] = {}
 
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
@@ -138,28 +139,26 @@ class HostOriginCheck:
         hx = scope.get("sturdyrpc.headers")
         if hx is None:
             hx = header_index(scope)
-        if self.hosts is not None:
-            host = hx.get(b"host")
-            if self.proxies and self._from_proxy(scope):
-                host = self._forwarded(scope, host)
-            ok = self._host_ok.get(host) if host is not None else False
-            if ok is None:
-                assert host is not None
-                ok = self._host_allowed(host)
-                remember(self._host_ok, host, ok, 1024)
-            if not ok:
-                return refuse(send, HTTPRefusal(403, -32600, "Forbidden: host not allowed"), with_null_id=self.null_id)
-        elif self.proxies and self._from_proxy(scope):
-            self._forwarded(scope, None)
-        origin = hx.get(b"origin")
-        if origin is not None:
-            ok = self._origin_ok.get(origin)
-            if ok is None:
-                ok = self._origin_allowed(origin.decode("latin-1"))
-                remember(self._origin_ok, origin, ok, 1024)
-            if not ok:
-                return refuse(send, HTTPRefusal(403, -32600, "Forbidden: origin not allowed"), with_null_id=self.null_id)
-        return self._next(scope, receive, send)
+        host = hx.get(b"host")
+        if self.proxies and self._from_proxy(scope):
+            host = self._forwarded(scope, host)
+        key = (host, hx.get(b"origin"))
+        refusal = self._verdicts.get(key, _UNKNOWN)
+        if refusal is _UNKNOWN:
+            refusal = self._verdict(*key)
+            remember(self._verdicts, key, refusal, 1024)
+        if refusal is None:
+            return self._next(scope, receive, send)
+        return refuse(send, refusal, with_null_id=self.null_id)
+
+    def _verdict(self, host: bytes | None, origin: bytes | None) -> HTTPRefusal | None:
+        """The refusal of a request with this host (the forwarded one from a trusted proxy) and
+        ``Origin`` (None: allowed)."""
+        if self.hosts is not None and (host is None or not self._host_allowed(host)):
+            return HTTPRefusal(403, -32600, "Forbidden: host not allowed")
+        if origin is not None and not self._origin_allowed(origin.decode("latin-1")):
+            return HTTPRefusal(403, -32600, "Forbidden: origin not allowed")
+        return None
 
     def _from_proxy(self, scope: Scope) -> bool:
         client = scope.get("client")

@@ -1,5 +1,4 @@
-"""The HTTP layer's lifecycle pieces: the ASGI lifespan, the request's headers for the endpoint
-(:data:`~sturdyrpc.request_context.current_headers`), the one "wait for this or the client's
+"""The HTTP layer's lifecycle pieces: the ASGI lifespan, the one "wait for this or the client's
 disconnect" helper, and what every wrapper uses to call the next one."""
 
 from __future__ import annotations
@@ -10,10 +9,9 @@ import types
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ...request_context import current_headers
-from ..asgi import ASGIApp, Receive, RequestHeaders, Scope, Send
+from ..asgi import ASGIApp, Receive, Scope, Send
 
-__all__ = ["Lifespan", "LifespanContext", "RequestContext", "wait_disconnect", "until_disconnect", "bound_call", "remember"]
+__all__ = ["Lifespan", "LifespanContext", "wait_disconnect", "until_disconnect", "bound_call", "remember"]
 
 LifespanContext = Callable[[], contextlib.AbstractAsyncContextManager[Any]]
 
@@ -89,25 +87,6 @@ class Lifespan:
 
 async def _nothing() -> None:
     return None  # returning closes a websocket this layer does not serve
-
-
-# ------------------------------------------------------------------ headers for the endpoint
-
-
-class RequestContext:
-    """Sets :data:`~sturdyrpc.request_context.current_headers` (the request's headers, decoded
-    when first read) while ``app`` runs: the one place both endpoints get it from."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-        self._next = bound_call(app)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        token = current_headers.set(RequestHeaders(scope.get("headers", ())))
-        try:
-            await self._next(scope, receive, send)
-        finally:
-            current_headers.reset(token)
 
 
 # ------------------------------------------------------------------ disconnects
