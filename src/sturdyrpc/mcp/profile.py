@@ -90,6 +90,8 @@ def _newest_first(versions: tuple[str, ...]) -> list[str]:
     return list(reversed(versions))
 
 
+#: The types of an MCP request id.
+_ID_TYPES = frozenset({str, int})
 #: Methods a handshake-era session refuses (see ``_check_handshake``).
 _HANDSHAKE_REFUSED = frozenset({"initialize", "server/discover", "ping"})
 #: Requests of the stateless era that are refused whatever their envelope.
@@ -223,11 +225,12 @@ class MCPProfile(Profile):
     def check_request(self, method: str, params: Any, id_: Id, is_notification: bool) -> RPCError | None:
         # Runs for every request: the common case first, a request on a negotiated
         # handshake-era session, answered by the same rules as below.
-        t = type(id_)
-        if self._handshake_server and not is_notification and (t is str or t is int) and type(params) is dict:
+        # (a notification's id is None here: not one of the id types)
+        if self._handshake_server and type(id_) in _ID_TYPES and type(params) is dict:
             if method in _ROUTINE or not (method in _HANDSHAKE_REFUSED or method.startswith("notifications/")):
                 return None
             return self._check_handshake(method)
+        t = type(id_)
         if self._modern_server and not is_notification and (t is str or t is int) and type(params) is dict:
             # ... and a request of the stateless era: its envelope, as below
             if method in _ROUTINE or not (method in _MODERN_REFUSED or method.startswith("notifications/")):

@@ -181,16 +181,16 @@ class HandlerFunction:
         #: come first in the signature): ``((name, check), ...)``.
         self.by_position = _by_position(self.binder) if self.ctx_name is None else None
         #: The one parameter of a function taking one (:attr:`by_position` of length 1), as
-        #: ``(name, type, check)``: ``type`` is set when the check is ``type(value) is type``
-        #: (``str``, ``int``, ``bool``), which the caller tests without calling the check.
-        self.one_param: tuple[str, type | None, Callable[[Any], Any] | None] | None = None
+        #: ``(name, type)``: ``type`` is set when the check is ``type(value) is type`` (``str``,
+        #: ``int``, ``bool``), which the caller tests without calling the check.
+        self.one_param: tuple[str, type | None] | None = None
         if self.by_position is not None and len(self.by_position) == 1:
             nm, chk = self.by_position[0]
             hint = self.hints.get(nm)
             # a default (a pydantic Field's) makes the check another one: no shortcut then
             plain = chk is not None and inspect.signature(fn).parameters[nm].default is inspect.Parameter.empty
             exact = next((t for t in (str, int, bool) if hint is t), None) if plain else None
-            self.one_param = (nm, exact, chk)
+            self.one_param = (nm, exact)
         #: Runs on the event loop without a task of its own (sync, ``blocking=False``, no context).
         self.inline = not self.is_async and not self.blocking and self.ctx_name is None
 

@@ -107,11 +107,11 @@ class ToolsCall:
                 rules = session.rules_of(params)
         if tool is None:
             name = params.get("name")
-            tool = self._tools.get(name) if type(name) is str else None
-        if tool is None:
             if type(name) is not str:
                 raise InvalidParams("Invalid params: 'name' must be a string", {"param": "name"})
-            raise InvalidParams(f"Unknown tool: {name}", {"tool": name})
+            tool = self._tools.get(name)
+            if tool is None:
+                raise InvalidParams(f"Unknown tool: {name}", {"tool": name})
         if tool.requires_task and not as_task and rules.tasks:
             # rule 28: a non-task call to a tool that requires tasks MUST be -32601
             raise MethodNotFound(f"Method not found: the tool {tool.name!r} must be called as a task (params.task)",
@@ -127,11 +127,10 @@ class ToolsCall:
         if one is not None and len(arguments) == 1:
             # the commonest case of all, bound as below without calling the check: a value of
             # the one type the check admits; anything else goes on below
-            nm, exact, _check = one
-            if nm in arguments:
-                v = arguments[nm]
-                if type(v) is exact:
-                    return rules, tool, (v,), {}
+            nm, exact = one
+            v = arguments.get(nm)  # None when absent: never of that type
+            if type(v) is exact:
+                return rules, tool, (v,), {}
         spec = tool.by_position
         if spec is not None and len(arguments) == len(spec):
             # the common case, bound as Binder.bind would by name; any doubt (a name missing, a
@@ -332,23 +331,26 @@ class ToolsCall:
         the async entry, which decides and answers.
 
         The routed entry of a tool is made at its first call and kept with the tool it serves:
-        a call finds it by name, and takes it while that tool is still the one registered
-        under the name and still runs inline (:attr:`.Tool.routed_inline`)."""
-        if type(params) is dict:
-            name = params.get("name")
-            if type(name) is str:
-                made = self._inline_entries.get(name)
-                if made is not None and made[0] is self._tools.get(name):
-                    if made[0].routed_inline and "task" not in params:
-                        return made[1]
-                else:  # the first call of the tool (or of another one registered under its name)
-                    tool = self._tools.get(name)
-                    if tool is not None and tool.routed_inline and "task" not in params:
-                        made = self._inline_entries[name] = (tool, self._inline_entry(tool))
-                        return made[1]
-        entry = self._async_entry
-        assert entry is not None, "ToolsCall.use_dispatcher() was not called"
-        return entry
+        a call finds it by the name it asks for, and takes it while that tool is still the one
+        registered under its name and still runs inline (:attr:`.Tool.routed_inline`)."""
+        try:
+            made = self._inline_entries.get(params.get("name"))
+        except (AttributeError, TypeError):  # params not an object, a name no key can be: the async entry says what is wrong
+            made = None
+        if made is not None:
+            tool, entry = made
+            if tool is self._tools.get(tool.name) and tool.routed_inline and "task" not in params:
+                return entry
+        if type(params) is dict:  # the first call of the tool (or of another one registered under its name)
+            name: Any = params.get("name")
+            found = self._tools.get(name) if type(name) is str else None
+            if found is not None and found.routed_inline and "task" not in params:
+                entry = self._inline_entry(found)
+                self._inline_entries[name] = (found, entry)
+                return entry
+        other = self._async_entry
+        assert other is not None, "ToolsCall.use_dispatcher() was not called"
+        return other
 
     def use_dispatcher(self, dispatcher: Dispatcher, async_entry: MethodEntry) -> None:
         """Make the per-tool entries on ``dispatcher``; ``async_entry`` serves what they do not."""

@@ -166,10 +166,9 @@ class Incoming:
         (what :func:`~sturdyrpc.envelope.read` returns), its reply going to ``origin`` (None:
         the peer's transport). The one step between the transport and the runner: a push
         transport delivers its frames here (see :meth:`feed_frame` for the others)."""
-        t = type(got)
-        if t is bytes:
+        if type(got) is bytes:
             got = read(got, self._dispatcher.limits)
-            t = type(got)
+        t = type(got)
         if t is Envelope:
             method = got.method
             if method is UNSET:  # a reply: taken whatever the pressure, so calls waiting on it can finish
