@@ -90,10 +90,19 @@ def _newest_first(versions: tuple[str, ...]) -> list[str]:
     return list(reversed(versions))
 
 
+#: The types of an MCP request id.
+_ID_TYPES = frozenset({str, int})
 #: Methods a handshake-era session refuses (see ``_check_handshake``).
 _HANDSHAKE_REFUSED = frozenset({"initialize", "server/discover", "ping"})
 #: Requests of the stateless era that are refused whatever their envelope.
 _MODERN_REFUSED = frozenset({"initialize", "ping"})
+#: Requests that neither era refuses by name (neither set above, no ``notifications/`` name):
+#: one test for the usual method instead of two (any other method takes those two).
+_ROUTINE = frozenset({
+    "tools/call", "tools/list", "resources/list", "resources/templates/list", "resources/read",
+    "resources/subscribe", "resources/unsubscribe", "prompts/list", "prompts/get", "completion/complete",
+    "logging/setLevel", "subscriptions/listen", "tasks/get", "tasks/result", "tasks/list", "tasks/cancel", "tasks/update",
+})
 
 
 class MCPProfile(Profile):
@@ -111,6 +120,55 @@ class MCPProfile(Profile):
     progress_method = "notifications/progress"
     refuse_duplicate_ids = True
 
+    _version: str | None = None
+    _era: Era | None = None
+    _role: str = "server"
+    #: What ``check_request`` asks first of every request, kept by the setters of ``role``,
+    #: ``era`` and ``version``: a server session pinned to the handshake era, or to the stateless one.
+    _handshake_server = False
+    _modern_server = False
+    #: The rules every request of the connection is served under, when they do not vary per
+    #: request (kept by the same setters): the negotiated version's (the latest's before
+    #: negotiation); None in the stateless era, where each request names its version.
+    session_rules: VersionRules | None = RULES[SUPPORTED_VERSIONS[-1]]
+
+    @property
+    def version(self) -> str | None:
+        """The negotiated version (None until known)."""
+        return self._version
+
+    @version.setter
+    def version(self, value: str | None) -> None:
+        self._version = value
+        self._pinned()
+
+    @property
+    def era(self) -> Era | None:
+        """Which era the connection is pinned to (None until the client's opening says)."""
+        return self._era
+
+    @era.setter
+    def era(self, value: Era | None) -> None:
+        self._era = value
+        self._pinned()
+
+    @property
+    def role(self) -> str:
+        """``"server"`` or ``"client"`` (see the class docstring)."""
+        return self._role
+
+    @role.setter
+    def role(self, value: str) -> None:
+        self._role = value
+        self._pinned()
+
+    def _pinned(self) -> None:
+        era, server = self._era, self._role == "server"
+        self._handshake_server = server and era == "handshake"
+        self._modern_server = server and era == "modern"
+        v = self._version
+        self.session_rules = None if era == "modern" else RULES.get(v) if v is not None else RULES[SUPPORTED_VERSIONS[-1]]
+
     def __init__(
         self,
         version: str | None = None,
@@ -122,10 +180,8 @@ class MCPProfile(Profile):
         self.role = role
         self.stateless = stateless
         self.supported = supported
-        #: The negotiated version (None until known).
-        self.version: str | None = version
-        #: Which era the connection is pinned to (None until the client's opening says).
-        self.era: Era | None = None
+        self.version = version
+        self.era = None
         if version is not None:
             self.era = "modern" if RULES[version].stateless else "handshake"
         if stateless:
@@ -169,14 +225,15 @@ class MCPProfile(Profile):
     def check_request(self, method: str, params: Any, id_: Id, is_notification: bool) -> RPCError | None:
         # Runs for every request: the common case first, a request on a negotiated
         # handshake-era session, answered by the same rules as below.
+        # (a notification's id is None here: not one of the id types)
+        if self._handshake_server and type(id_) in _ID_TYPES and type(params) is dict:
+            if method in _ROUTINE or not (method in _HANDSHAKE_REFUSED or method.startswith("notifications/")):
+                return None
+            return self._check_handshake(method)
         t = type(id_)
-        if self.era == "handshake" and not is_notification and (t is str or t is int) and type(params) is dict and self.role == "server":
-            if method in _HANDSHAKE_REFUSED or method.startswith("notifications/"):
-                return self._check_handshake(method)
-            return None
-        if self.era == "modern" and not is_notification and (t is str or t is int) and type(params) is dict and self.role == "server":
+        if self._modern_server and not is_notification and (t is str or t is int) and type(params) is dict:
             # ... and a request of the stateless era: its envelope, as below
-            if method not in _MODERN_REFUSED and not method.startswith("notifications/"):
+            if method in _ROUTINE or not (method in _MODERN_REFUSED or method.startswith("notifications/")):
                 return self._check_envelope(params.get("_meta"), self.supported if self.stateless else MODERN_VERSIONS)
         if not is_notification and t is not str and t is not int:
             return InvalidRequest("Invalid Request", {"reason": "an MCP request id must be a string or an integer"})

@@ -180,6 +180,17 @@ class HandlerFunction:
         #: value checked as ``bind`` would check it (never with a context parameter: it may
         #: come first in the signature): ``((name, check), ...)``.
         self.by_position = _by_position(self.binder) if self.ctx_name is None else None
+        #: The one parameter of a function taking one (:attr:`by_position` of length 1), as
+        #: ``(name, type)``: ``type`` is set when the check is ``type(value) is type`` (``str``,
+        #: ``int``, ``bool``), which the caller tests without calling the check.
+        self.one_param: tuple[str, type | None] | None = None
+        if self.by_position is not None and len(self.by_position) == 1:
+            nm, chk = self.by_position[0]
+            hint = self.hints.get(nm)
+            # a default (a pydantic Field's) makes the check another one: no shortcut then
+            plain = chk is not None and inspect.signature(fn).parameters[nm].default is inspect.Parameter.empty
+            exact = next((t for t in (str, int, bool) if hint is t), None) if plain else None
+            self.one_param = (nm, exact)
         #: Runs on the event loop without a task of its own (sync, ``blocking=False``, no context).
         self.inline = not self.is_async and not self.blocking and self.ctx_name is None
 
@@ -199,8 +210,35 @@ class Tool(HandlerFunction):
 
     #: Seconds the tool may run before its call ends as a tool error naming the limit (None: no limit).
     timeout: float | None = None
-    #: ``execution.taskSupport``: ``"forbidden"`` (the default, not announced), ``"optional"``, ``"required"``.
-    task_support: str = "forbidden"
+    _inline = False
+    _task_support = "forbidden"
+    #: Answered on the reader's turn by an entry of its own (:meth:`.ToolsCall.route`): an
+    #: :attr:`inline` tool that never runs as a task. Kept by the setters of both, so the
+    #: route reads one attribute per call.
+    routed_inline = False
+    #: ``task_support == "required"``, kept by its setter (every call asks).
+    requires_task = False
+
+    @property
+    def inline(self) -> bool:
+        """Runs on the event loop without a task of its own (sync, ``blocking=False``, no context)."""
+        return self._inline
+
+    @inline.setter
+    def inline(self, value: bool) -> None:
+        self._inline = value
+        self.routed_inline = value and self._task_support == "forbidden"
+
+    @property
+    def task_support(self) -> str:
+        """``execution.taskSupport``: ``"forbidden"`` (the default, not announced), ``"optional"``, ``"required"``."""
+        return self._task_support
+
+    @task_support.setter
+    def task_support(self, value: str) -> None:
+        self._task_support = value
+        self.routed_inline = self._inline and value == "forbidden"
+        self.requires_task = value == "required"
 
     def __init__(
         self,

@@ -111,6 +111,9 @@ class SessionState:
     def rules_of(self, params: Any) -> VersionRules:
         """:meth:`rules_for` the ``_meta`` of request ``params``."""
         profile = self.profile
+        rules = profile.session_rules  # the handshake era's (and before negotiation): one for every request
+        if rules is not None:
+            return rules
         if profile.era == "modern" and type(params) is dict:
             meta = params.get("_meta")  # rules_for(meta), one call less: every 2026-07-28 tools/call asks
             if type(meta) is dict:

@@ -60,20 +60,21 @@ Prepared = tuple[VersionRules, Tool, tuple[Any, ...], dict[str, Any]]
 
 class _Template:
     """A rendered result cut around its holes: the text, then the structured value (``mid`` is
-    None when the result has none)."""
+    None when the result has none). ``head`` None: no template fits (remembered as well)."""
 
     __slots__ = ("head", "mid", "tail", "info")
 
-    def __init__(self, head: bytes, mid: bytes | None, tail: bytes, info: tuple[str, str, str | None]) -> None:
+    def __init__(self, head: bytes | None, mid: bytes | None, tail: bytes, info: tuple[str, str, str | None] | None) -> None:
         self.head = head
         self.mid = mid
         self.tail = tail
-        #: The server's name, version and title when it was made (2026-07-28 results hold them).
+        #: The server's name, version and title when it was made, for results that hold them
+        #: (2026-07-28); None for the others.
         self.info = info
 
 
-#: A template cache's "not made yet" (None there means "no template fits").
-_UNMADE: Any = object()
+#: What a template cache holds for rules no template fits.
+_NO_FIT = _Template(None, None, b"", None)
 
 
 class ToolsCall:
@@ -86,8 +87,8 @@ class ToolsCall:
         self._async_entry: MethodEntry | None = None
         #: tool name -> (the tool, its entry): made at the first call, remade for a new tool of that name
         self._inline_entries: dict[str, tuple[Tool, MethodEntry]] = {}
-        #: Per template kind and rules: the template, or None when none fits.
-        self._templates: dict[str, dict[VersionRules, _Template | None]] = {_WRAPPED: {}, _TEXT: {}}
+        #: Per template kind and rules: the template, or _NO_FIT.
+        self._templates: dict[str, dict[VersionRules, _Template]] = {_WRAPPED: {}, _TEXT: {}}
 
     # ------------------------------------------------------------------ bind
 
@@ -101,25 +102,35 @@ class ToolsCall:
         ``rules``: ``session.rules_of(params)``, when the caller knows them already; ``as_task``:
         the call runs as a task (:mod:`.tasks`), else a tool that requires tasks is refused."""
         if rules is None:
-            rules = session.rules_of(params)
+            rules = session.profile.session_rules  # the connection's, when it has one (rules_of's first step)
+            if rules is None:
+                rules = session.rules_of(params)
         if tool is None:
             name = params.get("name")
-            tool = self._tools.get(name) if type(name) is str else None
-        if tool is None:
             if type(name) is not str:
                 raise InvalidParams("Invalid params: 'name' must be a string", {"param": "name"})
-            raise InvalidParams(f"Unknown tool: {name}", {"tool": name})
-        if tool.task_support == "required" and not as_task and rules.tasks:
+            tool = self._tools.get(name)
+            if tool is None:
+                raise InvalidParams(f"Unknown tool: {name}", {"tool": name})
+        if tool.requires_task and not as_task and rules.tasks:
             # rule 28: a non-task call to a tool that requires tasks MUST be -32601
             raise MethodNotFound(f"Method not found: the tool {tool.name!r} must be called as a task (params.task)",
                                  {"tool": tool.name, "taskSupport": "required"})
         arguments = params.get("arguments")
-        if arguments is None:
+        if type(arguments) is not dict:
+            if arguments is not None:
+                raise InvalidParams("Invalid params: 'arguments' must be an object", {"param": "arguments"})
             arguments = {}
-        elif type(arguments) is not dict:
-            raise InvalidParams("Invalid params: 'arguments' must be an object", {"param": "arguments"})
         if "requestState" in params:
             self.core.request_state.check(params, "tools/call", tool.name)
+        one = tool.one_param
+        if one is not None and len(arguments) == 1:
+            # the commonest case of all, bound as below without calling the check: a value of
+            # the one type the check admits; anything else goes on below
+            nm, exact = one
+            v = arguments.get(nm)  # None when absent: never of that type
+            if type(v) is exact:
+                return rules, tool, (v,), {}
         spec = tool.by_position
         if spec is not None and len(arguments) == len(spec):
             # the common case, bound as Binder.bind would by name; any doubt (a name missing, a
@@ -147,9 +158,13 @@ class ToolsCall:
         method with the tool bound.
 
         Returns the result: rendered (``msgspec.Raw``) when a template applies, else the result
-        object. Raises an ``RPCError`` raised on purpose. ``ctx``: the request's context, under
-        middleware (the result is then never rendered, and an unexpected failure's incident id
+        object. ``ctx``: the request's context, under middleware (the result is then never
+        rendered, a failure is its ``isError`` result, and an unexpected failure's incident id
         goes on it, as :meth:`run` does).
+
+        Without middleware, what the tool raises (or its value, failing to become a result) is
+        left to the dispatcher's one catch of the call: the server's tool failure
+        (:meth:`failed_call`) answers it as :meth:`outcome` would, an ``RPCError`` as itself.
         """
         session = _session_of_request()
         if session is None:
@@ -158,17 +173,19 @@ class ToolsCall:
         if type(p) is not tuple:
             return p
         rules, tool, args, kwargs = p
-        ok, value = call_now(tool.fn, args, kwargs)
-        if ctx is None:
-            if ok and tool.template_kind is not None:
-                raw = self.render(rules, tool, value)
-                if raw is not None:
-                    return _Raw(raw)
-            return self.outcome(rules, tool, ok, value, params)
-        result = self.outcome(rules, tool, ok, value, params)
-        if not ok:
-            ctx.incident = assigned_incident(value)
-        return result
+        if ctx is not None:
+            # the chain sees the outcome as plain data: a failure is the isError result
+            ok, value = call_now(tool.fn, args, kwargs)
+            result = self.outcome(rules, tool, ok, value, params)
+            if not ok:
+                ctx.incident = assigned_incident(value)
+            return result
+        value = tool.fn(*args, **kwargs)
+        if type(value) is tool.template_type:
+            raw = self.render(rules, tool, value)
+            if raw is not None:
+                return _Raw(raw)
+        return self.core.finish(rules, tool.result(value, rules))
 
     async def run(self, session: SessionState, ctx: Context, params: dict[str, Any], as_task: bool = False) -> Any:
         """``tools/call`` of any tool, awaited (blocking tools on the bounded daemon pool);
@@ -217,7 +234,10 @@ class ToolsCall:
             return None
         params = call.params if type(call.params) is dict else {}
         name = params.get("name")
-        return self.failed(session.rules_of(params), name if type(name) is str else "?", exc)
+        name = name if type(name) is str else "?"
+        if isinstance(exc, InputRequired):  # an inline tool's, left to this catch (see run_inline)
+            return self.core.input_required(session.rules_of(params), exc, "tools/call", name, params)
+        return self.failed(session.rules_of(params), name, exc)
 
     def failed(self, rules: VersionRules, name: str, exc: BaseException) -> dict[str, Any]:
         """The ``isError`` result of a tool that raised ``exc``: a :class:`ToolError`'s message
@@ -236,33 +256,32 @@ class ToolsCall:
         """The result for ``value``: rendered bytes (``msgspec.Raw``) for the common shapes,
         else the result object for the dispatcher to encode (which refuses NaN and the like).
         With middleware, always the object: the chain sees results as plain data."""
-        raw = None if self.core.dispatcher.middleware_chain else self.render(rules, tool, value)
-        if raw is not None:
-            return _Raw(raw)
+        if type(value) is tool.template_type and not self.core.dispatcher.middleware_chain:
+            raw = self.render(rules, tool, value)
+            if raw is not None:
+                return _Raw(raw)
         return self.core.finish(rules, tool.result(value, rules))
 
     def render(self, rules: VersionRules, tool: Tool, value: Any) -> bytes | None:
-        """The encoded result from a cached template, or None when no template applies."""
-        t = type(value)
-        if t is not tool.template_type:  # another type: the general path checks and renders it
-            return None
-        kind: str = tool.template_kind  # type: ignore[assignment]  # set whenever template_type is
-        cache = self._templates[kind]
-        tpl = cache.get(rules, _UNMADE)
-        if tpl is not _UNMADE and tpl is not None and rules.result_type:
-            c, info = self.core, tpl.info  # the server's info unchanged (by identity: the usual case), or _same_info
-            if not (info[0] is c.name and info[1] is c.version and info[2] is c.title) and not self._same_info(info):
-                tpl = _UNMADE
-        if tpl is _UNMADE:
-            tpl = cache[rules] = self._make_template(rules, tool)
+        """The encoded result of ``value`` (of the tool's ``template_type``: the caller checks)
+        from a cached template, or None when no template applies."""
+        cache = self._templates[tool.template_kind]  # type: ignore[index]  # set whenever template_type is
+        tpl = cache.get(rules)
         if tpl is None:
+            tpl = cache[rules] = self._make_template(rules, tool)
+        elif tpl.info is not None:  # the result holds the server's info (2026-07-28): still the same?
+            c, info = self.core, tpl.info  # by identity (the usual case), or _same_info
+            if not (info[0] is c.name and info[1] is c.version and info[2] is c.title) and not self._same_info(info):
+                tpl = cache[rules] = self._make_template(rules, tool)
+        head = tpl.head
+        if head is None:  # no template fits
             return None
         try:
             v = _raw_encode(value)
-            text = v if t is str else _raw_encode(str(value))
-            if tpl.mid is None:
-                return b"".join((tpl.head, text, tpl.tail))
-            return b"".join((tpl.head, text, tpl.mid, v, tpl.tail))
+            mid = tpl.mid
+            if mid is None:
+                return b"".join((head, v if type(value) is str else _raw_encode(str(value)), tpl.tail))
+            return b"".join((head, v if type(value) is str else _raw_encode(str(value)), mid, v, tpl.tail))
         except Exception:  # e.g. a lone surrogate: the general encoder decides
             return None
 
@@ -276,9 +295,9 @@ class ToolsCall:
         c = self.core
         return (info[0] is c.name and info[1] is c.version and info[2] is c.title) or info == self._info()
 
-    def _make_template(self, rules: VersionRules, tool: Tool) -> _Template | None:
+    def _make_template(self, rules: VersionRules, tool: Tool) -> _Template:
         """Cut the general rendering of ``tool``'s result around its holes, and check the cut
-        against the general rendering of a few awkward values (else no template: None)."""
+        against the general rendering of a few awkward values (else no template: _NO_FIT)."""
         mark = "\x00sturdyrpc-hole\x00"
         finish = self.core.finish
         try:
@@ -288,18 +307,18 @@ class ToolsCall:
             out = codec.encode(finish(rules, shape(mark, rules)))
             parts = out.split(_raw_encode(mark))
             if len(parts) not in (2, 3):
-                return None
-            tpl = _Template(parts[0], parts[1] if len(parts) == 3 else None, parts[-1], self._info())
+                return _NO_FIT
+            tpl = _Template(parts[0], parts[1] if len(parts) == 3 else None, parts[-1], self._info() if rules.result_type else None)
             samples: tuple[Any, ...] = ('a"\u2028b', "", -12345, 2**70) if tool.template_kind is _WRAPPED else ('a"\u2028b', "")
             for sample in samples:
                 v = _raw_encode(sample)
                 text = v if type(sample) is str else _raw_encode(str(sample))
-                got = b"".join((tpl.head, text, tpl.tail)) if tpl.mid is None else b"".join((tpl.head, text, tpl.mid, v, tpl.tail))
+                got = b"".join((parts[0], text, parts[1])) if len(parts) == 2 else b"".join((parts[0], text, parts[1], v, parts[2]))
                 if got != codec.encode(finish(rules, shape(sample, rules))):
-                    return None
+                    return _NO_FIT
             return tpl
         except Exception:
-            return None
+            return _NO_FIT
 
     # ------------------------------------------------------------------ route
 
@@ -309,19 +328,29 @@ class ToolsCall:
         ``blocking=False``) has an entry of its own, planned like any entry (inline on the
         reader's turn; through the middleware chain when there is one); everything else (an
         async or blocking tool, a task call, a name no tool has, params of the wrong shape) takes
-        the async entry, which decides and answers."""
-        entry = self._async_entry
-        assert entry is not None, "ToolsCall.use_dispatcher() was not called"
-        if type(params) is not dict:
-            return entry
-        name = params.get("name")
-        tool = self._tools.get(name) if type(name) is str else None
-        if tool is None or not tool.inline or tool.task_support != "forbidden" or "task" in params:
-            return entry
-        made = self._inline_entries.get(name)  # type: ignore[arg-type]
-        if made is None or made[0] is not tool:
-            made = self._inline_entries[tool.name] = (tool, self._inline_entry(tool))
-        return made[1]
+        the async entry, which decides and answers.
+
+        The routed entry of a tool is made at its first call and kept with the tool it serves:
+        a call finds it by the name it asks for, and takes it while that tool is still the one
+        registered under its name and still runs inline (:attr:`.Tool.routed_inline`)."""
+        try:
+            made = self._inline_entries.get(params.get("name"))
+        except (AttributeError, TypeError):  # params not an object, a name no key can be: the async entry says what is wrong
+            made = None
+        if made is not None:
+            tool, entry = made
+            if tool is self._tools.get(tool.name) and tool.routed_inline and "task" not in params:
+                return entry
+        if type(params) is dict:  # the first call of the tool (or of another one registered under its name)
+            name: Any = params.get("name")
+            found = self._tools.get(name) if type(name) is str else None
+            if found is not None and found.routed_inline and "task" not in params:
+                entry = self._inline_entry(found)
+                self._inline_entries[name] = (found, entry)
+                return entry
+        other = self._async_entry
+        assert other is not None, "ToolsCall.use_dispatcher() was not called"
+        return other
 
     def use_dispatcher(self, dispatcher: Dispatcher, async_entry: MethodEntry) -> None:
         """Make the per-tool entries on ``dispatcher``; ``async_entry`` serves what they do not."""

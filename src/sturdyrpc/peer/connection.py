@@ -147,7 +147,7 @@ class Peer:
             raise ValueError("max_outgoing must be at least 1")
         self.transport = transport
         self.dispatcher = dispatcher if dispatcher is not None else Dispatcher()
-        self.profile: Profile = profile if profile is not None else JSONRPCProfile()
+        self._profile: Profile = profile if profile is not None else JSONRPCProfile()
         self.default_timeout = default_timeout
         self.max_timeout = max_timeout
         self.max_outgoing = max_outgoing
@@ -196,7 +196,7 @@ class Peer:
             on_response=outgoing.on_response,
             on_pressure=self._on_runner_pressure,
             context_factory=self._make_context,
-            profile=self.profile,
+            profile=self._profile,
         )
         self._incoming = Incoming(
             self.transport, self, self.stats, runner, self.dispatcher,
@@ -206,6 +206,16 @@ class Peer:
         #: :class:`sturdyrpc.runner.Origin`; None: this peer's transport). The incoming side's
         #: own method, bound once: an HTTP session calls it for every message.
         self.feed_envelope: Callable[[Any, Origin | None], None] = self._incoming.feed_envelope
+
+    @property
+    def profile(self) -> Profile:
+        """The connection's protocol rules (may be replaced at any time: the next message follows them)."""
+        return self._profile
+
+    @profile.setter
+    def profile(self, value: Profile) -> None:
+        self._profile = value
+        self._runner.profile = value  # the runner reads it for every message: kept here, not per message
 
     # ------------------------------------------------------------------ between the parts
 
@@ -462,7 +472,7 @@ class Peer:
 
     def feed(self, frame: bytes | FrameTooLarge | BadHeader) -> None:
         """Handle one incoming frame now, in the context the peer was started in, whoever calls
-        (a push transport is given the incoming side's ``feed_frame`` and that context, entered
+        (a push transport is given the incoming side's ``feed_envelope`` and that context, entered
         once per chunk; pull transports are read by the peer itself). Never raises."""
         self._context.run(self._incoming.feed_frame, frame)
 

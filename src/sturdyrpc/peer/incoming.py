@@ -27,9 +27,9 @@ log = logging.getLogger("sturdyrpc.peer")
 class Incoming:
     """Feeds one peer's runner with what the other side sends.
 
-    A pull transport is read by a task of its own; a :class:`~.protocols.FrameSource` pushes its
-    frames to :meth:`feed_frame`; an HTTP session hands over what it read with
-    :meth:`feed_envelope`. Replies are taken whatever the pressure, so calls waiting on them can
+    A pull transport is read by a task of its own (each frame to :meth:`feed_frame`); a
+    :class:`~.protocols.FrameSource` pushes its frames to :meth:`feed_envelope`, where an HTTP
+    session hands over what it read. Replies are taken whatever the pressure, so calls waiting on them can
     finish; progress for our calls goes to ``on_progress(profile, params)``; refusals are
     queued with ``enqueue``; ``on_end(reason)`` is called once the input has ended.
     :attr:`held` is read for introspection only.
@@ -75,7 +75,7 @@ class Incoming:
     # ------------------------------------------------------------------ reading
 
     def start(self, context: contextvars.Context, name: str) -> None:
-        """Start taking input: have a push transport deliver to :meth:`feed_frame` in
+        """Start taking input: have a push transport deliver to :meth:`feed_envelope` in
         ``context``, or read a pull transport in a task (``name``: the peer's)."""
         loop = asyncio.get_running_loop()
         self._context = context
@@ -83,7 +83,8 @@ class Incoming:
         self._resume_reading.set()
         source = self._source
         if source is not None:
-            source.deliver(self.feed_frame, context)
+            # the source logs what a frame raises (a bug of ours) and goes on with the next
+            source.deliver(self.feed_envelope, context)
             self._task = loop.create_task(self._wait_input(source), name=f"{name}-reader")
         else:
             self._task = loop.create_task(self._read_loop(), name=f"{name}-reader")
@@ -127,7 +128,7 @@ class Incoming:
         self._on_end(reason)
 
     async def _wait_input(self, source: FrameSource) -> None:
-        """Push mode: the transport delivers frames to :meth:`feed_frame`; wait for the end of its input."""
+        """Push mode: the transport delivers frames to :meth:`feed_envelope`; wait for the end of its input."""
         reason = "connection closed by the other side"
         try:
             await source.wait_input_done()
@@ -156,33 +157,35 @@ class Incoming:
     def feed_frame(self, frame: bytes | FrameTooLarge | BadHeader) -> None:
         """Handle one frame now (in the caller's context: the peer's). Never raises."""
         try:
-            got: Any = read(frame, self._dispatcher.limits) if type(frame) is bytes else frame
-            self.feed_envelope(got, None)
+            self.feed_envelope(frame)
         except Exception:  # a bug of ours must not stop the peer
             log.exception("%s: internal error while handling a message", self._settings.name)
 
-    def feed_envelope(self, got: Any, origin: Origin | None) -> None:
-        """Handle a message read already (what :func:`~sturdyrpc.envelope.read` returns), its
-        reply going to ``origin`` (None: the peer's transport)."""
-        profile = self._settings.profile
+    def feed_envelope(self, got: Any, origin: Origin | None = None) -> None:
+        """Handle a frame (bytes, read here once, or a framing error) or a message read already
+        (what :func:`~sturdyrpc.envelope.read` returns), its reply going to ``origin`` (None:
+        the peer's transport). The one step between the transport and the runner: a push
+        transport delivers its frames here (see :meth:`feed_frame` for the others)."""
+        if type(got) is bytes:
+            got = read(got, self._dispatcher.limits)
         t = type(got)
         if t is Envelope:
             method = got.method
             if method is UNSET:  # a reply: taken whatever the pressure, so calls waiting on it can finish
-                self._to_runner(got, origin, profile)
+                self._to_runner(got, origin)
                 return
-            if got.id is UNSET and (method == profile.cancel_method or method == profile.progress_method):
-                self._notice(method, got.params, profile)
-                if origin is not None:
-                    origin.reply(None)
-                return
+            if got.id is UNSET:
+                profile = self._settings.profile
+                if method == profile.cancel_method or method == profile.progress_method:
+                    self._notice(method, got.params, profile)
+                    if origin is not None:
+                        origin.reply(None)
+                    return
             if not (self._blocked or self.held):
-                runner = self._runner  # the usual message, at once: _to_runner's step, without the call
-                runner.profile = profile
-                runner.feed_envelope(got, origin)
+                self._runner.feed_envelope(got, origin)  # the usual message, at once: _to_runner's step, without the call
                 return
         elif t is InvalidMessage and got.is_response:
-            self._to_runner(got, origin, profile)
+            self._to_runner(got, origin)
             return
         if self._closing:
             if t is Envelope and got.id is not UNSET:
@@ -193,11 +196,10 @@ class Incoming:
         if self._blocked or self.held:  # not closing: under pressure, or others wait before it
             self._hold(got, origin)
             return
-        self._to_runner(got, origin, profile)
+        self._to_runner(got, origin)
 
-    def _to_runner(self, got: Any, origin: Origin | None, profile: Profile) -> None:
-        runner = self._runner
-        runner.profile = profile
+    def _to_runner(self, got: Any, origin: Origin | None) -> None:
+        runner = self._runner  # its profile is the peer's (kept by Peer.profile)
         if type(got) is FrameTooLarge or type(got) is BadHeader:
             runner.feed(got)
         else:
@@ -277,15 +279,14 @@ class Incoming:
     def _release(self) -> None:
         """Start held requests, oldest first, while there is room."""
         self._release_scheduled = False
-        profile = self._settings.profile
         held = self.held
         while held and not (self._full() or self._refusing):
             got, origin, _key_, cv = held.popleft()
             try:
                 if cv is None:
-                    self._to_runner(got, origin, profile)
+                    self._to_runner(got, origin)
                 else:
-                    cv.run(self._to_runner, got, origin, profile)
+                    cv.run(self._to_runner, got, origin)
             except Exception:
                 log.exception("%s: internal error while handling a message", self._settings.name)
         if len(held) < self._max_held:

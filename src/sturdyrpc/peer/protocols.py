@@ -46,7 +46,8 @@ class FrameSource(Protocol):
     """A transport that hands over each frame as soon as it is read, instead of being read."""
 
     def deliver(self, on_frame: Callable[[bytes | FrameTooLarge | BadHeader], None], context: contextvars.Context | None = None) -> None:
-        """Call ``on_frame`` with every frame, in order, from now on, in ``context`` when given."""
+        """Call ``on_frame`` with every frame, in order, from now on, in ``context`` when given.
+        What ``on_frame`` raises (a bug) is logged, and the next frame delivered."""
 
     def hold(self, on: bool) -> None:
         """Stop (True) or resume (False) delivering frames and reading."""

@@ -37,6 +37,7 @@ class Writer:
         "_flush_waiters",
         "_pressure",
         "_task",
+        "_open",
     )
 
     def __init__(
@@ -65,15 +66,26 @@ class Writer:
         self.room = asyncio.Event()
         self.room.set()
         self._task: asyncio.Task[None] | None = None
+        #: The writer task runs (started, not done yet): what is queued will be written. Kept
+        #: by the task's start and end, so queuing a message tests one flag.
+        self._open = False
 
     def start(self, name: str) -> None:
         """Start the writer task (``name``: the peer's)."""
-        self._task = asyncio.get_running_loop().create_task(self._write_loop(), name=f"{name}-writer")
+        self._task = task = asyncio.get_running_loop().create_task(self._write_loop(), name=f"{name}-writer")
+        self._open = True
+        task.add_done_callback(self._ended)
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        # also for a task cancelled before its first step (its body, and so its finally, never runs)
+        if task is self._task:
+            self._open = False
 
     def cancel(self) -> None:
         """Stop writing (the peer is closed): cancel the writer task."""
         t = self._task
         if t is not None and t is not asyncio.current_task():
+            self._open = False  # at once: the task sees its cancellation on a later turn
             t.cancel()
 
     def wake_all(self) -> None:
@@ -96,8 +108,7 @@ class Writer:
 
     def enqueue(self, data: bytes) -> None:
         """Queue one message for the writer (sync: the runner calls it from callbacks)."""
-        task = self._task
-        if task is None or task.done():
+        if not self._open:
             return  # closed: nothing can be sent any more
         on_enqueue = self._settings.on_enqueue
         if on_enqueue is not None:
@@ -163,6 +174,7 @@ class Writer:
             self._bytes = 0
             self._on_broken(f"connection lost while sending: {exc!r}")
         finally:
+            self._open = False
             self._writing = False
             self._settle_flushes()
 
