@@ -133,7 +133,7 @@ class MethodEntry:
     own handlers, which check their params themselves. ``route``: see :data:`Route`.
     """
 
-    __slots__ = ("name", "fn", "is_async", "blocking", "binder", "bind", "raw", "route", "plan", "takes_context", "__weakref__")
+    __slots__ = ("name", "fn", "is_async", "blocking", "binder", "raw", "route", "plan", "takes_context", "__weakref__")
 
     def __init__(self, name: str, fn: Callable[..., Any], blocking: bool | None, *, raw: bool = False,
                  route: Route | None = None) -> None:
@@ -145,9 +145,6 @@ class MethodEntry:
         self.blocking = (not self.is_async) if blocking is None else (blocking and not self.is_async)
         self.raw = raw
         self.binder: Binder = compile_binder(_no_params if raw else fn, Context)
-        #: ``bind(params) -> (args, kwargs)`` of a call: the binder's checks; for a raw entry,
-        #: its params and no context (how it runs inline: the other plans pass the context).
-        self.bind: Callable[[Any], tuple[tuple[Any, ...], dict[str, Any]]] = _bind_raw if raw else self.binder.bind
         self.route = route
         #: How it runs (see :data:`Plan`); set by the dispatcher that made it.
         self.plan: Plan = TASK
@@ -162,10 +159,6 @@ class MethodEntry:
 
 def _no_params() -> None:
     """The signature of a raw entry as far as binding goes: params are not bound."""
-
-
-def _bind_raw(params: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    return (params, None), _EMPTY
 
 
 class Call(msgspec.Struct, dict=False, weakref=False):
@@ -467,9 +460,12 @@ class Dispatcher:
                 raise MethodNotFound("Method not found")
             if entry.route is not None:
                 entry = entry.route(params)
-            # The profile may hide protocol members (progress token, _meta) from a signature;
-            # a raw entry gets the params as they are.
-            args, kwargs = entry.bind(params if profile is None or entry.raw else profile.params_for_handler(params))
+            if entry.raw:  # its params as they are, and no context (as it runs inline: see Call.arguments)
+                args: tuple[Any, ...] = (params, None)
+                kwargs: dict[str, Any] = _EMPTY
+            else:
+                # The profile may hide protocol members (progress token, _meta) from the signature.
+                args, kwargs = entry.binder.bind(params if profile is None else profile.params_for_handler(params))
         except RPCError as err:
             return self._refuse(err, id_, profile, job)
         call = Call(id_, method, entry, args, kwargs, params)
