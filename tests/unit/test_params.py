@@ -285,3 +285,34 @@ def test_unannotated_handlers_still_checked_by_name_and_arity() -> None:
         assert out["error"]["code"] == -32602 and needle in out["error"]["message"], (params, out)
     assert ran == []
     assert call(rpc, "raw", [1, 2])["result"] == [1, 2, 0]
+
+
+def test_named_params_go_by_position_only_where_the_order_is_the_functions() -> None:
+    """Every name of a context-free signature given: the arguments go by position (a cheaper call)
+    and land where their names say; with a context parameter, or a signature that stands for a
+    function with one more parameter, they go by name (the context may come first)."""
+
+    def one(value: Any) -> None: ...
+
+    def two(b: Any, a: Any = 0) -> None: ...
+
+    assert compile_binder(one).bind({"value": 5}) == ((5,), {})
+    assert compile_binder(two).bind({"a": 1, "b": 2}) == ((2, 1), {})
+    assert compile_binder(two).bind({"b": 2}) == ((), {"b": 2})  # not every name: by name
+    assert compile_binder(one, by_position=False).bind({"value": 5}) == ((), {"value": 5})
+
+    rpc = Dispatcher()
+
+    @rpc.method(blocking=False)
+    def first_ctx(ctx: Context, value: int) -> list[Any]:
+        return [type(ctx).__name__, value]
+
+    @rpc.method(blocking=False)
+    def ordered(b: int, a: int) -> list[int]:
+        return [b, a]
+
+    assert call(rpc, "first_ctx", {"value": 3})["result"] == ["Context", 3]
+    assert call(rpc, "ordered", {"a": 1, "b": 2})["result"] == [2, 1]
+    # the shared empty kwargs of a call by position is never added to
+    assert call(rpc, "first_ctx", {"value": 4})["result"] == ["Context", 4]
+    assert call(rpc, "ordered", {"b": 5, "a": 6})["result"] == [5, 6]
