@@ -62,8 +62,11 @@ def messages():  # type: ignore[no-untyped-def]
 
 def main() -> None:
     if "--pidfile" in ARGS:
-        with open(ARGS[ARGS.index("--pidfile") + 1], "w") as f:
+        # written whole under another name, then renamed: a reader waiting for the file never sees it empty
+        path = ARGS[ARGS.index("--pidfile") + 1]
+        with open(path + ".tmp", "w") as f:
             f.write(str(os.getpid()))
+        os.replace(path + ".tmp", path)
     if "--ignore-term" in ARGS:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     for m in messages():
