@@ -77,6 +77,10 @@ class Proxy:
     def housekeeping(self) -> None:
         """Called twice a second while the proxy runs."""
 
+    async def settle(self) -> None:
+        """At the client's stdin EOF, before the server's stdin is closed: wait for what must be
+        answered first (nothing, by default)."""
+
     # -- plumbing --------------------------------------------------------------------------------
 
     async def run(self) -> int:
@@ -152,10 +156,13 @@ class Proxy:
             return
         self._client_gone = True
         self.client_gone(why)
-        self._stopping = asyncio.get_running_loop().create_task(self._stop_child())
+        self._stopping = asyncio.get_running_loop().create_task(self._stop_child(settle=why == "stdin EOF"))
 
-    async def _stop_child(self) -> None:
+    async def _stop_child(self, *, settle: bool) -> None:
         assert self.child is not None and self.to_server is not None
+        if settle:
+            # An EOF ends the client's input, not its wait for replies: a signal stops at once.
+            await self.settle()
         self.to_server.close()
         # What was written leaves first; a server that stops reading gets no more than the grace.
         with contextlib.suppress(TimeoutError):
