@@ -25,8 +25,11 @@ from __future__ import annotations
 
 import secrets
 from collections import Counter, OrderedDict, deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+import msgspec
 
 from ..check.rules import leaks
 from ..check.verdicts import show
@@ -34,7 +37,7 @@ from ..codec import DecodeFailure, decode, encode
 from ..dispatch import BatchJob, Call, Dispatcher
 from ..envelope import UNSET, Envelope, read, unreadable_frame_error
 from ..errors import InvalidRequest
-from ..framing import BadHeader, FrameTooLarge
+from ..framing import BadHeader, Frame, FrameTooLarge
 from ..limits import DEFAULT_LIMITS, Limits
 from ..mcp.profile import MCPProfile
 from ..mcp.versions import RULES
@@ -85,20 +88,32 @@ class _Batch:
         self.open = open
 
 
-class _Forwarded:
-    """A client request under guard's id: whom to answer, and how."""
+class _Forwarded(msgspec.Struct, gc=False):
+    """A client request under guard's id: whom to answer, and how. (A struct made in C: one is
+    made per request.)"""
 
-    __slots__ = ("client_id", "key", "method", "started", "token", "batch", "payload", "sent")
+    client_id: Any
+    key: Key  # key_of(client_id)
+    method: str
+    started: float
+    payload: bytes  # what the server gets (kept while it waits for a slot)
+    token: Any = UNSET  # the client's progress token, when it sent one
+    batch: _Batch | None = None
+    sent: bool = False
 
-    def __init__(self, client_id: Any, method: str, started: float, payload: bytes) -> None:
-        self.client_id = client_id
-        self.key: Key = key_of(client_id)
-        self.method = method
-        self.started = started
-        self.token: Any = UNSET  # the client's progress token, when it sent one
-        self.batch: _Batch | None = None
-        self.payload = payload  # what the server gets (kept while it waits for a slot)
-        self.sent = False
+
+class _Request(msgspec.Struct, gc=False):
+    """A request as guard forwards it (params as the client sent them, or absent)."""
+
+    jsonrpc: str
+    id: int
+    method: str
+    params: Any = UNSET
+
+
+#: Guard's own messages to the server are encoded by msgspec directly: their params were read by
+#: the strict decoder, so they hold no NaN or infinity for the codec's check to find.
+_encode_request = msgspec.json.Encoder().encode
 
 
 def _forwarded(params: Any, ctx: Any) -> None:
@@ -141,7 +156,9 @@ class GuardCore:
         self.gate = Dispatcher(limits)
         self.gate.fallback = self.gate.make_entry(_forwarded, "*", raw=True)
         self.profile: Profile | None = MCPProfile() if protocol == "mcp" else Profile() if protocol == "jsonrpc" else None
+        self._mcp = protocol == "mcp"  # the profile is MCP's (kept with it)
         self._next_id = 0
+        self._replies: list[Any] = []  # what Dispatcher.accept hands to on_response
         # The client's requests under guard's ids, in arrival order (deadlines count from there):
         # sent to the server, or waiting for a slot (``_queue``, first in, first out).
         self._inflight: dict[int, _Forwarded] = {}
@@ -159,12 +176,28 @@ class GuardCore:
 
     def from_client(self, frame: bytes, now: float, out: Actions | None = None) -> Actions:
         """A frame the client wrote; what to do is added to ``out`` (a new one by default)."""
+        return self.from_client_frames([frame], now, out)
+
+    def from_client_frames(self, frames: Sequence[Frame], now: float, out: Actions | None = None) -> Actions:
+        """Frames the client wrote, in order (unreadable ones as the framer reports them)."""
         out = Actions() if out is None else out
-        got = read(frame, self.gate.limits)
+        mark = len(out.to_server)
+        for frame in frames:
+            if type(frame) is bytes:
+                self._client_frame(frame, now, out)
+            else:
+                self._unreadable(frame, out)  # type: ignore[arg-type]  # not bytes
+        self._judge_sent(out.to_server, mark, now)
+        return out
+
+    def _client_frame(self, frame: bytes, now: float, out: Actions) -> None:
+        gate = self.gate
+        got = read(frame, gate.limits)
         if self.profile is None:
             self._choose_profile(got)
-        replies: list[Any] = []
-        received = self.gate.accept_read(got, self.profile, replies.append)
+        # The client's replies (to the server's requests) are collected, then mapped back.
+        replies = self._replies
+        received = gate.accept(got, self.profile, replies.append) if type(got) is Envelope else gate.accept_read(got, self.profile, replies.append)
         t = type(received)
         if t is Call:
             self._forward(received, frame, now, out)  # type: ignore[arg-type]
@@ -173,16 +206,28 @@ class GuardCore:
             self._refused(received, out)  # type: ignore[arg-type]
         elif t is BatchJob:
             self._forward_batch(received, now, out)  # type: ignore[arg-type]
-        for r in replies:
-            self._client_reply(r, now, out)
-        return out
+        if replies:
+            for r in replies:
+                self._client_reply(r, now, out)
+            replies.clear()
 
-    def unreadable_from_client(self, frame: FrameTooLarge | BadHeader, out: Actions) -> None:
+    def _unreadable(self, frame: FrameTooLarge | BadHeader, out: Actions) -> None:
         """A frame of the client's the framer could not read: answered as a server answers it."""
         omit = self.profile is not None and self.profile.omit_unreadable_id()
         reply = self.gate.error_reply(unreadable_frame_error(frame), omit_id=omit)
         out.to_client.append(reply)
         self._refused(reply, out)
+
+    def _judge_sent(self, sent: list[bytes], start: int, now: float) -> None:
+        """Show the monitor what went to the server (``sent[start:]``): every payload once, in
+        order, the everyday ones in runs (:meth:`Monitor.feed_plain`), the rest one by one."""
+        monitor = self.monitor
+        i, n = start, len(sent)
+        while i < n:
+            i = monitor.feed_plain(C2S, sent, now, i)
+            if i < n:
+                monitor.feed(C2S, sent[i], now)
+                i += 1
 
     def _choose_profile(self, got: Any) -> None:
         first = got[0] if type(got) is list and got else got
@@ -198,6 +243,7 @@ class GuardCore:
             or method.startswith(_MCP_PREFIXES)
         )
         self.profile = MCPProfile() if mcp else Profile()
+        self._mcp = mcp
 
     def _refused(self, reply: bytes, out: Actions) -> None:
         """Count (and log) a message guard answered because the server must not see it."""
@@ -216,8 +262,11 @@ class GuardCore:
         if call.is_notification:
             self._forward_notification(call, frame, out)
             return
+        cid = call.id
+        t = type(cid)
+        key = cid if t is int or t is str else key_of(cid)
         profile = self.profile
-        if profile is not None and profile.refuse_duplicate_ids and key_of(call.id) in self._by_client:
+        if profile is not None and profile.refuse_duplicate_ids and key in self._by_client:
             reply = self.gate.failure(call, _DUPLICATE)
             if reply is not None:
                 out.to_client.append(reply)
@@ -233,24 +282,23 @@ class GuardCore:
             if type(meta) is dict and "progressToken" in meta:
                 token = meta["progressToken"]
                 params = {**params, "_meta": {**meta, "progressToken": gid}}
-        msg: dict[str, Any] = {"jsonrpc": "2.0", "id": gid, "method": call.method}
-        if params is not None:
-            msg["params"] = params
-        f = _Forwarded(call.id, call.method, now, encode(msg))
-        f.token = token
-        if call.job is not None:
-            f.batch = call.job.origin  # the _Batch, set by _forward_batch
+        method = call.method
+        payload = _encode_request(_Request("2.0", gid, method, UNSET if params is None else params))
+        job = call.job
+        # a batch's element: job.origin is its _Batch (set by _forward_batch)
+        f = _Forwarded(cid, key, method, now, payload, token, None if job is None else job.origin)
         self._inflight[gid] = f
-        self._by_client[f.key] = gid
+        self._by_client[key] = gid
         if self._queue or (self.max_in_flight is not None and self._sent >= self.max_in_flight):
             self._queue.append(gid)
             return
-        self._send(gid, f, msg, now, out)
-
-    def _send(self, gid: int, f: _Forwarded, msg: Any, now: float, out: Actions) -> None:
         f.sent = True
         self._sent += 1
-        self.monitor.feed_value(C2S, msg if msg is not None else decode(f.payload), f.started)
+        out.to_server.append(payload)
+
+    def _send(self, f: _Forwarded, out: Actions) -> None:
+        f.sent = True
+        self._sent += 1
         out.to_server.append(f.payload)
 
     def _forward_notification(self, call: Call, frame: bytes | None, out: Actions) -> None:
@@ -267,19 +315,18 @@ class GuardCore:
                 self._drop(gid, f)
                 out.log.append(f"guard: {f.method} (id {show(f.client_id, 40)}) was cancelled while held back: not sent")
                 return
-            msg = {"jsonrpc": "2.0", "method": method, "params": {**call.params, member: gid}}
-            self.monitor.feed_value(C2S, msg, f.started)
-            out.to_server.append(encode(msg))
+            out.to_server.append(encode({"jsonrpc": "2.0", "method": method, "params": {**call.params, member: gid}}))
             # The client expects no reply now (MCP: it ignores one): a reply that comes anyway is
             # dropped quietly, as after a deadline.
             self._drop(gid, f)
             self._give_up(gid)
             return
-        msg2: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
-        if call.params is not None:
-            msg2["params"] = call.params
-        self.monitor.feed_value(C2S, msg2, 0.0)
-        out.to_server.append(frame if frame is not None else encode(msg2))
+        if frame is None:
+            msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+            if call.params is not None:
+                msg["params"] = call.params
+            frame = encode(msg)
+        out.to_server.append(frame)
 
     def _forward_batch(self, job: BatchJob, now: float, out: Actions) -> None:
         requests = sum(1 for c in job.calls if not c.is_notification)
@@ -308,7 +355,6 @@ class GuardCore:
             back: dict[str, Any] = {"jsonrpc": "2.0", "id": sid, "result": msg.result}
         else:
             back = {"jsonrpc": "2.0", "id": sid, "error": msg.error.to_dict()}  # type: ignore[union-attr]
-        self.monitor.feed_value(C2S, back, now)
         out.to_server.append(encode(back))
 
     # -- the server's frames ---------------------------------------------------------------------
@@ -316,15 +362,60 @@ class GuardCore:
     def from_server(self, frame: bytes, now: float, out: Actions | None = None) -> Actions:
         """A frame the server wrote: passed on (mapped to the client's ids), dropped (and logged),
         or replaced; added to ``out``."""
+        return self.from_server_frames([frame], now, out)
+
+    def from_server_frames(self, frames: Sequence[Frame], now: float, out: Actions | None = None) -> Actions:
+        """Frames the server wrote, in order (unreadable ones as the framer reports them)."""
         out = Actions() if out is None else out
-        ev = self.monitor.feed(S2C, frame, now)
-        if ev.kind == "batch":
-            for p in ev.parts:
-                self._server_message(p, None, out)
-        else:
-            self._server_message(ev, frame, out)
+        mark = len(out.to_server)
+        monitor = self.monitor
+        i, n = 0, len(frames)
+        while i < n:
+            # The everyday replies in runs: the monitor settles them; each is then only mapped.
+            end = monitor.feed_plain(S2C, frames, now, i)
+            for k in range(i, end):
+                self._plain_reply(frames[k], out)  # type: ignore[arg-type]  # plain frames are bytes
+            if end == n:
+                break
+            frame = frames[end]
+            i = end + 1
+            if type(frame) is not bytes:
+                what = f"over {frame.limit} bytes" if isinstance(frame, FrameTooLarge) else frame.reason if isinstance(frame, BadHeader) else "?"
+                for v in monitor.feed_unreadable(S2C, what, now).violations:
+                    self.contained[v.spec.id] += 1
+                    out.log.append(v.line())
+                out.log.append(f"guard: dropped an unreadable frame from the server ({what})")
+                continue
+            ev = monitor.feed(S2C, frame, now)
+            if ev.kind == "batch":
+                for p in ev.parts:
+                    self._server_message(p, None, out)
+            else:
+                self._server_message(ev, frame, out)
         self._release(now, out)
+        self._judge_sent(out.to_server, mark, now)
         return out
+
+    def _plain_reply(self, frame: bytes, out: Actions) -> None:
+        """A frame the monitor found plain. A success reply to a request in flight under guard's
+        id: the client gets it under its own id, the result as the server wrote it."""
+        reply = _read_plain_reply(frame)
+        if reply.method is not UNSET:  # a request or notification of the server's
+            value = decode(frame)
+            self._server_message(Event(S2C, "request" if "id" in value else "notification", value), frame, out)
+            return
+        gid = reply.id
+        f = self._inflight.pop(gid)
+        self._sent -= 1  # plain: a reply to a request sent
+        if self._by_client.get(f.key) == gid:
+            del self._by_client[f.key]
+        raw = reply.result
+        if f.batch is not None or type(f.client_id) not in _PLAIN_IDS or (b'"isError"' in frame and f.method == "tools/call") or (
+            self._mcp and b'"resultType"' not in frame and self._modern()
+        ):
+            self._settle(f, decode(bytes(raw)), out)  # the rare cases: the result is looked at
+            return
+        out.to_client.append(_encode_plain_reply(_PlainReply("2.0", f.client_id, raw)))
 
     def _server_message(self, ev: Event, frame: bytes | None, out: Actions) -> None:
         for v in ev.violations:
@@ -402,7 +493,10 @@ class GuardCore:
         if "error" in value:
             self._answer(f, "error", self._plain_error(value["error"], f, out), out)
             return
-        result = value.get("result")
+        self._settle(f, value.get("result"), out)
+
+    def _settle(self, f: _Forwarded, result: Any, out: Actions) -> None:
+        """Answer the client's request ``f`` with the server's ``result`` (repaired where needed)."""
         if f.method == "initialize" and type(result) is dict and isinstance(self.profile, MCPProfile):
             version = result.get("protocolVersion")
             if type(version) is str and version in RULES:  # the version the server chose
@@ -473,8 +567,7 @@ class GuardCore:
     def _release(self, now: float, out: Actions) -> None:
         queue = self._queue
         while queue and (self.max_in_flight is None or self._sent < self.max_in_flight):
-            gid = queue.popleft()
-            self._send(gid, self._inflight[gid], None, now, out)
+            self._send(self._inflight[queue.popleft()], out)
 
     # -- time and death --------------------------------------------------------------------------
 
@@ -514,6 +607,7 @@ class GuardCore:
             out.log.append(f"guard: {f.method} (id {show(f.client_id, 40)}) got no reply within {self.deadline:g} s: answered with {DEADLINE_CODE}"
                            + (", cancelled on the server" if cancel is not None else ""))
         self._release(now, out)
+        self._judge_sent(out.to_server, 0, now)
         return out
 
     def server_gone(self, code: int | None) -> Actions:
@@ -561,6 +655,22 @@ class GuardCore:
 
 
 _ABSENT: Any = object()
+
+
+class _PlainReply(msgspec.Struct, gc=False):
+    """A frame the monitor's runs passed: a success reply (the result kept as the server wrote
+    it), or a request or notification (``method`` set; the rest not read here)."""
+
+    jsonrpc: str
+    id: Any = None
+    result: msgspec.Raw = msgspec.Raw(b"null")
+    method: Any = UNSET
+
+
+_read_plain_reply = msgspec.json.Decoder(_PlainReply).decode
+_encode_plain_reply = msgspec.json.Encoder().encode
+#: Client ids written by msgspec as they came (others, a float id say, go through the codec).
+_PLAIN_IDS = (int, str)
 
 #: What a refusal answers, by the ``check`` rule a server breaks when it does not refuse it:
 #: (code, a word of the error's reason or limit) -> rule; the first that matches.

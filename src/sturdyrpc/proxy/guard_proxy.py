@@ -10,7 +10,6 @@ import json
 import sys
 import time
 
-from ..framing import BadHeader, FrameTooLarge
 from .guard import Actions, GuardCore
 from .monitor import C2S, S2C, Direction
 from .pump import Proxy, frame_payload, make_framer
@@ -83,24 +82,12 @@ class GuardProxy(Proxy):
         self._frames(S2C, data, now)
 
     def _frames(self, dir: Direction, data: bytes, now: float) -> None:
-        core = self.core
-        decide = core.from_client if dir == C2S else core.from_server
+        decide = self.core.from_client_frames if dir == C2S else self.core.from_server_frames
         frames = self._framers[dir].feed(data)
         for at in range(0, len(frames), SLICE):
             # Out in slices: the other side starts on the first messages of a large read while
             # guard decides about the rest.
-            act = Actions()
-            for frame in frames[at : at + SLICE]:
-                if type(frame) is bytes:
-                    decide(frame, now, act)
-                elif dir == C2S:
-                    core.unreadable_from_client(frame, act)  # type: ignore[arg-type]  # not bytes
-                else:
-                    what = f"over {frame.limit} bytes" if isinstance(frame, FrameTooLarge) else frame.reason if isinstance(frame, BadHeader) else "?"
-                    for v in core.monitor.feed_unreadable(dir, what, now).violations:
-                        act.log.append(v.line())
-                    act.log.append(f"guard: dropped an unreadable frame from the server ({what})")
-            self._apply(act)
+            self._apply(decide(frames[at : at + SLICE] if len(frames) > SLICE else frames, now))
 
     def _arm(self) -> None:
         at = self.core.next_deadline()
