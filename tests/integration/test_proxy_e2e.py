@@ -517,3 +517,30 @@ def test_guard_many_messages_a_read_only_the_expected_replies() -> None:
     assert next(r for r in replies if r["id"] == 400)["error"]["code"] == -32500  # passed on, and flagged
     err = guarded.stderr.decode()
     assert "Loading model... 42%" in err and "ids.duplicate-reply" in err and "ids.unknown-reply" in err
+
+
+def test_guard_stops_reading_a_client_that_floods_a_server_that_never_answers() -> None:
+    # Bounded memory: at MAX_OPEN unanswered requests guard reads no more (the client's writes
+    # wait in the pipe, as they would at a server's backpressure), and goes on when replies come.
+    from sturdyrpc.proxy.guard_proxy import MAX_OPEN
+
+    proc = subprocess.Popen([*SRPC, "guard", "--", *BAD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdin is not None and proc.stdout is not None
+    assert MAX_OPEN <= 5000
+    flood = b"".join(line(req(i, "hang", {"pad": "x" * 80})) for i in range(10_000))
+    done = threading.Event()
+
+    def write() -> None:
+        try:
+            proc.stdin.write(flood)  # type: ignore[union-attr]
+            proc.stdin.flush()  # type: ignore[union-attr]
+        except (BrokenPipeError, ValueError):
+            pass
+        done.set()
+
+    threading.Thread(target=write, daemon=True).start()
+    try:
+        assert not done.wait(3.0), "guard read every request of the flood: nothing bounds what it holds"
+    finally:
+        proc.kill()
+        proc.wait(10)

@@ -19,6 +19,8 @@ __all__ = ["GuardProxy"]
 
 #: Frames decided before what they produced is written out.
 SLICE = 1024
+#: Client requests guard keeps unanswered (in flight or held back) before it stops reading the client.
+MAX_OPEN = 4096
 #: Seconds guard waits at stdin EOF for the replies in flight when no deadline is set.
 SETTLE_WAIT = 60.0
 
@@ -46,6 +48,7 @@ class GuardProxy(Proxy):
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
         self._idle = asyncio.Event()
+        self._holding = False
 
     def _apply(self, act: Actions) -> None:
         # Written at once, not at the end of the loop's turn: every read is one decision anyway.
@@ -55,10 +58,16 @@ class GuardProxy(Proxy):
             self.to_client.write_now(self._framed(act.to_client))
         for line in act.log:
             self.view.text(line, warn=True)
-        if self.core.open == 0:
+        unanswered = self.core.open
+        if unanswered == 0:
             self._idle.set()
         else:
             self._idle.clear()
+        # Bounded memory whatever the client sends: at MAX_OPEN requests unanswered, guard stops
+        # reading the client until replies free room (a server's backpressure, not a refusal).
+        if (unanswered >= MAX_OPEN) != self._holding:
+            self._holding = not self._holding
+            self.hold_client(self._holding)
         self._arm()
 
     async def settle(self) -> None:
