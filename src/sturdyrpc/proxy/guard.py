@@ -23,7 +23,6 @@ by guard. :attr:`GuardCore.contained` counts what was contained, by the rule ``c
 
 from __future__ import annotations
 
-import secrets
 from collections import Counter, OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -31,7 +30,6 @@ from typing import Any, Literal
 
 import msgspec
 
-from ..check.rules import leaks
 from ..check.verdicts import show
 from ..codec import DecodeFailure, decode, encode
 from ..dispatch import BatchJob, Call, Dispatcher
@@ -44,6 +42,7 @@ from ..mcp.versions import RULES
 from ..messages import ErrorResponse, InvalidMessage, Response
 from ..profile import Profile
 from .monitor import C2S, CANCEL_METHODS, S2C, Event, Key, Monitor, key_of
+from .scrub import plain_error, plain_tool_result, rule_of
 
 __all__ = ["Actions", "GuardCore", "DEADLINE_CODE", "SERVER_GONE_CODE", "INVALID_REPLY_CODE"]
 
@@ -55,9 +54,6 @@ _GIVEN_UP_KEEP = 4096
 #: Requests to the client the server may have open at once (bounded memory).
 _S2C_KEEP = 4096
 _DUPLICATE = InvalidRequest("Invalid Request", {"reason": "duplicate id of a request in flight"})
-#: The plain message guard puts in place of one that reveals the server's insides.
-_PLAIN = {-32700: "Parse error", -32600: "Invalid Request", -32601: "Method not found", -32602: "Invalid params",
-          -32603: "Internal error"}
 _MCP_PREFIXES = ("tools/", "resources/", "prompts/", "completion/", "logging/", "tasks/", "notifications/", "sampling/",
                  "elicitation/", "roots/")
 
@@ -254,7 +250,7 @@ class GuardCore:
         for v in value if type(value) is list else [value]:
             err = v.get("error") if type(v) is dict else None
             if type(err) is dict:
-                rule = _rule_of(err)
+                rule = rule_of(err)
                 self.contained[rule] += 1
                 out.log.append(f"guard: answered for the server ({rule}): {show(v, 160)}")
 
@@ -516,26 +512,22 @@ class GuardCore:
         return RULES[profile.version].result_type
 
     def _plain_error(self, err: Any, f: _Forwarded, out: Actions) -> Any:
-        found = leaks(err)
-        if not found:
+        plain = plain_error(err)
+        if plain is None:
             return err
-        incident = secrets.token_hex(4)
-        code: int = err["code"] if type(err) is dict and type(err.get("code")) is int else -32603
         self.contained["errors.no-leak-probe"] += 1
-        out.log.append(f"guard: incident {incident}: the server's error to {f.method} (id {show(f.client_id, 40)}) revealed "
-                       f"{'; '.join(found)}; the client got a plain one. The original: {show(err, 2000)}")
-        return {"code": code, "message": _PLAIN.get(code, "Server error"), "data": {"incident": incident}}
+        out.log.append(f"guard: incident {plain.incident}: the server's error to {f.method} (id {show(f.client_id, 40)}) revealed "
+                       f"{'; '.join(plain.found)}; the client got a plain one. The original: {show(err, 2000)}")
+        return plain.value
 
-    def _plain_tool_error(self, result: dict[str, Any], f: _Forwarded, out: Actions) -> dict[str, Any]:
-        found = leaks(result.get("content"))
-        if not found:
+    def _plain_tool_error(self, result: dict[str, Any], f: _Forwarded, out: Actions) -> Any:
+        plain = plain_tool_result(result)
+        if plain is None:
             return result
-        incident = secrets.token_hex(4)
         self.contained["mcp.tool-fail-no-leak"] += 1
-        out.log.append(f"guard: incident {incident}: the failed tool's result (id {show(f.client_id, 40)}) revealed "
-                       f"{'; '.join(found)}; the client got a plain one. The original: {show(result, 2000)}")
-        text = f"The tool failed with an internal error (incident {incident})"
-        return {**result, "content": [{"type": "text", "text": text}]}
+        out.log.append(f"guard: incident {plain.incident}: the failed tool's result (id {show(f.client_id, 40)}) revealed "
+                       f"{'; '.join(plain.found)}; the client got a plain one. The original: {show(result, 2000)}")
+        return plain.value
 
     def _answer(self, f: _Forwarded, member: str, value: Any, out: Actions) -> None:
         answer = {"jsonrpc": "2.0", "id": f.client_id, member: value}
@@ -671,32 +663,3 @@ _read_plain_reply = msgspec.json.Decoder(_PlainReply).decode
 _encode_plain_reply = msgspec.json.Encoder().encode
 #: Client ids written by msgspec as they came (others, a float id say, go through the codec).
 _PLAIN_IDS = (int, str)
-
-#: What a refusal answers, by the ``check`` rule a server breaks when it does not refuse it:
-#: (code, a word of the error's reason or limit) -> rule; the first that matches.
-_RULES_BY_ERROR: tuple[tuple[int, str, str], ...] = (
-    (-32700, "", "framing.parse-error"),
-    (-32600, "max_message_bytes", "robustness.huge-line"),
-    (-32600, "max_depth", "robustness.deep-nesting"),
-    (-32600, "max_batch", "robustness.huge-batch"),
-    (-32600, "batches are not supported", "mcp.batch"),
-    (-32600, "request id", "ids.invalid-type"),
-    (-32600, "not initialized", "mcp.before-initialize"),
-    (-32600, "duplicate id", "mcp.duplicate-id"),
-    (-32602, "params must be an object", "mcp.params-array"),
-    (-32602, "_meta", "mcp.meta-required"),
-    (-32601, "", "messages.invalid-method"),
-    (-32600, "", "messages.invalid-jsonrpc"),
-)
-
-
-def _rule_of(err: dict[str, Any]) -> str:
-    code = err.get("code")
-    data = err.get("data")
-    words = " ".join(str(v) for v in data.values()) if type(data) is dict else ""
-    for c, word, rule in _RULES_BY_ERROR:
-        if c == code and word in words:
-            return rule
-    if type(data) is dict and "supported" in data:
-        return "mcp.unsupported-version"
-    return f"error {code}"
