@@ -33,25 +33,50 @@ class InputRequired(Exception):
         self.requests = requests
 
 
-class MCPContext:
+class MCPContext(Context):
     """What a tool, resource or prompt function can do for the request it serves.
 
-    Declare a parameter annotated ``MCPContext`` to receive it.
+    Declare a parameter annotated ``MCPContext`` (or :class:`sturdyrpc.Context`, which it is a
+    kind of: either annotation receives this object, on tools, resources and prompts alike) to
+    receive it; that parameter is never part of the input schema or the prompt's arguments.
     """
 
-    def __init__(self, session: SessionState, ctx: Context) -> None:
+    # The request's own fields are read through from the dispatcher's context (the properties
+    # below shadow Context's slots), so none of those slots is filled here.
+
+    def __init__(self, session: SessionState, ctx: Context, answered: dict[str, Any] | None = None) -> None:
         self.session = session
         self._ctx = ctx
         #: Set once the request is answered: nothing is sent for it afterwards.
         self.done = False
         self._asked = 0
+        #: 2026-07-28: the answers of earlier rounds (``inputResponses`` carried forward in
+        #: ``requestState``), by input key.
+        self._answered: dict[str, Any] = answered if answered is not None else {}
+
+    @property
+    def id(self) -> Any:  # type: ignore[override]  # read-only here: the dispatcher's context owns it
+        """The request's id (as :attr:`request_id`)."""
+        return self._ctx.id
+
+    @property
+    def is_notification(self) -> bool:  # type: ignore[override]
+        return self._ctx.is_notification
+
+    @property
+    def incident(self) -> str | None:
+        return self._ctx.incident
+
+    @incident.setter
+    def incident(self, value: str | None) -> None:
+        self._ctx.incident = value
 
     @property
     def request_id(self) -> Any:
         return self._ctx.id
 
     @property
-    def session_id(self) -> str | None:
+    def session_id(self) -> str | None:  # type: ignore[override]
         """The session's id (``Mcp-Session-Id`` on HTTP, one per connection elsewhere; None for a
         2026-07-28 request, which belongs to no session)."""
         return self.session.session_id
@@ -68,17 +93,17 @@ class MCPContext:
         return self.session.lifespan_state
 
     @property
-    def headers(self) -> Mapping[str, str] | None:
+    def headers(self) -> Mapping[str, str] | None:  # type: ignore[override]
         """The headers of the HTTP request that carried this request (lower-case names; None off HTTP)."""
         return self.session.headers_for(self._ctx.id)
 
     @property
-    def state(self) -> dict[str, Any]:
+    def state(self) -> dict[str, Any]:  # type: ignore[override]
         """A dict that lives as long as the session (one request's lifetime on 2026-07-28)."""
         return self.session.state
 
     @property
-    def method(self) -> str:
+    def method(self) -> str:  # type: ignore[override]
         return self._ctx.method
 
     @property

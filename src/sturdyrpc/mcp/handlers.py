@@ -85,9 +85,10 @@ class ProtocolHandlers:
             result["nextCursor"] = next_cursor
         return self.core.finish(rules, result, True)
 
-    async def _run(self, fn: HandlerFunction, arguments: Any, mctx: MCPContext) -> Any:
-        """Run a resource or prompt function; its exceptions propagate (the caller's policy)."""
-        args, kwargs = fn.bind(arguments)
+    async def _run(self, fn: HandlerFunction, arguments: dict[str, Any], mctx: MCPContext, what: str) -> Any:
+        """Run a resource or prompt function on its text ``arguments`` (``what`` they are: URI
+        variables, prompt arguments); its exceptions propagate (the caller's policy)."""
+        args, kwargs = fn.bind_text(arguments, what)
         try:
             ok, value = await fn.run(args, kwargs, mctx, shared_pool(self.core.dispatcher.limits.max_threads))
         finally:
@@ -194,7 +195,7 @@ class ProtocolHandlers:
         res, variables = found
         core.request_state.check(params, "resources/read", uri)
         try:
-            value = await self._run(res, variables, MCPContext(session, ctx))
+            value = await self._run(res, variables, MCPContext(session, ctx), "URI variable")
         except InputRequired as need:
             return core.input_required(rules, need, "resources/read", uri, params)
         except ToolError as exc:
@@ -242,7 +243,7 @@ class ProtocolHandlers:
             raise InvalidParams("Invalid params: 'arguments' must be an object", {"param": "arguments"})
         core.request_state.check(params, "prompts/get", name)
         try:
-            value = await self._run(prompt, arguments, MCPContext(session, ctx))
+            value = await self._run(prompt, arguments, MCPContext(session, ctx), "prompt argument")
         except InputRequired as need:
             return core.input_required(rules, need, "prompts/get", name, params)
         except ToolError as exc:

@@ -44,7 +44,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
 
 from ..dispatch import Dispatcher, Middleware
 from ..envelope import read
@@ -61,6 +61,7 @@ from .content import (
 )
 from .context import LOG_LEVELS, MCPContext
 from .core import ServerCore
+from .decorating import PromptOptions, ToolOptions, check_function, sort_out
 from .handlers import ProtocolHandlers
 from .lifespan import Lifespan, LifespanRunner
 from .listen import META_SUBSCRIPTION_ID, ListenStreams
@@ -304,10 +305,17 @@ class MCPServer:
 
     # ------------------------------------------------------------------ decorators
 
+    @overload
+    def tool(self, fn: F, /, **options: Unpack[ToolOptions]) -> F: ...
+    @overload
+    def tool(self, fn: str | None = None, /, **options: Unpack[ToolOptions]) -> Callable[[F], F]: ...
+
     def tool(
         self,
-        name: str | None = None,
+        fn: Any = None,
+        /,
         *,
+        name: str | None = None,
         description: str | None = None,
         title: str | None = None,
         annotations: dict[str, Any] | None = None,
@@ -319,9 +327,12 @@ class MCPServer:
         timeout: float | None = None,
         scopes: Iterable[str] | None = None,
         task_support: str = "forbidden",
-    ) -> Callable[[F], F]:
-        """Register a tool. The description defaults to the docstring (without its ``Args:`` /
-        ``:param:`` part, which describes the parameters in the input schema).
+    ) -> Any:
+        """Register a tool: ``@server.tool``, ``@server.tool("name", ...)`` or
+        ``server.tool(fn, name=...)``. The name defaults to the function's; the description to
+        its docstring (without its ``Args:`` / ``:param:`` part, which describes the parameters
+        in the input schema). A parameter annotated :class:`MCPContext` (or
+        :class:`sturdyrpc.Context`) receives the request's context and is not in the schema.
 
         ``timeout`` (seconds): a call still running then ends as a tool error (``isError``)
         naming the limit; the tool must be async or blocking (a sync tool on the pool is left
@@ -343,7 +354,10 @@ class MCPServer:
         an error (-32601); the default ``"forbidden"`` is not announced.
         """
 
+        now, name = sort_out("tool", fn, name)
+
         def register(fn: F) -> F:
+            check_function(fn, "@server.tool")
             t = Tool(fn, name or fn.__name__, description, title, annotations, input_schema, structured, blocking, meta, icons=icons, coerce_json_strings=self._core.coerce_json_strings,
                      scopes=scopes)
             if timeout is not None:
@@ -353,11 +367,12 @@ class MCPServer:
             self._changed("tools")
             return fn
 
-        return register
+        return register if now is None else register(now)
 
     def resource(
         self,
         uri: str,
+        /,
         *,
         name: str | None = None,
         description: str | None = None,
@@ -367,10 +382,21 @@ class MCPServer:
         icons: list[Any] | None = None,
         scopes: Iterable[str] | None = None,
     ) -> Callable[[F], F]:
-        """Register a resource; a URI with ``{variables}`` registers a template whose variables
-        are passed to the function by name. ``title``/``icons``/``scopes`` as for :meth:`tool`."""
+        """Register a resource: ``@server.resource("data://config")``; ``title``/``icons``/``scopes``
+        as for :meth:`tool`. A URI with variables is a template (:class:`.registry.UriTemplate`:
+        ``{name}``, ``{+name}``, ``{name*}``, ``{#name}``, ``{?a,b}``, ``{&a,b}``; other operators
+        are refused here). Each variable is a parameter of the function, its text converted to the
+        parameter's annotated type (``int``, ``float``, ``bool``, ``Literal``...: a value that does
+        not convert is an error naming the variable); query parameters left out take defaults.
+        A ``str`` return is one text content (``mime_type`` or ``text/plain``), ``bytes`` one blob,
+        anything else (``dict``, ``list``, a model) one JSON text content (``application/json``).
+        """
+        if not isinstance(uri, str):
+            raise TypeError("@server.resource needs the resource's URI: @server.resource('data://config') "
+                            "or @server.resource('users://{user_id}/profile') over the function")
 
         def register(fn: F) -> F:
+            check_function(fn, f"@server.resource({uri!r})")
             r = Resource(fn, uri, name or fn.__name__, description, mime_type, title, blocking, icons=icons, scopes=scopes)
             (self._core.templates if r.is_template else self._core.resources)[uri] = r
             self._changed("resources")
@@ -378,26 +404,38 @@ class MCPServer:
 
         return register
 
+    @overload
+    def prompt(self, fn: F, /, **options: Unpack[PromptOptions]) -> F: ...
+    @overload
+    def prompt(self, fn: str | None = None, /, **options: Unpack[PromptOptions]) -> Callable[[F], F]: ...
+
     def prompt(
         self,
-        name: str | None = None,
+        fn: Any = None,
+        /,
         *,
+        name: str | None = None,
         description: str | None = None,
         title: str | None = None,
         arguments: dict[str, str] | None = None,
         icons: list[Any] | None = None,
         scopes: Iterable[str] | None = None,
-    ) -> Callable[[F], F]:
-        """Register a prompt; ``arguments`` maps parameter names to descriptions (the docstring's
-        ``Args:`` section fills the others). ``title``/``icons``/``scopes`` as for :meth:`tool`."""
+    ) -> Any:
+        """Register a prompt: ``@server.prompt``, ``@server.prompt("name", ...)`` or
+        ``server.prompt(fn, name=...)``; ``arguments`` maps parameter names to descriptions (the
+        docstring's ``Args:`` section fills the others). ``title``/``icons``/``scopes`` as for
+        :meth:`tool`. Arguments arrive as strings and are converted to the parameters' annotated
+        types (a value that does not convert is an error naming the argument)."""
+        now, name = sort_out("prompt", fn, name)
 
         def register(fn: F) -> F:
+            check_function(fn, "@server.prompt")
             p = Prompt(fn, name or fn.__name__, description, title, arguments, icons=icons, scopes=scopes)
             self._core.prompts[p.name] = p
             self._changed("prompts")
             return fn
 
-        return register
+        return register if now is None else register(now)
 
     def remove_tool(self, name: str) -> bool:
         """Unregister the tool ``name`` (listeners are told the list changed); False if absent."""
