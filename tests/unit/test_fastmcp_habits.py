@@ -221,3 +221,50 @@ def test_context_and_mcpcontext_are_one_thing_on_tools() -> None:
             assert r["structuredContent"] == {"result": 2}
 
     run(main())
+
+
+def failing_server(mask: bool | None) -> MCPServer:
+    server = MCPServer("errors") if mask is None else MCPServer("errors", mask_errors=mask)
+
+    @server.tool
+    async def weather(city: str) -> str:
+        raise ValueError(f"unknown city {city!r}")
+
+    @server.tool(blocking=False)
+    def inline(city: str) -> str:
+        raise LookupError(f"no {city} here")
+
+    @server.tool
+    def quiet() -> str:
+        raise RuntimeError()
+
+    return server
+
+
+ERRORS = [
+    (None, "weather", {"city": "Atlantis"}, None),
+    (True, "weather", {"city": "Atlantis"}, None),
+    (False, "weather", {"city": "Atlantis"}, "unknown city 'Atlantis'"),
+    (False, "inline", {"city": "Atlantis"}, "no Atlantis here"),
+    (False, "quiet", {}, None),  # nothing to say: the generic text
+]
+
+
+@pytest.mark.parametrize(("mask", "tool", "arguments", "shown"), ERRORS)
+def test_mask_errors_false_sends_the_message_alone(mask: bool | None, tool: str, arguments: dict[str, Any], shown: str | None,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    async def main() -> None:
+        async with failing_server(mask).test_client() as client:
+            r = await client.call_tool(tool, arguments)
+        assert r["isError"] is True
+        text = r["content"][0]["text"]
+        if shown is None:
+            assert text.startswith("The tool failed with an internal error (incident ")
+        else:
+            assert text == shown
+        for leak in ("ValueError", "LookupError", "RuntimeError", "Traceback", ".py"):
+            assert leak not in json.dumps(r)
+        assert any(rec.exc_info for rec in caplog.records if rec.name == "sturdyrpc.mcp")  # logged either way
+
+    with caplog.at_level("ERROR", logger="sturdyrpc.mcp"):
+        run(main())

@@ -64,8 +64,12 @@ class ServerCore:
         cache_scope: str = "private",
         page_size: int | None = None,
         coerce_json_strings: bool = False,
+        mask_errors: bool = True,
     ) -> None:
         self.name = name
+        #: A tool's unexpected exception reaches the client as a generic text naming an incident
+        #: id (True), or as its message (False: never its class name or traceback).
+        self.mask_errors = mask_errors
         self.version = version
         self.title = title
         self.instructions = instructions

@@ -9,23 +9,15 @@ One :class:`MCPServer` object serves any number of connections, over any transpo
 - :meth:`MCPServer.serve_stateless` / :meth:`MCPServer.handle_stateless`: one 2026-07-28 request
   on its own, its progress and log notifications passed to a callback (Streamable HTTP 2026-07-28).
 
-Tools::
-
-    server = MCPServer("demo", "1.0")
-
-    @server.tool()
-    async def add(a: int, b: int) -> int:
-        \"\"\"Add two integers.\"\"\"
-        return a + b
-
+Tools: ``@server.tool`` over ``async def add(a: int, b: int) -> int``.
 The input schema comes from the type hints (JSON Schema 2020-12); arguments are checked
 before the function runs. A declared return type gives an ``outputSchema`` and
 ``structuredContent`` (non-object values are wrapped as ``{"result": value}``). An exception
 inside a tool becomes a result with ``isError: true`` and a generic text naming an incident
-id (the traceback goes to the log under that id; no exception text reaches the client);
-raise :class:`ToolError` to show a message on purpose. A parameter annotated
-:class:`MCPContext` receives the request context (progress, logging, sampling, elicitation,
-roots).
+id (the traceback goes to the log under that id; no exception text reaches the client, unless
+``MCPServer(mask_errors=False)``: then its message, never its class or traceback); raise
+:class:`ToolError` to tell the model what went wrong on purpose. A parameter annotated
+:class:`MCPContext` (or ``sturdyrpc.Context``) receives the request context.
 
 The work is split by job: :mod:`.core` (:class:`~.core.ServerCore`: the registries, the
 server's info, capabilities, finishing results, the ``requestState`` signer, tasks, listen
@@ -126,13 +118,14 @@ class MCPServer:
         page_size: int | None = None,
         coerce_json_strings: bool = False,
         lifespan: Lifespan | None = None,
+        mask_errors: bool = True,
     ) -> None:
         # What every part shares is the core's (see :mod:`.core`); this object registers on it
         # and serves it.
         self._core = core = ServerCore(
             name, version, lifespan=LifespanRunner(self, lifespan), limits=limits, instructions=instructions, title=title,
             supported_versions=supported_versions, cache_ttl_ms=cache_ttl_ms, cache_scope=cache_scope, page_size=page_size,
-            coerce_json_strings=coerce_json_strings,
+            coerce_json_strings=coerce_json_strings, mask_errors=mask_errors,
         )
         #: ``tools/call``: the one path from request to reply (see :mod:`.tools_call`).
         self.tools_call = ToolsCall(core)
@@ -207,6 +200,16 @@ class MCPServer:
     @coerce_json_strings.setter
     def coerce_json_strings(self, value: bool) -> None:
         self._core.coerce_json_strings = value
+
+    @property
+    def mask_errors(self) -> bool:
+        """A tool's unexpected exception is sent as a generic text with an incident id (True, the
+        default) or as its message alone (False). :class:`ToolError` is always shown as is."""
+        return self._core.mask_errors
+
+    @mask_errors.setter
+    def mask_errors(self, value: bool) -> None:
+        self._core.mask_errors = value
 
     @property
     def cache_ttl_ms(self) -> int:
