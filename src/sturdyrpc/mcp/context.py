@@ -9,7 +9,8 @@ answers by repeating the request with ``inputResponses``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from ..dispatch import Context
@@ -26,11 +27,19 @@ LEVEL_RANK = {name: i for i, name in enumerate(LOG_LEVELS)}
 
 
 class InputRequired(Exception):
-    """Raised inside a handler on 2026-07-28 when the client must supply input (MRTR)."""
+    """Raised inside a handler on 2026-07-28 when the client must supply input (MRTR).
+    ``carry``: the answers so far (and :meth:`MCPContext.once` results), for the next round's
+    ``requestState``."""
 
-    def __init__(self, requests: dict[str, Any]) -> None:
+    def __init__(self, requests: dict[str, Any], carry: dict[str, Any] | None = None) -> None:
         super().__init__("input required")
         self.requests = requests
+        self.carry = carry or {}
+
+
+#: Keys of :meth:`MCPContext.once` results in the carried state (never taken from a client's
+#: ``inputResponses``: only the server's signed ``requestState`` brings them back).
+_ONCE = "once:"
 
 
 class MCPContext(Context):
@@ -44,15 +53,17 @@ class MCPContext(Context):
     # The request's own fields are read through from the dispatcher's context (the properties
     # below shadow Context's slots), so none of those slots is filled here.
 
-    def __init__(self, session: SessionState, ctx: Context, answered: dict[str, Any] | None = None) -> None:
+    def __init__(self, session: SessionState, ctx: Context, carried: dict[str, Any] | None = None,
+                 reader: Callable[[SessionState, Context, str], Awaitable[list[dict[str, Any]]]] | None = None) -> None:
         self.session = session
         self._ctx = ctx
         #: Set once the request is answered: nothing is sent for it afterwards.
         self.done = False
         self._asked = 0
-        #: 2026-07-28: the answers of earlier rounds (``inputResponses`` carried forward in
-        #: ``requestState``), by input key.
-        self._answered: dict[str, Any] = answered if answered is not None else {}
+        #: 2026-07-28: what the earlier rounds of this request carried forward in its signed
+        #: ``requestState`` (answers by input key, :meth:`once` results), grown by this round's.
+        self._carry: dict[str, Any] = dict(carried) if carried else {}
+        self._reader = reader
 
     @property
     def id(self) -> Any:  # type: ignore[override]  # read-only here: the dispatcher's context owns it
@@ -190,11 +201,49 @@ class MCPContext(Context):
         if self.modern and ask_input is not None:
             return await ask_input(method, params, timeout)  # a task: input_required in its record (.tasks)
         if self.modern:
+            # the request runs again from the start on every round: an input answered in an
+            # earlier round is in the carried state, this round's in inputResponses
+            if key in self._carry:
+                return self._carry[key]
             responses = self.params.get("inputResponses")
             if type(responses) is dict and key in responses:
+                self._carry[key] = responses[key]
                 return responses[key]
-            raise InputRequired({key: {"method": method, "params": params}})
+            raise InputRequired({key: {"method": method, "params": params}}, self._carry)
         return await self._ctx.request(method, params, timeout=timeout)  # type: ignore[attr-defined]
+
+    @property
+    def rerun(self) -> bool:
+        """Whether this run repeats an earlier round of the same request (2026-07-28: the client
+        answered an ``input_required`` result; always False in the handshake era and in tasks)."""
+        return bool(self._carry) or "inputResponses" in self.params
+
+    async def once(self, name: str, fn: Callable[[], Any]) -> Any:
+        """Run ``fn()`` (sync, or async: awaited) once per request and return its result.
+
+        On 2026-07-28 a request that asks for input (``elicit``, ``sample``, ``list_roots``) runs
+        again from the start when the client answers; a side effect before that ask would run
+        on every round. Inside ``once`` it runs on the first round only: its result (it must be
+        JSON: ``None``, numbers, strings, lists, dicts) rides in the signed ``requestState`` and
+        later rounds get it back without running ``fn``. ``name`` tells the ``once`` calls of one
+        request apart. Elsewhere (handshake era, tasks) nothing runs twice: ``fn`` just runs.
+        """
+        key = _ONCE + name
+        if key in self._carry:
+            return self._carry[key]
+        value = fn()
+        if inspect.isawaitable(value):
+            value = await value
+        self._carry[key] = value
+        return value
+
+    async def read_resource(self, uri: str) -> list[dict[str, Any]]:
+        """Read one of this server's resources (a template's URI too): its ``contents`` list, as
+        ``resources/read`` gives it, with this request's caller (their scopes apply). Raises the
+        ``RPCError`` a client would get (unknown URI, a variable that does not convert)."""
+        if self._reader is None:
+            raise RuntimeError("this context reads no resources (it does not belong to a server)")
+        return await self._reader(self.session, self._ctx, uri)
 
     async def sample(self, messages: list[dict[str, Any]], max_tokens: int, *, timeout: float | None = 120.0, **extra: Any) -> dict[str, Any]:
         """Ask the client's LLM (``sampling/createMessage``); returns the client's result."""

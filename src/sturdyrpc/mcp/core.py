@@ -88,6 +88,9 @@ class ServerCore:
         self.templates: dict[str, Resource] = {}
         self.prompts: dict[str, Prompt] = {}
         self.completer: Callable[..., Any] | None = None
+        #: ``await reader(session, ctx, uri)``: a resource's contents, the one path of a read
+        #: (the protocol handlers set it), for ``ctx.read_resource``.
+        self.reader: Callable[[SessionState, Context, str], Awaitable[list[dict[str, Any]]]] | None = None
         #: Called with the session when the client says its roots changed.
         self.on_roots_changed: Callable[[SessionState], Awaitable[None] | None] | None = None
         #: Every request of the server runs through it (on every transport).
@@ -171,5 +174,5 @@ class ServerCore:
             return {"content": [text_content("Input required")], "isError": True}
         return self.finish(
             rules, {"resultType": "input_required", "inputRequests": need.requests,
-                    "requestState": self.request_state.sign(method, name, params)}
+                    "requestState": self.request_state.sign(method, name, params, need.carry)}
         )

@@ -19,14 +19,10 @@ id (the traceback goes to the log under that id; no exception text reaches the c
 :class:`ToolError` to tell the model what went wrong on purpose. A parameter annotated
 :class:`MCPContext` (or ``sturdyrpc.Context``) receives the request context.
 
-The work is split by job: :mod:`.core` (:class:`~.core.ServerCore`: the registries, the
-server's info, capabilities, finishing results, the ``requestState`` signer, tasks, listen
-streams, the lifespan, the live sessions: what every other part receives), :mod:`.registry`
-(tool, resource and prompt records), :mod:`.content` (content blocks, :class:`ToolResult`,
-:class:`ToolError`), :mod:`.context` (:class:`MCPContext`), :mod:`.session_state`
-(per-connection state), :mod:`.handlers` (the protocol methods), :mod:`.tools_call` (the one
-``tools/call`` path) and :mod:`.stateless` (2026-07-28 requests). This module is the facade:
-the decorators and the serving entry points, over one core; nothing below imports it.
+The work is split by job (docs/MCP.md has the table): :mod:`.core` (what every part shares),
+:mod:`.registry` (the records), :mod:`.handlers` (the protocol methods), :mod:`.tools_call`
+(the one ``tools/call`` path), :mod:`.stateless` (2026-07-28 requests)... This module is the
+facade: the decorators and the serving entry points, over one core; nothing below imports it.
 """
 
 from __future__ import annotations
@@ -43,6 +39,7 @@ from ..envelope import read
 from ..limits import DEFAULT_LIMITS, Limits
 from ..peer import MessageTransport, Peer
 from ..store import Store
+from . import serving
 from .content import (
     ToolError,
     ToolResult,
@@ -450,12 +447,11 @@ class MCPServer:
     def middleware(self, fn: Middleware) -> Middleware:
         """Add ``async def fn(ctx, call_next)`` to the middleware chain (usable as a decorator).
 
-        It runs around every request and notification this server handles, on every transport
-        (stdio, HTTP sessions, 2026-07-28 HTTP, the test client), in the order added. ``ctx``
-        has ``method``, ``params``, ``id``, ``session_id``, ``principal``, ``lifespan``,
-        ``headers`` (HTTP) and ``state``. Return ``await call_next(ctx)`` to go on, or a result
-        of your own, or raise an ``RPCError``; any other exception is answered as a handler's
-        (-32603, or ``isError`` for ``tools/call``, naming an incident id).
+        It runs around every request and notification, on every transport, in the order
+        added. ``ctx`` has ``method``, ``params``, ``id``, ``session_id``, ``principal``,
+        ``lifespan``, ``headers`` (HTTP) and ``state``. Return ``await call_next(ctx)``, a
+        result of your own, or raise an ``RPCError``; any other exception is answered as a
+        handler's (-32603, or ``isError`` for ``tools/call``, naming an incident id).
         """
         return self._core.dispatcher.middleware(fn)
 
@@ -538,12 +534,11 @@ class MCPServer:
         """A :class:`~sturdyrpc.peer.Peer` (not started) serving one MCP session on ``transport``.
 
         The session (version, capabilities, log level, subscriptions, ``ctx.state``) lives as
-        long as the peer. Start it with ``async with peer:`` and wait with ``await peer.wait_closed()``.
-        A transport that knows more passes it on: ``session_id`` (default: a random one),
-        ``principal`` (its security step's, for the session), ``on_enqueue(data)`` (the peer's:
-        called with each message queued for sending, where the handler that queued it runs).
-        Each request's own principal and headers are the transport's to make current
-        (:mod:`sturdyrpc.request_context`).
+        long as the peer: ``async with peer:``, then ``await peer.wait_closed()``. A transport
+        that knows more passes ``session_id`` (default: random), ``principal`` (its security
+        step's), ``on_enqueue(data)`` (called with each message queued for sending, where the
+        handler that queued it runs); each request's own principal and headers are the
+        transport's to make current (:mod:`sturdyrpc.request_context`).
         """
         core = self._core
         peer = SessionPeer(transport, core.dispatcher, profile=MCPProfile(supported=core.supported_versions), lifespan=core.lifespan,
@@ -574,16 +569,21 @@ class MCPServer:
     async def handle_stateless(self, body: bytes, send_related: Callable[[bytes], Awaitable[None]]) -> bytes | None:
         """Serve one 2026-07-28 message (``body``: its JSON bytes); return the reply bytes.
 
-        Progress and log notifications of the request are passed, encoded, to
-        ``send_related`` before the reply is returned. Returns None for a notification.
-        Errors in the message itself (bad JSON, missing ``_meta`` fields, unsupported
-        version) come back as error replies; the caller picks the HTTP status. The handler
-        runs through the one executor: whatever it raises (``SystemExit`` included) is a
-        -32603 reply with an incident id, or a tool's ``isError`` result. Cancel by cancelling
-        the task that awaits this coroutine (nothing is returned then).
+        Progress and log notifications go, encoded, to ``send_related`` before the reply is
+        returned (None for a notification). Errors in the message itself (bad JSON, missing
+        ``_meta`` fields, unsupported version) are error replies; the caller picks the HTTP
+        status. What the handler raises is answered as on every path. Cancel by cancelling the
+        task that awaits this coroutine (nothing is returned then).
         """
         request = self.serve_stateless(read(body, self._core.dispatcher.limits), send_related)
         return request.value if request.done else await request.wait()
+
+    def run(self, transport: str = "stdio", **options: Any) -> int:
+        """Serve until stopped: ``server.run()`` on stdio (as :func:`~sturdyrpc.mcp.run_mcp_stdio`),
+        ``server.run("http", host="127.0.0.1", port=8000)`` on Streamable HTTP at ``/mcp`` (one
+        process; other ``options`` as :func:`sturdyrpc.mcp_http.workers.serve_mcp_workers`:
+        ``stateless``, ``store``, ``allow_remote``...). Returns the exit code."""
+        return serving.run(self, transport, options)
 
     def required_scopes(self, method: str, params: Any) -> frozenset[str]:
         """The OAuth scopes a ``method`` request with ``params`` needs (the ``scopes=`` of the

@@ -194,7 +194,9 @@ class ToolsCall:
         if type(p) is not tuple:
             return p
         rules, tool, args, kwargs = p
-        mctx = MCPContext(session, ctx)
+        # the answers of earlier rounds (2026-07-28), checked by prepare() already
+        carried = self.core.request_state.check(params, "tools/call", tool.name) if "requestState" in params else None
+        mctx = MCPContext(session, ctx, carried, self.core.reader)
         try:
             running = tool.run(args, kwargs, mctx, shared_pool(self.core.dispatcher.limits.max_threads))
             if tool.timeout is None:
