@@ -91,6 +91,9 @@ class ServerCore:
         #: ``await reader(session, ctx, uri)``: a resource's contents, the one path of a read
         #: (the protocol handlers set it), for ``ctx.read_resource``.
         self.reader: Callable[[SessionState, Context, str], Awaitable[list[dict[str, Any]]]] | None = None
+        #: ``hook(kind)`` of every server this one is mounted in, called when its ``kind``
+        #: (tools, resources, prompts) changed (see :mod:`.mounting`).
+        self.mounted_in: list[Callable[[str], None]] = []
         #: Called with the session when the client says its roots changed.
         self.on_roots_changed: Callable[[SessionState], Awaitable[None] | None] | None = None
         #: Every request of the server runs through it (on every transport).

@@ -14,7 +14,27 @@ __all__ = ["sort_out", "check_function", "ToolOptions", "PromptOptions"]
 
 
 class ToolOptions(TypedDict, total=False):
-    """The options of :meth:`MCPServer.tool` (for type checkers)."""
+    """The options of :meth:`MCPServer.tool`.
+
+    ``timeout`` (seconds): a call still running then ends as a tool error (``isError``)
+    naming the limit; the tool must be async or blocking (a sync tool on the pool is left
+    to finish on its thread, its result dropped).
+
+    ``input_schema`` replaces the generated schema (arguments then go to the function by
+    name, unchecked beyond names). ``structured=False`` turns off ``outputSchema`` /
+    ``structuredContent`` for a declared return type. Sync functions run on the bounded
+    pool of daemon threads (``Limits.max_threads``) unless ``blocking=False``, which runs
+    them inline (the fastest path, for functions that return at once). ``title`` (2025-06-18+)
+    and ``icons`` (2025-11-25+, ``[{"src": URL, "mimeType"?, "sizes"?, "theme"?}]``) are sent
+    to clients whose negotiated version has them. ``scopes``: OAuth scopes a caller's token must
+    hold over authenticated HTTP (else the tool is not listed and calling it is 403
+    ``insufficient_scope``; see ``docs/AUTH.md``).
+
+    ``task_support`` (``execution.taskSupport``, see :mod:`.tasks`): ``"optional"`` lets a
+    client call the tool as a task (2025-11-25 ``params.task``; on 2026-07-28 a client that
+    declares the tasks extension gets a task), ``"required"`` makes a plain 2025-11-25 call
+    an error (-32601); the default ``"forbidden"`` is not announced.
+    """
 
     name: str | None
     description: str | None

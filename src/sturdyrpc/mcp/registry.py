@@ -9,6 +9,7 @@ version's rules. Running the function is :meth:`HandlerFunction.run`, through th
 from __future__ import annotations
 
 import base64
+import copy
 import inspect
 import itertools
 import re
@@ -16,7 +17,7 @@ import types
 import typing
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor
-from typing import Any
+from typing import Any, Self
 
 from .. import codec, pydantic_bridge
 from ..dispatch import Context
@@ -199,6 +200,9 @@ class HandlerFunction:
     are the same as for every other handler.
     """
 
+    #: What the protocol calls it (a tool's or prompt's name, a resource's name).
+    name: str
+
     def __init__(self, fn: Callable[..., Any], blocking: bool | None, coerce_json_strings: bool = False) -> None:
         self.fn = fn
         #: Registration order (see :mod:`.pages`): what a list cursor points after.
@@ -247,6 +251,13 @@ class HandlerFunction:
                 v = _from_text(k, v, check, what)
             converted[k] = v
         return self.bind(converted)
+
+    def aliased(self, name: str) -> Self:
+        """The same record under another ``name`` (a mounted server's, see :mod:`.mounting`):
+        the function, its binder and schemas shared, not compiled again."""
+        alias = copy.copy(self)
+        alias.name = name
+        return alias
 
     def run_now(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Outcome:
         """Run an :attr:`inline` function right here and return its outcome."""
@@ -477,6 +488,13 @@ class Resource(HandlerFunction):
         if self.mime_type:
             d["mimeType"] = self.mime_type
         return d
+
+    def moved(self, uri: str) -> Resource:
+        """The same resource (or template) at another ``uri`` (a mounted server's)."""
+        alias = copy.copy(self)
+        alias.uri = uri
+        alias.template = UriTemplate(uri) if self.is_template else None
+        return alias
 
     def match(self, uri: str) -> dict[str, str] | None:
         """The variables of ``uri`` if this resource serves it, else None."""

@@ -54,6 +54,7 @@ from .decorating import PromptOptions, ToolOptions, check_function, sort_out
 from .handlers import ProtocolHandlers
 from .lifespan import Lifespan, LifespanRunner
 from .listen import META_SUBSCRIPTION_ID, ListenStreams
+from .mounting import Mount
 from .pages import Pages
 from .profile import MCPProfile
 from .registry import Prompt, Resource, Tool
@@ -334,24 +335,7 @@ class MCPServer:
         in the input schema). A parameter annotated :class:`MCPContext` (or
         :class:`sturdyrpc.Context`) receives the request's context and is not in the schema.
 
-        ``timeout`` (seconds): a call still running then ends as a tool error (``isError``)
-        naming the limit; the tool must be async or blocking (a sync tool on the pool is left
-        to finish on its thread, its result dropped).
-
-        ``input_schema`` replaces the generated schema (arguments then go to the function by
-        name, unchecked beyond names). ``structured=False`` turns off ``outputSchema`` /
-        ``structuredContent`` for a declared return type. Sync functions run on the bounded
-        pool of daemon threads (``Limits.max_threads``) unless ``blocking=False``, which runs
-        them inline (the fastest path, for functions that return at once). ``title`` (2025-06-18+)
-        and ``icons`` (2025-11-25+, ``[{"src": URL, "mimeType"?, "sizes"?, "theme"?}]``) are sent
-        to clients whose negotiated version has them. ``scopes``: OAuth scopes a caller's token must
-        hold over authenticated HTTP (else the tool is not listed and calling it is 403
-        ``insufficient_scope``; see ``docs/AUTH.md``).
-
-        ``task_support`` (``execution.taskSupport``, see :mod:`.tasks`): ``"optional"`` lets a
-        client call the tool as a task (2025-11-25 ``params.task``; on 2026-07-28 a client that
-        declares the tasks extension gets a task), ``"required"`` makes a plain 2025-11-25 call
-        an error (-32601); the default ``"forbidden"`` is not announced.
+        The options are described on :class:`~.decorating.ToolOptions`.
         """
 
         now, name = sort_out("tool", fn, name)
@@ -444,6 +428,21 @@ class MCPServer:
         self._changed("tools")
         return True
 
+    def mount(self, other: MCPServer, namespace: str | None = None) -> None:
+        """Serve ``other``'s tools, resources and prompts here, under ``namespace``, live
+        (:mod:`.mounting`); ``other``'s lifespan runs inside this one's."""
+        mount = Mount(self._core, other._core, namespace)
+        self._core.lifespan.nest(other.lifespan)
+        mount.sync_all()
+
+        def changed(kind: str) -> None:
+            mount.sync(kind)
+            self._changed(kind)
+
+        other._core.mounted_in.append(changed)
+        for kind in ("tools", "resources", "prompts"):
+            self._changed(kind)
+
     def middleware(self, fn: Middleware) -> Middleware:
         """Add ``async def fn(ctx, call_next)`` to the middleware chain (usable as a decorator).
 
@@ -457,12 +456,9 @@ class MCPServer:
 
     def test_client(self, protocol: str | None = None, **options: Any) -> contextlib.AbstractAsyncContextManager[MCPClient]:
         """``async with server.test_client() as client``: an :class:`~sturdyrpc.mcp.client.MCPClient`
-        connected in memory to this server, with the lifespan entered and exited around it.
-
-        ``protocol`` forces a version (default: negotiated as a real client would); ``options``
-        go to the client (``sampling=``, ``elicitation=``, ``roots=``, ``on_log=``, ``log_level=``,
-        ``timeout=``). Requests take the same path as on stdio, middleware included.
-        """
+        connected in memory to this server (the same path as stdio), the lifespan entered around
+        it. ``protocol`` forces a version; ``options`` go to the client (``sampling=``,
+        ``elicitation=``, ``roots=``, ``on_log=``, ``log_level=``, ``timeout=``)."""
         from .testing import connect_in_memory
 
         return connect_in_memory(self.create_peer, self._core.lifespan, protocol, **options)
@@ -483,6 +479,8 @@ class MCPServer:
         return [s for p, s in list(self._core.sessions_by_peer.items()) if not p.is_closing]
 
     def _changed(self, kind: str) -> None:
+        for hook in self._core.mounted_in:  # the servers this one is mounted in follow at once
+            hook(kind)
         if not self._core.sessions_by_peer and not len(self._core.listeners) and self._fanout is None:
             return
         try:
