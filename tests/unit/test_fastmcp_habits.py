@@ -268,3 +268,50 @@ def test_mask_errors_false_sends_the_message_alone(mask: bool | None, tool: str,
 
     with caplog.at_level("ERROR", logger="sturdyrpc.mcp"):
         run(main())
+
+
+def test_completion_bare_and_a_model_resource_and_the_log_order_hint() -> None:
+    from pydantic import BaseModel
+
+    class City(BaseModel):
+        name: str
+        population: int
+
+    server = MCPServer("more")
+
+    @server.completion
+    def complete(ref: dict[str, Any], argument: dict[str, Any], context: dict[str, Any] | None) -> list[str]:
+        return ["oslo", "osaka"]
+
+    @server.resource("cities://{name}")
+    def city(name: str) -> City:
+        return City(name=name, population=700_000)
+
+    @server.prompt
+    def visit(name: str) -> str:
+        return name
+
+    @server.tool
+    async def chatty(ctx: Context) -> str:
+        await ctx.log("hello", "info")  # type: ignore[attr-defined]  # FastMCP's order
+        return "never"
+
+    assert server.completer is complete
+
+    async def main() -> None:
+        async with server.test_client() as client:
+            r = await client.read_resource("cities://oslo")
+            assert r["contents"] == [{"uri": "cities://oslo", "mimeType": "application/json", "text": '{"name":"oslo","population":700000}'}]
+            c = await client.complete({"type": "ref/prompt", "name": "visit"}, {"name": "name", "value": "os"})
+            assert c["completion"]["values"] == ["oslo", "osaka"]
+
+    run(main())
+    server.mask_errors = False
+
+    async def logs() -> None:
+        async with server.test_client() as client:
+            r = await client.call_tool("chatty", {})
+            assert r["isError"] is True
+            assert r["content"][0]["text"] == "unknown log level 'hello' (the level comes first: ctx.log('info', 'hello'))"
+
+    run(logs())

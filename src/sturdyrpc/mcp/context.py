@@ -165,7 +165,8 @@ class MCPContext(Context):
     async def log(self, level: str, data: Any, logger: str | None = None) -> None:
         """Send ``notifications/message`` when the client asked for this level (or a lower one)."""
         if level not in LEVEL_RANK:
-            raise ValueError(f"unknown log level {level!r}")
+            hint = f" (the level comes first: ctx.log({data!r}, {level!r}))" if data in LEVEL_RANK else ""
+            raise ValueError(f"unknown log level {level!r}{hint}")
         if self.done:
             return
         wanted = self.meta.get(META_LOG_LEVEL) if self.modern else self.session.log_level

@@ -292,15 +292,11 @@ class MCPServer:
         return self._core.request_state
 
     def share(self, store: Store, *, worker: str, fanout: Fanout | None = None) -> None:
-        """Serve as one of several workers of this server that share ``store`` (Streamable HTTP
-        with a shared store does this: :func:`~sturdyrpc.mcp_http.mcp_http_app`).
-
-        Tasks are kept in ``store``, so any worker polls, fetches and cancels them (``worker``:
-        this worker's name in task records, whose heartbeat ``alive:<worker>`` says its tasks
-        still run). ``fanout(method, params)``: session notifications (``resources/updated``,
-        ``list_changed``) go to every worker through it, and each worker delivers them to its
-        own sessions and listen streams (None: to this worker's only).
-        """
+        """Serve as one of several workers sharing ``store`` (as :func:`~sturdyrpc.mcp_http.mcp_http_app`
+        does): tasks are kept there, so any worker polls, fetches and cancels them (``worker``:
+        this worker's name in task records, its heartbeat ``alive:<worker>``). ``fanout(method,
+        params)`` takes session notifications to every worker, each delivering them to its own
+        sessions and listen streams (None: this worker's only)."""
         self._core.tasks.use_store(store, worker)
         self._fanout = fanout
 
@@ -463,14 +459,20 @@ class MCPServer:
 
         return connect_in_memory(self.create_peer, self._core.lifespan, protocol, **options)
 
-    def completion(self) -> Callable[[F], F]:
-        """Register the completion handler ``fn(ref, argument, context) -> list[str] | dict``."""
+    @overload
+    def completion(self, fn: F, /) -> F: ...
+    @overload
+    def completion(self, fn: None = None, /) -> Callable[[F], F]: ...
+
+    def completion(self, fn: Any = None, /) -> Any:
+        """Register ``fn(ref, argument, context) -> list[str] | dict``, bare or called."""
 
         def register(fn: F) -> F:
+            check_function(fn, "@server.completion")
             self._core.completer = fn
             return fn
 
-        return register
+        return register if fn is None else register(fn)
 
     # ------------------------------------------------------------------ notifications
 
