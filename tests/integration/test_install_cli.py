@@ -5,6 +5,7 @@ alone, a different server of the same name refused, and the written entry starti
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 import shutil
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 from support import SERVERS
 from support.sdk import Client, StdioServerParameters, need_python_sdk
+from support.thirdparty import uv_dir
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -45,15 +47,20 @@ def install(*args: str, cwd: Path | None = None, env: dict[str, str] | None = No
                           cwd=cwd, env={**os.environ, **(env or {})})
 
 
-def started(entry: dict[str, Any], where: Path) -> str:
-    """What the entry's server answers, started as a client starts it (command, args, env)."""
+def started(entry: dict[str, Any], where: Path, module: str | None = None) -> str:
+    """What the entry's server answers, started as a client starts it (command, args, env);
+    with ``module``, also whether it can import that."""
     need_python_sdk()
 
     async def main() -> str:
         params = StdioServerParameters(command=entry["command"], args=entry["args"], env=entry.get("env"), cwd=str(where))
-        async with Client(params, read_timeout_seconds=20) as c:
+        async with Client(params, read_timeout_seconds=60) as c:
             r = await c.call_tool("forecast", {"city": "Oslo"})
-            return str(r.content[0].text)
+            text = str(r.content[0].text)
+            if module is not None:
+                r = await c.call_tool("has", {"module": module})
+                text += f" has {module}: {r.structured_content['result']}"
+            return text
 
     return asyncio.run(main())
 
@@ -170,3 +177,23 @@ def test_with_packages_needs_uv(tmp_path: Path) -> None:
     r = install("cursor", f"{SERVER}:server", "--with", "httpx", "--config", str(path), env={"PATH": str(bare)})
     assert r.returncode == 2 and "--with needs uv" in r.stderr
     assert not path.exists()
+
+
+def test_with_packages_starts_the_server_with_them(tmp_path: Path) -> None:
+    """The entry runs ``uv run --with PACKAGE`` over this interpreter: the server sees sturdyrpc
+    (this interpreter's) and the package (uv's), which this interpreter does not have."""
+    uv = uv_dir()
+    assert importlib.util.find_spec("six") is None, "the test needs a package this interpreter lacks"
+    path = tmp_path / "c.json"
+    # the machine's certificate settings, for uv to reach the index (a client passes the
+    # entry's env and little else)
+    certs = [f"--env={k}={os.environ[k]}" for k in ("SSL_CERT_FILE", "SSL_CERT_DIR") if k in os.environ]
+    r = install("cursor", f"{SERVER}:server", "--with", "six==1.17.0", "--config", str(path), *certs,
+                env={"PATH": f"{uv}{os.pathsep}{os.environ.get('PATH', '')}"})
+    assert r.returncode == 0, r.stderr
+    entry = json.loads(path.read_text())["mcpServers"]["weather"]
+    assert entry["command"] == str(uv / "uv")
+    assert entry["args"] == ["run", "--no-project", "--python", sys.executable, "--with", "six==1.17.0",
+                             "python", "-m", "sturdyrpc", "run", f"{SERVER}:server"]
+    answer = started(entry, tmp_path, module="six")
+    assert answer.startswith("Oslo: sunny, 21 ? (") and answer.endswith(" has six: True")

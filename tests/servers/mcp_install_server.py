@@ -15,3 +15,11 @@ server = MCPServer("weather")
 def forecast(city: str) -> str:
     """Tomorrow's weather in ``city``."""
     return f"{city}: sunny, 21 {os.environ.get('UNITS', '?')} ({sys.executable})"
+
+
+@server.tool
+def has(module: str) -> bool:
+    """Whether ``module`` can be imported where the server runs."""
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
