@@ -11,7 +11,7 @@ from typing import Any, Literal
 import pytest
 from support.mcp import Wire, validate_def
 
-from sturdyrpc import Context
+from sturdyrpc import Context, RPCError
 from sturdyrpc.mcp import MCPContext, MCPServer
 
 pytestmark = pytest.mark.timeout(30)
@@ -64,6 +64,14 @@ def habits_server() -> MCPServer:
     @server.resource("more://all?sort=asc{&page}")
     def more(page: int = 1) -> str:
         return f"page {page}"
+
+    @server.resource("wide://{+rest}")
+    def wide(rest: str) -> str:
+        return f"wide {rest}"
+
+    @server.resource("page://doc{#section}")
+    def section(section: str) -> str:
+        return f"section {section}"
 
     @server.resource("mode://{mode}")
     def by_mode(mode: Literal["fast", "slow"]) -> str:
@@ -151,12 +159,16 @@ def test_json_resources_are_one_schema_valid_text_content(version: str) -> None:
     run(main())
 
 
-TEXT_READS = [
+TEXT_READS: list[tuple[str, str | None]] = [
     ("files://a/b/c.txt", "file a/b/c.txt"),
     ("files://one", "file one"),
     ("more://all?sort=asc", "page 1"),
     ("more://all?sort=asc&page=4", "page 4"),
     ("mode://fast", "fast"),
+    ("wide://a/b?c", "wide a/b?c"),
+    ("files://my%20notes/a.txt", "file my notes/a.txt"),  # percent-decoded
+    ("page://doc#intro", "section intro"),
+    ("users://a%20b/x", None),
 ]
 
 
@@ -164,6 +176,10 @@ def test_wide_and_continued_templates_match() -> None:
     async def main() -> None:
         async with habits_server().test_client() as client:
             for uri, want in TEXT_READS:
+                if want is None:  # matches no template: not found
+                    with pytest.raises(RPCError, match="Resource not found"):
+                        await client.read_resource(uri)
+                    continue
                 r = await client.read_resource(uri)
                 assert r["contents"] == [{"uri": uri, "mimeType": "text/plain", "text": want}], uri
 
