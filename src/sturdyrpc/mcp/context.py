@@ -226,8 +226,8 @@ class MCPContext(Context):
         again from the start when the client answers; a side effect before that ask would run
         on every round. Inside ``once`` it runs on the first round only: its result (it must be
         JSON: ``None``, numbers, strings, lists, dicts) rides in the signed ``requestState`` and
-        later rounds get it back without running ``fn``. ``name`` tells the ``once`` calls of one
-        request apart. Elsewhere (handshake era, tasks) nothing runs twice: ``fn`` just runs.
+        later rounds get it back without running ``fn``: signed, not encrypted, so the client can
+        read it (return an id, not a secret). ``name`` tells the ``once`` calls of one request apart. Elsewhere (handshake era, tasks) nothing runs twice: ``fn`` just runs.
         """
         key = _ONCE + name
         if key in self._carry:
