@@ -141,3 +141,25 @@ def test_the_parents_middleware_runs_around_mounted_tools() -> None:
 
     asyncio.run(main())
     assert calls == ["m_add"]
+
+
+@pytest.mark.parametrize("protocol", ["2025-11-25", "2026-07-28"])
+def test_a_mounted_tool_runs_as_a_task_and_keeps_its_scopes(protocol: str) -> None:
+    child = MCPServer("child")
+
+    @child.tool(task_support="optional", scopes=["reports"])
+    async def report(n: int) -> str:
+        await asyncio.sleep(0.01)
+        return f"report {n}"
+
+    parent = MCPServer("parent")
+    parent.mount(child, "r")
+    assert parent.required_scopes("tools/call", {"name": "r_report"}) == frozenset({"reports"})
+
+    async def main() -> None:
+        async with parent.test_client(protocol) as client:
+            handle = await client.call_tool_as_task("r_report", {"n": 3})
+            result = await handle.result()
+            assert result["content"][0]["text"] == "report 3"
+
+    asyncio.run(main())
