@@ -1,10 +1,11 @@
 """The context of one MCP request, as tool, resource and prompt functions see it.
 
-A parameter annotated :class:`MCPContext` receives it: the request's id, ``_meta`` and
-negotiated version, progress and log notifications, and asking the client for something
-(sampling, elicitation, roots). In the handshake era that is a request to the client; on
-2026-07-28 it is an ``input_required`` result (:class:`InputRequired`) that the client
-answers by repeating the request with ``inputResponses``.
+A parameter annotated :class:`MCPContext` (or :class:`sturdyrpc.Context`, which it is)
+receives it: the request's id, ``_meta`` and negotiated version, progress and log
+notifications, and asking the client for something (sampling, elicitation, roots). In the
+handshake era that is a request to the client; on 2026-07-28 it is an ``input_required`` result
+(:class:`InputRequired`) that the client answers by repeating the request with
+``inputResponses``, the function running again with the earlier answers (:meth:`MCPContext.once`).
 """
 
 from __future__ import annotations
