@@ -197,3 +197,13 @@ def test_with_packages_starts_the_server_with_them(tmp_path: Path) -> None:
                              "python", "-m", "sturdyrpc", "run", f"{SERVER}:server"]
     answer = started(entry, tmp_path, module="six")
     assert answer.startswith("Oslo: sunny, 21 ? (") and answer.endswith(" has six: True")
+
+
+def test_a_factory_is_named_after_its_module_and_not_called(tmp_path: Path) -> None:
+    shutil.copy(SERVER, tmp_path / "weather_app.py")
+    for target, name in ((f"{SERVER}:make_server", "mcp_install_server"), ("weather_app:make_server", "weather_app")):
+        r = install("mcp-json", target, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        (got, entry), = json.loads(r.stdout).items()
+        assert got == name and entry["args"][-1] == target
+    assert started(entry, tmp_path).startswith("Oslo: sunny")  # sturdyrpc run calls the factory

@@ -23,3 +23,8 @@ def has(module: str) -> bool:
     import importlib.util
 
     return importlib.util.find_spec(module) is not None
+
+
+def make_server() -> MCPServer:
+    """A factory: ``sturdyrpc run`` calls it; ``install`` does not (it names the entry after the module)."""
+    return server

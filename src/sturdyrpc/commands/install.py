@@ -176,7 +176,8 @@ def _resolve(spec: str) -> tuple[str, str, str | None]:
         raise InstallRefused(str(exc)) from None
     module, _, attr = spec.partition(":")
     is_file = module.endswith(".py") or os.sep in module or "/" in module
-    name = found.name if isinstance(found, MCPServer) else Path(module).stem.rpartition(".")[2]
+    # a factory is not called here (it may start things): the module's name stands in
+    name = found.name if isinstance(found, MCPServer) else (Path(module).stem if is_file else module.rpartition(".")[2])
     if is_file:
         path = os.path.abspath(module)
         return (f"{path}:{attr}" if attr else path), name, None
