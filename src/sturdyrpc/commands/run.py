@@ -80,10 +80,12 @@ def http_options(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def add_target_arguments(p: argparse.ArgumentParser) -> None:
-    """The arguments ``run`` and ``dev`` share."""
+def add_target_arguments(p: argparse.ArgumentParser, *, http_required: bool = False) -> None:
+    """The arguments ``run`` and ``dev`` share (``dev`` serves over HTTP only: ``http_required``)."""
     p.add_argument("target", metavar="module:attr", help="what to serve: module (or file.py) and attribute")
-    p.add_argument("--http", metavar="HOST:PORT", help="serve over HTTP instead of stdio")
+    p.add_argument("--http", metavar="HOST:PORT", required=http_required,
+                   help="serve over HTTP (required: a stdio client cannot follow restarts)" if http_required
+                   else "serve over HTTP instead of stdio")
     p.add_argument("--allow-remote", action="store_true", help="with --http: allow a non-loopback bind address")
 
 

@@ -20,6 +20,7 @@ from ..auth.options import AUTH_KEYS as AUTH_KEYS  # the --auth-* options a work
 from ..dispatch import Dispatcher
 from ..mcp.request_state import KEYS_ENV, new_keys_env
 from ..mcp.server import MCPServer
+from ..mcp.serving import register as register_transport
 from ..store import is_memory_url, open_store
 from ..targets import TargetError, load_target
 from ..transports.asgi import HTTPSecurity
@@ -208,3 +209,13 @@ def serve_mcp_workers(target: Any, host: str, port: int, *, workers: int = 1, st
     # One key ring for all workers of this launch (a shared store replaces it with its own).
     os.environ.setdefault(KEYS_ENV, new_keys_env())
     run_uvicorn(f"{__name__}:worker_app", host, port, allow_remote=allow_remote, workers=workers, log_level=log_level)
+
+
+def _run(server: Any, *, host: str = "127.0.0.1", port: int = 8000, **options: Any) -> int:
+    """``server.run("http", host=, port=, ...)``: one process on ``host:port`` (``/mcp``);
+    ``options`` as :func:`serve_mcp_workers` takes them (``stateless``, ``store``, ``auth``...)."""
+    serve_mcp_workers(server, host, port, **options)
+    return 0
+
+
+register_transport("http", _run)
