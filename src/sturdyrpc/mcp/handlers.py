@@ -153,7 +153,9 @@ class ProtocolHandlers:
 
     async def tasks_get(self, ctx: Context, **params: Any) -> dict[str, Any]:
         session = self.core.session_for(ctx)
-        return await self.core.tasks.get(session, session.rules_of(params), params)
+        rules = session.rules_of(params)
+        self.core.tasks.require_extension(rules, ctx.meta)
+        return await self.core.tasks.get(session, rules, params)
 
     async def tasks_result(self, ctx: Context, **params: Any) -> dict[str, Any]:
         session = self.core.session_for(ctx)
@@ -165,11 +167,15 @@ class ProtocolHandlers:
 
     async def tasks_cancel(self, ctx: Context, **params: Any) -> dict[str, Any]:
         session = self.core.session_for(ctx)
-        return await self.core.tasks.cancel(session, session.rules_of(params), params)
+        rules = session.rules_of(params)
+        self.core.tasks.require_extension(rules, ctx.meta)
+        return await self.core.tasks.cancel(session, rules, params)
 
     async def tasks_update(self, ctx: Context, **params: Any) -> dict[str, Any]:
         session = self.core.session_for(ctx)
-        return await self.core.tasks.update(session, session.rules_of(params), params)
+        rules = session.rules_of(params)
+        self.core.tasks.require_extension(rules, ctx.meta)
+        return await self.core.tasks.update(session, rules, params)
 
     # ------------------------------------------------------------------ resources
 
@@ -192,7 +198,8 @@ class ProtocolHandlers:
         if found is None:
             raise RPCError("Resource not found", {"uri": uri}, code=rules.resource_not_found)
         res, variables = found
-        core.request_state.check(params, "resources/read", uri)
+        params = ctx.params if type(ctx.params) is dict else params  # the request's own: MCPContext reads its inputResponses
+        core.request_state.check(params, "resources/read", uri)  # merges earlier rounds' answers into them
         try:
             value = await self._run(res, variables, MCPContext(session, ctx))
         except InputRequired as need:
@@ -240,7 +247,8 @@ class ProtocolHandlers:
         arguments = params.get("arguments") or {}
         if type(arguments) is not dict:
             raise InvalidParams("Invalid params: 'arguments' must be an object", {"param": "arguments"})
-        core.request_state.check(params, "prompts/get", name)
+        params = ctx.params if type(ctx.params) is dict else params  # the request's own: MCPContext reads its inputResponses
+        core.request_state.check(params, "prompts/get", name)  # merges earlier rounds' answers into them
         try:
             value = await self._run(prompt, arguments, MCPContext(session, ctx))
         except InputRequired as need:

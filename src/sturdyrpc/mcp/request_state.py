@@ -6,7 +6,9 @@ When a handler needs input from the client, the ``input_required`` result carrie
     base64url(payload) "." key-id "." base64url(HMAC-SHA256(key, payload)[:16])
 
 where the payload names the method, its target (tool name, resource URI, prompt name), a digest
-of the arguments, a digest of the principal's identity (:func:`~sturdyrpc.auth.identity_of` of
+of the arguments, the ``inputResponses`` answered so far (so that a request of several rounds,
+each retry carrying only the latest round's answers, still has the earlier ones: :meth:`check`
+merges them back into the request), a digest of the principal's identity (:func:`~sturdyrpc.auth.identity_of` of
 :func:`~sturdyrpc.request_context.request_principal`: another client of the same user, or a token
 of another issuer with the same subject, cannot use it; a refreshed token of the same client can),
 an expiry time (``ttl``, 10 minutes by default) and a nonce. A token that does not verify, has
@@ -134,16 +136,26 @@ class RequestStateSigner:
 
     def sign(self, method: str, name: str, params: Any = None) -> str:
         """A fresh token for a request to ``method`` on ``name`` with request ``params`` (their
-        ``arguments`` are bound), for the current principal."""
+        ``arguments`` are bound, their ``inputResponses`` carried), for the current principal."""
         args = params.get("arguments") if type(params) is dict else None
+        answers = params.get("inputResponses") if type(params) is dict else None
         payload = codec.encode([method, name, _digest(args), _digest(identity_of(request_principal())),
-                                int(time.time() + self.ttl), os.urandom(8).hex()])
+                                int(time.time() + self.ttl), os.urandom(8).hex(), answers if type(answers) is dict else None])
         kid = self._signing_kid()
         return f"{_b64(payload)}.{kid}.{_b64(_mac(self.keys[kid], payload))}"
 
     def check(self, params: dict[str, Any], method: str, name: str) -> None:
         """Raise ``InvalidParams`` unless ``params`` has no ``requestState`` or a valid one for
-        ``method`` on ``name`` with these arguments, from this principal, not expired."""
+        ``method`` on ``name`` with these arguments, from this principal, not expired, and
+        ``inputResponses`` (if any) is an object of objects.
+
+        The answers of earlier rounds that a valid token carries are merged into
+        ``params["inputResponses"]`` (in place: the handler re-runs with every answer so far;
+        this round's answer to a key wins)."""
+        given = params.get("inputResponses")
+        if given is not None and (type(given) is not dict or any(type(v) is not dict for v in given.values())):
+            raise InvalidParams("Invalid params: 'inputResponses' must map each key to a response object",
+                                {"param": "inputResponses"})
         state = params.get("requestState")
         if state is None:
             return
@@ -155,12 +167,14 @@ class RequestStateSigner:
             key = self.keys.get(kid)
             if key is None or not hmac.compare_digest(_mac(key, payload), _unb64(mac)):
                 raise ValueError
-            m, n, args, who, expires, _nonce = codec.decode(payload)
+            m, n, args, who, expires, _nonce, carried = codec.decode(payload)
         except Exception:
             raise InvalidParams(_INVALID, {"param": "requestState"}) from None
         if (m != method or n != name or type(expires) is not int or expires < time.time()
                 or args != _digest(params.get("arguments")) or who != _digest(identity_of(request_principal()))):
             raise InvalidParams(_INVALID, {"param": "requestState"})
+        if type(carried) is dict and carried:
+            params["inputResponses"] = {**carried, **(given or {})}
 
     # -------------------------------------------------------------- shared keys
 

@@ -406,6 +406,13 @@ class MCPServer:
         self._changed("tools")
         return True
 
+    def remove_prompt(self, name: str) -> bool:
+        """Unregister the prompt ``name`` (listeners are told the list changed); False if absent."""
+        if self._core.prompts.pop(name, None) is None:
+            return False
+        self._changed("prompts")
+        return True
+
     def middleware(self, fn: Middleware) -> Middleware:
         """Add ``async def fn(ctx, call_next)`` to the middleware chain (usable as a decorator).
 
@@ -543,6 +550,12 @@ class MCPServer:
         """
         request = self.serve_stateless(read(body, self._core.dispatcher.limits), send_related)
         return request.value if request.done else await request.wait()
+
+    def param_headers(self, tool: str) -> dict[str, tuple[str, str]]:
+        """The ``Mcp-Param-*`` headers (SEP-2243) a 2026-07-28 ``tools/call`` of ``tool`` must carry
+        for its arguments: lower-case header name -> (parameter, JSON type); empty for an unknown tool."""
+        found = self._core.tools.get(tool)
+        return found.header_params if found is not None else {}
 
     def required_scopes(self, method: str, params: Any) -> frozenset[str]:
         """The OAuth scopes a ``method`` request with ``params`` needs (the ``scopes=`` of the
