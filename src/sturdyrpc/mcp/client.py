@@ -319,6 +319,15 @@ class MCPClient:
         result: dict[str, Any] = await self.request("tools/call", {"name": name, "arguments": arguments or {}}, timeout=timeout, on_progress=on_progress)
         return result
 
+    def with_tasks_extension(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``params`` of a 2026-07-28 request declaring the tasks extension for it (SEP-2663: a
+        server refuses ``tasks/*`` from a client that does not, with -32021); unchanged before."""
+        if not self.modern:
+            return params
+        caps = dict(self.capabilities())
+        caps["extensions"] = {**caps.get("extensions", {}), TASKS_EXTENSION: {}}
+        return {**params, "_meta": {META_CLIENT_CAPABILITIES: caps}}
+
     async def call_tool_as_task(
         self, name: str, arguments: dict[str, Any] | None = None, *, ttl_ms: int | None = None, timeout: float | None = None,
         on_progress: ProgressCallback | None = None,
@@ -328,9 +337,7 @@ class MCPClient:
         and the server may still answer at once: the handle is then already complete)."""
         params: dict[str, Any] = {"name": name, "arguments": arguments or {}}
         if self.modern:
-            caps = dict(self.capabilities())
-            caps["extensions"] = {**caps.get("extensions", {}), TASKS_EXTENSION: {}}
-            params["_meta"] = {META_CLIENT_CAPABILITIES: caps}
+            params = self.with_tasks_extension(params)
         else:
             params["task"] = {} if ttl_ms is None else {"ttl": ttl_ms}
         result = await self.request("tools/call", params, timeout=timeout, on_progress=on_progress)
@@ -514,7 +521,7 @@ class TaskHandle:
         """``tasks/get``: the task now (its ``status``, ``statusMessage``...)."""
         if self._final is not None:
             return self.task
-        got: dict[str, Any] = await self.client.request("tasks/get", {"taskId": self.task_id}, timeout=timeout)
+        got: dict[str, Any] = await self.client.request("tasks/get", self.client.with_tasks_extension({"taskId": self.task_id}), timeout=timeout)
         self.task = {k: v for k, v in got.items() if k not in ("resultType", "_meta")}
         return self.task
 
@@ -539,7 +546,7 @@ class TaskHandle:
                 requests = self.task.get("inputRequests")
                 if type(requests) is dict and requests:
                     responses = await self.client._answer_inputs(requests)
-                    await self.client.request("tasks/update", {"taskId": self.task_id, "inputResponses": responses})
+                    await self.client.request("tasks/update", self.client.with_tasks_extension({"taskId": self.task_id, "inputResponses": responses}))
             await asyncio.sleep(self.poll_interval)
             await self.status()
 
@@ -570,7 +577,7 @@ class TaskHandle:
         """``tasks/cancel``; the task as the server describes it afterwards."""
         if self._final is not None:
             return self.task
-        got: dict[str, Any] = await self.client.request("tasks/cancel", {"taskId": self.task_id}, timeout=timeout)
+        got: dict[str, Any] = await self.client.request("tasks/cancel", self.client.with_tasks_extension({"taskId": self.task_id}), timeout=timeout)
         if not self.modern:
             self.task = {k: v for k, v in got.items() if k != "_meta"}
         return self.task

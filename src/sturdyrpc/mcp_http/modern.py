@@ -198,7 +198,7 @@ def _same_value(text: str, value: Any, kind: str) -> bool:
         return text == ("true" if value else "false")
     if type(value) in (int, float) and kind in ("integer", "number"):
         try:
-            return float(text) == value
+            return bool(float(text) == value)
         except ValueError:
             return False
     return type(value) is str and text == value

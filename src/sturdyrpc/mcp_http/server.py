@@ -197,8 +197,8 @@ class StreamableHTTPApp:
                 version, modern = self._versions_seen.get(hx.get(b"mcp-protocol-version")) or self._header_version(hx)
             except _Problem as p:
                 # the error answers the request: it carries its id when the body has a readable one
-                id_ = got.id if type(got) is Envelope else None
-                await send_problem(send, p.problem, id_ if type(id_) in (str, int) else None)
+                sent_id = got.id if type(got) is Envelope else None
+                await send_problem(send, p.problem, sent_id if type(sent_id) in (str, int) else None)
                 return
             if type(got) is Refused:
                 await self._refused(send, got.error)
