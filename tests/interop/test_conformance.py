@@ -1,9 +1,14 @@
 """The official MCP conformance suite (@modelcontextprotocol/conformance, on Node 22) against our
-Streamable HTTP server (``sturdyrpc demo --mcp --http``) and our HTTP client.
+Streamable HTTP server and our HTTP client: the pinned release (0.1.16) against the MCP demo
+(``sturdyrpc demo --mcp --http``) and the conformance fixture server (``sturdyrpc demo
+--conformance --http``), the newest release (``--suite all``: the 2026-07-28 scenarios and the
+extensions) against the fixture server.
 
-Installed by ``scripts/install_conformance.sh`` into ``$STURDYRPC_CACHE/conformance`` (``make peers``).
-Missing: a failure in CI, a skip elsewhere. Every scenario must pass with at least one SUCCESS
-check and no FAILURE or WARNING, so that nothing passes vacuously.
+Installed by ``scripts/install_conformance.sh`` into ``$STURDYRPC_CACHE/conformance`` and
+``$STURDYRPC_CACHE/conformance-next`` (``make peers``). Missing: a failure in CI, a skip
+elsewhere. Every scenario must pass with at least one SUCCESS check and no FAILURE or WARNING,
+so that nothing passes vacuously; the few the newest suite cannot pass yet (:data:`NOT_YET`)
+are held to exactly the state written there, so that a change either way fails the test.
 """
 
 from __future__ import annotations
@@ -22,12 +27,35 @@ pytestmark = pytest.mark.timeout(280)
 CLIENT_SCENARIOS = ["initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry"]
 
 
-def test_all_server_scenarios(tmp_path: Path) -> None:
-    expected = scenarios(suite(), "server")
-    assert len(expected) >= 30, expected
+#: Server scenarios of the newest suite that cannot pass yet, and why; each must stay exactly as
+#: described (``expect``: the ids of the checks that do not succeed, and their status).
+NOT_YET: dict[str, dict[str, object]] = {
+    # the suite itself skips it (its harness awaits a rewrite for the subscriptions/listen stream)
+    "tasks-status-notifications": {"expect": {"tasks-status-notifications": "SKIPPED"}, "successes": 0},
+    # a tool that asks for input by a 2026-07-28 multi round-trip request (no task yet) and only
+    # then becomes a task: the library creates the task at the first round, so round 1 is a task
+    "tasks-mrtr-composition": {"expect": {"sep-2663-mrtr-synchronous-before-task-creation": "FAILURE"}, "successes": 1},
+}
+
+#: (suite, server, fewest scenarios the suite must list): the pinned suite against the plain MCP
+#: demo and the fixture server, the newest suite against the fixture server.
+RUNS = [("pinned", "mcp", 30), ("pinned", "conformance", 30), ("next", "conformance", 60)]
+
+
+@pytest.mark.parametrize(("which", "server", "fewest"), RUNS, ids=[f"{w}-{s}" for w, s, _ in RUNS])
+def test_all_server_scenarios(which: str, server: str, fewest: int, tmp_path: Path) -> None:
+    expected = scenarios(suite(which), "server")
+    assert len(expected) >= fewest, expected
+    exempt = frozenset(NOT_YET) if which == "next" else frozenset()
     port = free_port()
-    with server_process(demo_http_cmd(port, mcp=True), port):
-        assert_server_scenarios_pass(f"http://127.0.0.1:{port}/mcp", tmp_path, expected)
+    with server_process(demo_http_cmd(port, mcp=True, conformance=server == "conformance"), port):
+        found = assert_server_scenarios_pass(f"http://127.0.0.1:{port}/mcp", tmp_path, expected, which, exempt)
+    for name in exempt:
+        assert name in found, f"{name}: no result"
+        checks = found[name]
+        ok = sum(1 for c in checks if c.get("status") == "SUCCESS")
+        not_ok = {str(c.get("id")): str(c.get("status")) for c in checks if c.get("status") not in ("SUCCESS", "INFO")}
+        assert (not_ok, ok) == (NOT_YET[name]["expect"], NOT_YET[name]["successes"]), (name, checks)
 
 
 @pytest.mark.parametrize("scenario", CLIENT_SCENARIOS)
