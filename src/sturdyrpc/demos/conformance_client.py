@@ -1,10 +1,12 @@
 """The client the MCP conformance suite drives: ``python -m sturdyrpc.demos.conformance_client URL``.
 
 The suite starts a test server per scenario and names it in ``MCP_CONFORMANCE_SCENARIO``.
-This client speaks Streamable HTTP through :class:`StreamableHTTPClientTransport` on a
-:class:`~sturdyrpc.peer.Peer`, initializes, and does what each scenario expects:
+This client is the library's MCP client over Streamable HTTP (:func:`~sturdyrpc.mcp_http.connect_http`,
+which chooses the era: ``server/discover`` first, ``initialize`` for a server that does not
+know it; ``MCP_CONFORMANCE_PROTOCOL_VERSION`` forces a version), and does what each scenario
+expects:
 
-- ``initialize``: the handshake, then ``tools/list``;
+- ``initialize``: the negotiation, then ``tools/list``;
 - ``tools_call``: calls ``add_numbers`` ({a: 5, b: 3}) and every other listed tool without arguments;
 - ``elicitation-sep1034-client-defaults``: answers ``elicitation/create`` by accepting with the
   schema's default values (SEP-1034);
@@ -25,12 +27,9 @@ import os
 import sys
 from typing import Any
 
-from ..dispatch import Dispatcher
-from ..mcp.profile import MCPProfile
-from ..mcp.versions import LATEST_HANDSHAKE
+from ..mcp_http.connect import connect_http
 from ..mcp_http.client import StreamableHTTPClientTransport
 from ..oauth import FollowRedirectHandler, OAuthClientProvider
-from ..peer import Peer
 
 __all__ = ["main", "run", "defaults_from_schema"]
 
@@ -46,29 +45,6 @@ def defaults_from_schema(schema: Any) -> dict[str, Any]:
             if type(prop) is dict and "default" in prop:
                 out[name] = prop["default"]
     return out
-
-
-def _client_dispatcher() -> Dispatcher:
-    rpc = Dispatcher()
-
-    @rpc.method(name="ping", blocking=False)
-    def ping(**_: Any) -> dict[str, Any]:
-        return {}
-
-    @rpc.method(name="elicitation/create", blocking=False)
-    def elicit(**params: Any) -> dict[str, Any]:
-        return {"action": "accept", "content": defaults_from_schema(params.get("requestedSchema"))}
-
-    @rpc.method(name="sampling/createMessage", blocking=False)
-    def sample(**params: Any) -> dict[str, Any]:
-        return {"role": "assistant", "content": {"type": "text", "text": "A sampled reply."}, "model": "sturdyrpc-test",
-                "stopReason": "endTurn"}
-
-    @rpc.method(name="roots/list", blocking=False)
-    def roots(**_: Any) -> dict[str, Any]:
-        return {"roots": []}
-
-    return rpc
 
 
 #: The suite's fixed client id for Client ID Metadata Documents (it does not fetch it).
@@ -98,42 +74,48 @@ def auth_provider(scenario: str, context: str | None) -> OAuthClientProvider | N
     )
 
 
-async def run(url: str, scenario: str, context: str | None = None) -> None:
+async def run(url: str, scenario: str, context: str | None = None, protocol: str | None = None) -> None:
     auth = auth_provider(scenario, context)
     try:
-        await _session(url, scenario, auth)
+        await _session(url, scenario, auth, protocol)
     finally:
         if auth is not None:
             await auth.aclose()
 
 
-async def _session(url: str, scenario: str, auth: OAuthClientProvider | None) -> None:
+async def _session(url: str, scenario: str, auth: OAuthClientProvider | None, protocol: str | None = None) -> None:
     # sse-retry times the GET that resumes the dropped tools/call stream, and its server takes
     # any GET for that resumption: an optional standalone GET stream opened late (the machine
     # busy) would be timed instead and look like a reconnection that ignored `retry`.
     transport = StreamableHTTPClientTransport(url, open_get_stream=scenario != "sse-retry", auth=auth)
-    profile = MCPProfile(role="client")
-    peer = Peer(transport, _client_dispatcher(), profile=profile, name="conformance-client", default_timeout=30.0)
-    async with peer:
-        init = await peer.request("initialize", {
-            "protocolVersion": LATEST_HANDSHAKE,
-            "capabilities": {"elicitation": {}, "sampling": {}, "roots": {"listChanged": True}},
-            "clientInfo": {"name": "sturdyrpc-conformance-client", "version": "0.1.0"},
-        })
-        profile.set_version(init.get("protocolVersion", LATEST_HANDSHAKE))
-        await peer.notify("notifications/initialized")
-        tools = (await peer.request("tools/list", {})).get("tools", [])
-        names = [t.get("name") for t in tools if type(t) is dict]
+    # The library's client chooses the era: server/discover first (2026-07-28), initialize when
+    # the server does not know it; ``protocol`` (the suite's MCP_CONFORMANCE_PROTOCOL_VERSION)
+    # forces a version.
+    async with connect_http(url, protocol, transport=transport, sampling=_sample, elicitation=_elicit, roots=_roots,
+                            client_info={"name": "sturdyrpc-conformance-client", "version": "0.1.0"}, timeout=30.0,
+                            auth=auth) as client:
+        names = [t.get("name") for t in await client.list_tools() if type(t) is dict]
         if scenario == "tools_call" and "add_numbers" in names:
-            await peer.request("tools/call", {"name": "add_numbers", "arguments": {"a": 5, "b": 3}})
-        elif scenario.startswith("elicitation"):
-            for name in names:
-                await peer.request("tools/call", {"name": name, "arguments": {}})
+            await client.call_tool("add_numbers", {"a": 5, "b": 3})
         elif scenario == "sse-retry" and "test_reconnection" in names:
-            await peer.request("tools/call", {"name": "test_reconnection", "arguments": {}}, timeout=20.0)
+            await client.call_tool("test_reconnection", {}, timeout=20.0)
         elif scenario not in ("initialize", "tools_call"):
             for name in names:
-                await peer.request("tools/call", {"name": name, "arguments": {}})
+                if type(name) is str:
+                    await client.call_tool(name, {})
+
+
+async def _elicit(params: dict[str, Any]) -> dict[str, Any]:
+    return {"action": "accept", "content": defaults_from_schema(params.get("requestedSchema"))}
+
+
+async def _sample(params: dict[str, Any]) -> dict[str, Any]:
+    return {"role": "assistant", "content": {"type": "text", "text": "A sampled reply."}, "model": "sturdyrpc-test",
+            "stopReason": "endTurn"}
+
+
+async def _roots() -> list[dict[str, Any]]:
+    return []
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -144,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "initialize")
     try:
-        asyncio.run(run(args[-1], scenario, os.environ.get("MCP_CONFORMANCE_CONTEXT")))
+        asyncio.run(run(args[-1], scenario, os.environ.get("MCP_CONFORMANCE_CONTEXT"),
+                        os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION") or None))
     except Exception as exc:
         sys.stderr.write(f"conformance client failed: {exc!r}\n")
         return 1
