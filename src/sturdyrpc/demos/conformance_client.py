@@ -11,7 +11,13 @@ expects:
 - ``elicitation-sep1034-client-defaults``: answers ``elicitation/create`` by accepting with the
   schema's default values (SEP-1034);
 - ``sse-retry``: calls ``test_reconnection``; the transport resumes the dropped stream after
-  the server's ``retry`` delay with ``Last-Event-ID``.
+  the server's ``retry`` delay with ``Last-Event-ID``;
+- a context with ``toolCalls`` (``http-custom-headers``): exactly those calls (their
+  ``Mcp-Param-*`` headers are the client's, SEP-2243);
+- ``json-schema-2020-12-preservation``: the focal tool's ``inputSchema`` sent back unchanged to
+  ``json_schema_echo``;
+- any other: every listed tool called without arguments (a tool whose ``x-mcp-header``
+  annotations break SEP-2243's rules is not listed by the client, so never called).
 - ``auth/*``: the same session through :class:`~sturdyrpc.oauth.OAuthClientProvider` (every tool
   called); the suite's authorization server redirects at once, so the redirect is followed
   (:class:`~sturdyrpc.oauth.FollowRedirectHandler`). Pre-registered credentials come from
@@ -27,8 +33,8 @@ import os
 import sys
 from typing import Any
 
-from ..mcp_http.connect import connect_http
 from ..mcp_http.client import StreamableHTTPClientTransport
+from ..mcp_http.connect import connect_http
 from ..oauth import FollowRedirectHandler, OAuthClientProvider
 
 __all__ = ["main", "run", "defaults_from_schema"]
@@ -51,18 +57,26 @@ def defaults_from_schema(schema: Any) -> dict[str, Any]:
 CIMD_URL = "https://conformance-test.local/client-metadata.json"
 
 
+def _context(context: str | None) -> dict[str, Any]:
+    """``MCP_CONFORMANCE_CONTEXT`` as an object (empty when absent or not an object)."""
+    try:
+        ctx = json.loads(context) if context else {}
+    except ValueError:
+        return {}
+    return ctx if type(ctx) is dict else {}
+
+
+def tool_calls(context: str | None) -> list[dict[str, Any]]:
+    """The calls a scenario's context asks for (``toolCalls``: ``[{name, arguments}]``)."""
+    calls = _context(context).get("toolCalls")
+    return [c for c in calls if type(c) is dict and type(c.get("name")) is str] if type(calls) is list else []
+
+
 def auth_provider(scenario: str, context: str | None) -> OAuthClientProvider | None:
     """The OAuth client for an ``auth/*`` scenario, or None for the others."""
     if not scenario.startswith("auth/"):
         return None
-    ctx: Any = {}
-    if context:
-        try:
-            ctx = json.loads(context)
-        except ValueError:
-            ctx = {}
-    if type(ctx) is not dict:
-        ctx = {}
+    ctx = _context(context)
     client_id = ctx.get("client_id") if type(ctx.get("client_id")) is str else None
     secret = ctx.get("client_secret") if type(ctx.get("client_secret")) is str else None
     return OAuthClientProvider(
@@ -77,13 +91,14 @@ def auth_provider(scenario: str, context: str | None) -> OAuthClientProvider | N
 async def run(url: str, scenario: str, context: str | None = None, protocol: str | None = None) -> None:
     auth = auth_provider(scenario, context)
     try:
-        await _session(url, scenario, auth, protocol)
+        await _session(url, scenario, auth, protocol, tool_calls(context))
     finally:
         if auth is not None:
             await auth.aclose()
 
 
-async def _session(url: str, scenario: str, auth: OAuthClientProvider | None, protocol: str | None = None) -> None:
+async def _session(url: str, scenario: str, auth: OAuthClientProvider | None, protocol: str | None = None,
+                   calls: list[dict[str, Any]] | None = None) -> None:
     # sse-retry times the GET that resumes the dropped tools/call stream, and its server takes
     # any GET for that resumption: an optional standalone GET stream opened late (the machine
     # busy) would be timed instead and look like a reconnection that ignored `retry`.
@@ -94,8 +109,17 @@ async def _session(url: str, scenario: str, auth: OAuthClientProvider | None, pr
     async with connect_http(url, protocol, transport=transport, sampling=_sample, elicitation=_elicit, roots=_roots,
                             client_info={"name": "sturdyrpc-conformance-client", "version": "0.1.0"}, timeout=30.0,
                             auth=auth) as client:
-        names = [t.get("name") for t in await client.list_tools() if type(t) is dict]
-        if scenario == "tools_call" and "add_numbers" in names:
+        tools = [t for t in await client.list_tools() if type(t) is dict]
+        names = [t.get("name") for t in tools]
+        if calls:
+            for call in calls:
+                await client.call_tool(call["name"], call.get("arguments") or {})
+        elif scenario.startswith("json-schema-2020-12") and "json_schema_echo" in names:
+            # the schema of the focal tool, sent back exactly as received
+            for tool in tools:
+                if tool.get("name") != "json_schema_echo":
+                    await client.call_tool("json_schema_echo", {"schema": tool.get("inputSchema")})
+        elif scenario == "tools_call" and "add_numbers" in names:
             await client.call_tool("add_numbers", {"a": 5, "b": 3})
         elif scenario == "sse-retry" and "test_reconnection" in names:
             await client.call_tool("test_reconnection", {}, timeout=20.0)

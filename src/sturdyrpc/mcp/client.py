@@ -33,6 +33,7 @@ from ..client import StdioConnection, connect_stdio
 from ..dispatch import Context, Dispatcher
 from ..errors import InvalidParams, RPCError
 from ..peer import ConnectionClosed, Peer, ProgressCallback, RequestTimeout
+from .param_headers import ParamHeaderError, param_headers
 from .profile import UNSUPPORTED_PROTOCOL_VERSION, MCPProfile
 from .tasks import TASKS_EXTENSION
 from .versions import (
@@ -112,6 +113,9 @@ class MCPClient:
         self.server_capabilities: dict[str, Any] = {}
         self.instructions: str | None = None
         self.supported_versions: list[str] = []
+        #: SEP-2243: the ``Mcp-Param-*`` headers of each listed tool (lower-case header name ->
+        #: (parameter, JSON type)), which a 2026-07-28 HTTP transport sends with its calls.
+        self.tool_headers: dict[str, dict[str, tuple[str, str]]] = {}
         #: Open ``subscriptions/listen`` streams by subscription id.
         self._listens: dict[str, Subscription] = {}
         self._listen_seq = 0
@@ -290,7 +294,24 @@ class MCPClient:
         await self.request("ping", timeout=timeout)
 
     async def list_tools(self, timeout: float | None = None) -> list[dict[str, Any]]:
-        return await self._paged("tools/list", "tools", timeout)
+        """Every tool (all pages). On 2026-07-28 a tool whose ``x-mcp-header`` annotations break
+        SEP-2243's rules is left out (the specification says a client MUST exclude it), and the
+        others' ``Mcp-Param-*`` headers are kept in :attr:`tool_headers`."""
+        tools = await self._paged("tools/list", "tools", timeout)
+        if not self.modern:
+            return tools
+        kept: list[dict[str, Any]] = []
+        for tool in tools:
+            name = tool.get("name") if type(tool) is dict else None
+            try:
+                headers = param_headers(tool.get("inputSchema")) if type(tool) is dict else {}
+            except ParamHeaderError as exc:
+                log.warning("tool %r left out: %s", name, exc)
+                continue
+            if type(name) is str:
+                self.tool_headers[name] = headers
+            kept.append(tool)
+        return kept
 
     @overload
     async def call_tool(

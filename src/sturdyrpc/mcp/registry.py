@@ -24,6 +24,7 @@ from ..params import Binder, Mismatch, compile_binder, value_checker
 from .content import ToolResult, is_content, older_block, text_content, to_content
 from .context import MCPContext
 from .docstrings import describe_function
+from .param_headers import param_headers
 from .schema import DIALECT, input_schema, output_schema, wraps_output
 from .versions import VersionRules
 
@@ -40,10 +41,6 @@ __all__ = [
     "TEMPLATE_TEXT",
 ]
 
-#: A header name's characters (an RFC 9110 token), for ``x-mcp-header`` annotations.
-_HEADER_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-#: The property types a ``Mcp-Param-*`` header can mirror.
-_HEADER_TYPES = frozenset({"string", "integer", "number", "boolean"})
 
 #: Template kinds of :attr:`Tool.template_kind`.
 TEMPLATE_WRAPPED = "wrapped"
@@ -272,7 +269,9 @@ class Tool(HandlerFunction):
         self.meta = meta
         self.explicit_schema = schema is not None
         self.input_schema = schema if schema is not None else {"$schema": DIALECT, **input_schema(fn, is_context_hint, self.hints, arg_docs)}
-        self._header_params: dict[str, tuple[str, str]] | None = None
+        #: SEP-2243: the parameters mirrored into ``Mcp-Param-*`` headers (lower-case header
+        #: name -> (parameter, JSON type)); an annotation that breaks the rules is refused here.
+        self.header_params = param_headers(self.input_schema)
         ret = self.hints.get("return", inspect.Parameter.empty)
         declared = ret is not inspect.Parameter.empty and ret is not None and ret is not type(None) and ret is not Any and ret is not ToolResult
         if structured is None:
@@ -299,29 +298,6 @@ class Tool(HandlerFunction):
             elif self.output_schema is None:
                 self.template_kind = TEMPLATE_TEXT
                 self.template_type = str
-
-
-    @property
-    def header_params(self) -> dict[str, tuple[str, str]]:
-        """The parameters a 2026-07-28 HTTP client mirrors into ``Mcp-Param-<Name>`` headers
-        (SEP-2243: an ``x-mcp-header`` annotation on a top-level property of a primitive type):
-        lower-case header name -> (parameter, JSON type). Annotations that are not valid header
-        names, repeat a name, or sit on a non-primitive property are left out."""
-        if self._header_params is None:
-            found: dict[str, tuple[str, str]] = {}
-            props = self.input_schema.get("properties")
-            for param, spec in (props.items() if type(props) is dict else ()):
-                name = spec.get("x-mcp-header") if type(spec) is dict else None
-                kind = spec.get("type") if type(spec) is dict else None
-                if type(name) is not str or not _HEADER_TOKEN.fullmatch(name) or kind not in _HEADER_TYPES:
-                    continue
-                key = f"mcp-param-{name.lower()}"
-                if key in found:
-                    found[key] = ("", "")  # a repeated name: neither is mirrored
-                    continue
-                found[key] = (param, kind)
-            self._header_params = {k: v for k, v in found.items() if v[0]}
-        return self._header_params
 
     def describe(self, rules: VersionRules) -> dict[str, Any]:
         d: dict[str, Any] = {"name": self.name}
