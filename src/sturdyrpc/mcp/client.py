@@ -169,7 +169,9 @@ class MCPClient:
                     if exc.code == UNSUPPORTED_PROTOCOL_VERSION and isinstance(exc.data, dict):
                         supported = exc.data.get("supported") or []
                         mutual = [v for v in MODERN_VERSIONS if v in supported]
-                        if mutual and mutual[-1] != version:
+                        if mutual:
+                            # retry with the newest version both know (once: the same one again
+                            # when the server lists it, a refusal it may have made in passing)
                             version = mutual[-1]
                             continue
                         if protocol is not None or not any(v in HANDSHAKE_VERSIONS for v in supported):
