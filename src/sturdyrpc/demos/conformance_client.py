@@ -6,7 +6,8 @@ which chooses the era: ``server/discover`` first, ``initialize`` for a server th
 know it; ``MCP_CONFORMANCE_PROTOCOL_VERSION`` forces a version), and does what each scenario
 expects:
 
-- ``initialize``: the negotiation, then ``tools/list``;
+- ``initialize``, ``json-schema-ref-no-deref``: the negotiation, then ``tools/list`` (a network
+  ``$ref`` in a tool's schema is never fetched: schemas are kept as sent);
 - ``tools_call``: calls ``add_numbers`` ({a: 5, b: 3}) and every other listed tool without arguments;
 - ``elicitation-sep1034-client-defaults``: answers ``elicitation/create`` by accepting with the
   schema's default values (SEP-1034);
@@ -123,7 +124,7 @@ async def _session(url: str, scenario: str, auth: OAuthClientProvider | None, pr
             await client.call_tool("add_numbers", {"a": 5, "b": 3})
         elif scenario == "sse-retry" and "test_reconnection" in names:
             await client.call_tool("test_reconnection", {}, timeout=20.0)
-        elif scenario not in ("initialize", "tools_call"):
+        elif scenario not in ("initialize", "tools_call", "json-schema-ref-no-deref"):  # the last: listing only
             for name in names:
                 if type(name) is str:
                     await client.call_tool(name, {})
