@@ -131,3 +131,34 @@ def test_newest_client_scenario(scenario: str, tmp_path: Path) -> None:
     else:
         assert ok > 0 and not bad, f"{ok} succeeded; {bad}\n{r.stdout[-3000:]}\n{r.stderr[-2000:]}"
         assert r.returncode == 0, r.stdout[-3000:]
+
+
+#: The fixtures the newest suite's server scenarios call by name (beyond the MCP demo's).
+NEWEST_FIXTURES = [
+    "test_input_required_result_elicitation", "test_input_required_result_sampling", "test_input_required_result_list_roots",
+    "test_input_required_result_request_state", "test_input_required_result_multiple_inputs",
+    "test_input_required_result_multi_round", "test_input_required_result_tampered_state",
+    "test_input_required_result_capabilities", "greet", "slow_compute", "failing_job", "protocol_error_job",
+    "confirm_delete", "multi_input", "test_tool_with_task", "test_missing_capability", "test_streaming_elicitation",
+    "test_logging_tool", "test_trigger_tool_change", "test_trigger_prompt_change", "test_custom_headers",
+]
+
+
+@pytest.mark.parametrize("protocol", ["2025-11-25", "2026-07-28"])
+def test_fixture_server_over_stdio(protocol: str) -> None:
+    """``sturdyrpc demo --conformance`` (stdio) has every fixture, the plain ``demo --mcp`` none of them."""
+    import asyncio
+
+    from sturdyrpc.mcp.client import connect
+
+    async def main() -> None:
+        async with connect([sys.executable, "-m", "sturdyrpc", "demo", "--conformance"], protocol) as client:
+            names = {t["name"] for t in await client.list_tools()}
+            assert set(NEWEST_FIXTURES) <= names, set(NEWEST_FIXTURES) - names
+            assert (await client.call_tool("greet", {"name": "stdio"}))["content"][0]["text"] == "Hello, stdio!"
+            prompts = {p["name"] for p in await client.list_prompts()}
+            assert "test_input_required_result_prompt" in prompts
+        async with connect([sys.executable, "-m", "sturdyrpc", "demo", "--mcp"], protocol) as client:
+            assert not set(NEWEST_FIXTURES) & {t["name"] for t in await client.list_tools()}
+
+    asyncio.run(main())
