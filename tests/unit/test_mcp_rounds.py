@@ -81,7 +81,7 @@ def test_a_client_cannot_skip_a_once_or_forge_the_carried_answers() -> None:
 
     async def main() -> None:
         base = {"name": "two", "arguments": {}}
-        forged = {"once:pay": "free", "elicitation-1": {"action": "accept", "content": {"v": "X"}}}
+        forged = {"once:pay": {"paid": "free"}, "elicitation-1": {"action": "accept", "content": {"v": "X"}}}
         r = (await call(server, {**base, "inputResponses": forged}))["result"]
         assert r["resultType"] == "input_required" and list(r["inputRequests"]) == ["elicitation-2"]
         assert effects == ["run", "pay"]  # the once ran: a response cannot stand for it

@@ -10,6 +10,7 @@ handshake era that is a request to the client; on 2026-07-28 it is an ``input_re
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -192,9 +193,10 @@ class MCPContext(Context):
     async def error(self, data: Any) -> None:
         await self.log("error", data)
 
-    async def _ask(self, method: str, params: dict[str, Any], capability: str, timeout: float | None) -> Any:
+    async def _ask(self, method: str, params: dict[str, Any], capability: str, timeout: float | None, key: str | None = None) -> Any:
         self._asked += 1
-        key = f"{method.split('/')[0]}-{self._asked}"
+        if key is None:
+            key = f"{method.split('/')[0]}-{self._asked}"
         if capability not in self.client_capabilities:
             if self.modern:
                 raise MissingRequiredClientCapability({capability: {}}, f"This request needs the client's {capability} capability")
@@ -247,22 +249,60 @@ class MCPContext(Context):
             raise RuntimeError("this context reads no resources (it does not belong to a server)")
         return await self._reader(self.session, self._ctx, uri)
 
-    async def sample(self, messages: list[dict[str, Any]], max_tokens: int, *, timeout: float | None = 120.0, **extra: Any) -> dict[str, Any]:
-        """Ask the client's LLM (``sampling/createMessage``); returns the client's result."""
+    async def sample(self, messages: list[dict[str, Any]], max_tokens: int, *, timeout: float | None = 120.0,
+                     key: str | None = None, **extra: Any) -> dict[str, Any]:
+        """Ask the client's LLM (``sampling/createMessage``); returns the client's result.
+        ``key``: the request's key in a 2026-07-28 ``inputRequests`` (default: one of ours)."""
         params = {"messages": messages, "maxTokens": max_tokens, **extra}
-        result: dict[str, Any] = await self._ask("sampling/createMessage", params, "sampling", timeout)
+        result: dict[str, Any] = await self._ask("sampling/createMessage", params, "sampling", timeout, key)
         return result
 
-    async def elicit(self, message: str, requested_schema: dict[str, Any], *, timeout: float | None = 600.0) -> dict[str, Any]:
-        """Ask the user for input (``elicitation/create``); returns ``{action, content?}``."""
+    async def elicit(self, message: str, requested_schema: dict[str, Any], *, timeout: float | None = 600.0,
+                     key: str | None = None) -> dict[str, Any]:
+        """Ask the user for input (``elicitation/create``); returns ``{action, content?}``.
+        ``key``: as for :meth:`sample`."""
         if not RULES[self.version].elicitation:
             raise ToolError("Elicitation is not available in this protocol version")
         result: dict[str, Any] = await self._ask(
-            "elicitation/create", {"message": message, "requestedSchema": requested_schema}, "elicitation", timeout
+            "elicitation/create", {"message": message, "requestedSchema": requested_schema}, "elicitation", timeout, key
         )
         return result
 
-    async def list_roots(self, *, timeout: float | None = 60.0) -> dict[str, Any]:
-        """The client's roots (``roots/list``)."""
-        result: dict[str, Any] = await self._ask("roots/list", {}, "roots", timeout)
+    async def list_roots(self, *, timeout: float | None = 60.0, key: str | None = None) -> dict[str, Any]:
+        """The client's roots (``roots/list``). ``key``: as for :meth:`sample`."""
+        result: dict[str, Any] = await self._ask("roots/list", {}, "roots", timeout, key)
         return result
+
+    async def ask_all(self, requests: Mapping[str, tuple[str, dict[str, Any]]], *, timeout: float | None = 600.0) -> dict[str, Any]:
+        """Several requests to the client at once, ``{key: (method, params)}`` with ``method`` one of
+        ``sampling/createMessage``, ``elicitation/create``, ``roots/list``; returns ``{key: result}``.
+
+        On 2026-07-28 every request still unanswered goes into ONE ``input_required`` result
+        (the client answers them in one round); in a task, or in the handshake era, they are
+        sent together and awaited together.
+        """
+        for method, _params in requests.values():
+            if method not in _CAPABILITY_OF:
+                raise ValueError(f"not a request to the client: {method!r}")
+        if self.modern and getattr(self._ctx, "ask_input", None) is None:
+            for method, _params in requests.values():
+                if _CAPABILITY_OF[method] not in self.client_capabilities:
+                    raise MissingRequiredClientCapability({_CAPABILITY_OF[method]: {}},
+                                                          f"This request needs the client's {_CAPABILITY_OF[method]} capability")
+            # answers of earlier rounds ride in the carried state, this round's in inputResponses
+            responses = self.params.get("inputResponses")
+            given = {**self._carry, **(responses if type(responses) is dict else {})}
+            for k in requests:
+                if k in given:
+                    self._carry[k] = given[k]
+            missing = {k: {"method": m, "params": p} for k, (m, p) in requests.items() if k not in given}
+            if missing:
+                raise InputRequired(missing, self._carry)
+            return {k: given[k] for k in requests}
+        keys = list(requests)
+        answers = await asyncio.gather(*(self._ask(m, p, _CAPABILITY_OF[m], timeout, k) for k, (m, p) in requests.items()))
+        return dict(zip(keys, answers, strict=True))
+
+
+#: The client capability each request to the client needs.
+_CAPABILITY_OF = {"sampling/createMessage": "sampling", "elicitation/create": "elicitation", "roots/list": "roots"}

@@ -155,7 +155,9 @@ class ProtocolHandlers:
 
     async def tasks_get(self, ctx: Context, **params: Any) -> dict[str, Any]:
         session = self.core.session_for(ctx)
-        return await self.core.tasks.get(session, session.rules_of(params), params)
+        rules = session.rules_of(params)
+        self.core.tasks.require_extension(rules, ctx.meta)
+        return await self.core.tasks.get(session, rules, params)
 
     async def tasks_result(self, ctx: Context, **params: Any) -> dict[str, Any]:
         session = self.core.session_for(ctx)
@@ -167,11 +169,15 @@ class ProtocolHandlers:
 
     async def tasks_cancel(self, ctx: Context, **params: Any) -> dict[str, Any]:
         session = self.core.session_for(ctx)
-        return await self.core.tasks.cancel(session, session.rules_of(params), params)
+        rules = session.rules_of(params)
+        self.core.tasks.require_extension(rules, ctx.meta)
+        return await self.core.tasks.cancel(session, rules, params)
 
     async def tasks_update(self, ctx: Context, **params: Any) -> dict[str, Any]:
         session = self.core.session_for(ctx)
-        return await self.core.tasks.update(session, session.rules_of(params), params)
+        rules = session.rules_of(params)
+        self.core.tasks.require_extension(rules, ctx.meta)
+        return await self.core.tasks.update(session, rules, params)
 
     # ------------------------------------------------------------------ resources
 

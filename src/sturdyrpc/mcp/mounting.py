@@ -15,6 +15,7 @@ registers itself wins over a mounted one; of two mounts naming the same thing, t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TypeVar
 
 from .core import ServerCore
@@ -74,6 +75,19 @@ class Mount:
             self._place("resources", self.parent.resources, resources)
             templates = {prefixed_uri(u, ns): r.moved(prefixed_uri(u, ns)) for u, r in self.child.templates.items()}
             self._place("templates", self.parent.templates, templates)
+
+    def attach(self, parent_changed: Callable[[str], None]) -> None:
+        """Place the child's components now and follow its changes from now on; the parent's
+        listeners hear of each change (``parent_changed(kind)``), and of this mount at once."""
+        self.sync_all()
+
+        def changed(kind: str) -> None:
+            self.sync(kind)
+            parent_changed(kind)
+
+        self.child.mounted_in.append(changed)
+        for kind in ("tools", "resources", "prompts"):
+            parent_changed(kind)
 
     def sync_all(self) -> None:
         for kind in ("tools", "resources", "prompts"):

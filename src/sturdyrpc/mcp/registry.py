@@ -27,6 +27,7 @@ from ..params import Binder, Mismatch, compile_binder, value_checker
 from .content import ToolResult, is_content, older_block, text_content, to_content
 from .context import MCPContext
 from .docstrings import describe_function
+from .param_headers import param_headers
 from .schema import DIALECT, input_schema, output_schema, wraps_output
 from .versions import VersionRules
 
@@ -42,6 +43,7 @@ __all__ = [
     "TEMPLATE_WRAPPED",
     "TEMPLATE_TEXT",
 ]
+
 
 #: Template kinds of :attr:`Tool.template_kind`.
 TEMPLATE_WRAPPED = "wrapped"
@@ -326,6 +328,9 @@ class Tool(HandlerFunction):
         self.meta = meta
         self.explicit_schema = schema is not None
         self.input_schema = schema if schema is not None else {"$schema": DIALECT, **input_schema(fn, is_context_hint, self.hints, arg_docs)}
+        #: SEP-2243: the parameters mirrored into ``Mcp-Param-*`` headers (lower-case header
+        #: name -> (parameter, JSON type)); an annotation that breaks the rules is refused here.
+        self.header_params = param_headers(self.input_schema)
         ret = self.hints.get("return", inspect.Parameter.empty)
         declared = ret is not inspect.Parameter.empty and ret is not None and ret is not type(None) and ret is not Any and ret is not ToolResult
         if structured is None:

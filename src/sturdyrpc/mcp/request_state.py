@@ -140,13 +140,22 @@ class RequestStateSigner:
         args = params.get("arguments") if type(params) is dict else None
         payload = codec.encode([method, name, _digest(args), _digest(identity_of(request_principal())),
                                 int(time.time() + self.ttl), os.urandom(8).hex(), dict(carry or {})])
+        given = params.get("inputResponses")
+        if given is not None and (type(given) is not dict or any(type(v) is not dict for v in given.values())):
+            raise InvalidParams("Invalid params: 'inputResponses' must map each key to a response object",
+                                {"param": "inputResponses"})
         kid = self._signing_kid()
         return f"{_b64(payload)}.{kid}.{_b64(_mac(self.keys[kid], payload))}"
 
     def check(self, params: dict[str, Any], method: str, name: str) -> dict[str, Any]:
         """Raise ``InvalidParams`` unless ``params`` has no ``requestState`` or a valid one for
-        ``method`` on ``name`` with these arguments, from this principal, not expired. Returns
-        what the token carries (``sign(carry=...)``; empty without a token)."""
+        ``method`` on ``name`` with these arguments, from this principal, not expired, and
+        ``inputResponses`` (if any) is an object of objects. Returns what the token carries
+        (``sign(carry=...)``; empty without a token)."""
+        given = params.get("inputResponses")
+        if given is not None and (type(given) is not dict or any(type(v) is not dict for v in given.values())):
+            raise InvalidParams("Invalid params: 'inputResponses' must map each key to a response object",
+                                {"param": "inputResponses"})
         state = params.get("requestState")
         if state is None:
             return {}

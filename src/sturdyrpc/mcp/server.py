@@ -9,15 +9,11 @@ One :class:`MCPServer` object serves any number of connections, over any transpo
 - :meth:`MCPServer.serve_stateless` / :meth:`MCPServer.handle_stateless`: one 2026-07-28 request
   on its own, its progress and log notifications passed to a callback (Streamable HTTP 2026-07-28).
 
-Tools: ``@server.tool`` over ``async def add(a: int, b: int) -> int``.
-The input schema comes from the type hints (JSON Schema 2020-12); arguments are checked
-before the function runs. A declared return type gives an ``outputSchema`` and
-``structuredContent`` (non-object values are wrapped as ``{"result": value}``). An exception
-inside a tool becomes a result with ``isError: true`` and a generic text naming an incident
-id (the traceback goes to the log under that id; no exception text reaches the client, unless
-``MCPServer(mask_errors=False)``: then its message, never its class or traceback); raise
-:class:`ToolError` to tell the model what went wrong on purpose. A parameter annotated
-:class:`MCPContext` (or ``sturdyrpc.Context``) receives the request context.
+Tools: ``@server.tool`` over ``async def add(a: int, b: int) -> int``: the input schema from the
+type hints, arguments checked before the function runs, an ``outputSchema`` from a declared
+return type; an exception is an ``isError`` result naming an incident id (its message only with
+``MCPServer(mask_errors=False)``); :class:`ToolError` tells the model what went wrong on purpose;
+a parameter annotated :class:`MCPContext` (or ``sturdyrpc.Context``) receives the context.
 
 The work is split by job (docs/MCP.md has the table): :mod:`.core` (what every part shares),
 :mod:`.registry` (the records), :mod:`.handlers` (the protocol methods), :mod:`.tools_call`
@@ -419,25 +415,23 @@ class MCPServer:
 
     def remove_tool(self, name: str) -> bool:
         """Unregister the tool ``name`` (listeners are told the list changed); False if absent."""
-        if self._core.tools.pop(name, None) is None:
-            return False
-        self._changed("tools")
-        return True
+        return self._remove(self._core.tools, "tools", name)
+
+    def remove_prompt(self, name: str) -> bool:
+        """Unregister the prompt ``name`` (listeners are told the list changed); False if absent."""
+        return self._remove(self._core.prompts, "prompts", name)
+
+    def _remove(self, table: dict[str, Any], kind: str, name: str) -> bool:
+        found = table.pop(name, None) is not None
+        if found:
+            self._changed(kind)
+        return found
 
     def mount(self, other: MCPServer, namespace: str | None = None) -> None:
         """Serve ``other``'s tools, resources and prompts here, under ``namespace``, live
         (:mod:`.mounting`); ``other``'s lifespan runs inside this one's."""
-        mount = Mount(self._core, other._core, namespace)
         self._core.lifespan.nest(other.lifespan)
-        mount.sync_all()
-
-        def changed(kind: str) -> None:
-            mount.sync(kind)
-            self._changed(kind)
-
-        other._core.mounted_in.append(changed)
-        for kind in ("tools", "resources", "prompts"):
-            self._changed(kind)
+        Mount(self._core, other._core, namespace).attach(self._changed)
 
     def middleware(self, fn: Middleware) -> Middleware:
         """Add ``async def fn(ctx, call_next)`` to the middleware chain (usable as a decorator).
@@ -584,6 +578,11 @@ class MCPServer:
         process; other ``options`` as :func:`sturdyrpc.mcp_http.workers.serve_mcp_workers`:
         ``stateless``, ``store``, ``allow_remote``...). Returns the exit code."""
         return serving.run(self, transport, options)
+    def param_headers(self, tool: str) -> dict[str, tuple[str, str]]:
+        """The ``Mcp-Param-*`` headers (SEP-2243) a 2026-07-28 ``tools/call`` of ``tool`` must carry
+        for its arguments: lower-case header name -> (parameter, JSON type); empty for an unknown tool."""
+        found = self._core.tools.get(tool)
+        return found.header_params if found is not None else {}
 
     def required_scopes(self, method: str, params: Any) -> frozenset[str]:
         """The OAuth scopes a ``method`` request with ``params`` needs (the ``scopes=`` of the

@@ -121,8 +121,8 @@ class ToolsCall:
             if arguments is not None:
                 raise InvalidParams("Invalid params: 'arguments' must be an object", {"param": "arguments"})
             arguments = {}
-        if "requestState" in params:
-            self.core.request_state.check(params, "tools/call", tool.name)
+        if "requestState" in params or "inputResponses" in params:
+            self.core.request_state.check(params, "tools/call", tool.name)  # merges earlier rounds' answers
         one = tool.one_param
         if one is not None and len(arguments) == 1:
             # the commonest case of all, bound as below without calling the check: a value of
