@@ -10,6 +10,7 @@ import httpx
 import redis
 from support import SERVERS
 from support.http import free_port, server_process
+from support.loops import uses_uvloop
 from support.redis import RedisServer
 from support.workers import Client, Worker, demo_worker_cmd, sse_events
 
@@ -27,9 +28,15 @@ def test_plain_demo_has_no_workers() -> None:
     assert r.returncode == 2 and b"need --mcp" in r.stderr
 
 
-def test_two_workers_on_one_port_share_sessions(redis_server: RedisServer) -> None:
+def _children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(c) for c in f.read().split()]
+
+
+def test_two_workers_on_one_port_share_sessions(redis_server: RedisServer, loop_name: str) -> None:
+    redis.Redis(port=redis_server.port).flushall()  # no liveness keys of workers started before
     port = free_port()
-    with server_process(demo_worker_cmd(port, redis_server.url, "--workers", "2"), port) as proc:
+    with server_process(demo_worker_cmd(port, redis_server.url, "--workers", "2", "--loop", loop_name), port) as proc:
         w = Worker(port, proc, None)
         c = Client([w])
         c.initialize()
@@ -41,6 +48,10 @@ def test_two_workers_on_one_port_share_sessions(redis_server: RedisServer) -> No
             if len(seen) >= 2 and i >= 10:
                 break
         assert len(seen) == 2, "the kernel never spread the connections over both workers"
+        # --loop reached every worker (uvicorn spawns them: they import the loop by its name)
+        workers = [p for p in _children(proc.pid) if b"spawn_main" in open(f"/proc/{p}/cmdline", "rb").read()]
+        served = [p for p in workers if uses_uvloop(p) == (loop_name == "uvloop")]
+        assert len(workers) >= 2 and served == workers, (loop_name, workers, served)
 
 
 def test_stateless_workers_share_request_state_keys() -> None:
