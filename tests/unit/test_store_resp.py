@@ -246,3 +246,92 @@ def test_the_store_works_on_each_loop(redis_server: RedisServer, loop_name: str)
 
     run_on(loop_name, go())
 
+
+
+# ------------------------------------------------------------- property-based: any reply, any bytes
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from sturdyrpc.store.resp import ReplyParser  # noqa: E402
+
+_leaves = st.one_of(
+    st.integers(min_value=-(2**70), max_value=2**70).map(lambda n: (b":%d\r\n" % n, n)),
+    st.binary(max_size=300).map(lambda b: (b"$%d\r\n%s\r\n" % (len(b), b), b)),
+    st.binary(max_size=40).filter(lambda b: b"\r" not in b and b"\n" not in b).map(lambda b: (b"+" + b + b"\r\n", b)),
+    st.text(max_size=40).filter(lambda t: "\r" not in t and "\n" not in t).map(lambda t: (b"-" + t.encode() + b"\r\n", ("error", t))),
+    st.just((b"$-1\r\n", None)),
+    st.just((b"*-1\r\n", None)),
+)
+
+
+def _array(children: list[tuple[bytes, Any]]) -> tuple[bytes, Any]:
+    return b"*%d\r\n" % len(children) + b"".join(c[0] for c in children), [c[1] for c in children]
+
+
+#: (the bytes of a reply, the value it stands for), arrays nested up to a few levels.
+replies = st.recursive(_leaves, lambda inner: st.lists(inner, max_size=6).map(_array), max_leaves=40)
+
+
+def _value(v: Any) -> Any:
+    if isinstance(v, RespError):
+        return ("error", str(v))
+    if isinstance(v, list):
+        return [_value(x) for x in v]
+    return v
+
+
+def _outcome(parser: ReplyParser, chunks: list[bytes]) -> tuple[list[Any], str | None]:
+    got: list[Any] = []
+    for chunk in chunks:
+        got.extend(_value(v) for v in parser.feed(chunk))
+    return got, None if parser.error is None else str(parser.error)
+
+
+def _chunked(data: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({c % (len(data) + 1) for c in cuts})
+    return [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
+
+
+@given(st.lists(replies, min_size=1, max_size=5), st.lists(st.integers(min_value=0), max_size=12))
+def test_any_replies_in_any_reads_parse_to_their_values(items: list[tuple[bytes, Any]], cuts: list[int]) -> None:
+    data = b"".join(raw for raw, _ in items)
+    got, error = _outcome(ReplyParser(), _chunked(data, cuts))
+    assert error is None and got == [value for _, value in items]
+
+
+@given(st.binary(max_size=400), st.lists(st.integers(min_value=0), max_size=12))
+def test_any_bytes_in_any_reads_give_what_they_give_at_once(data: bytes, cuts: list[int]) -> None:
+    # Malformed or not: never an exception out of feed, and the reads' sizes change nothing
+    # (the same replies, the same error), which a parser that starts over would not guarantee.
+    whole = _outcome(ReplyParser(), [data])
+    assert _outcome(ReplyParser(), _chunked(data, cuts)) == whole
+
+
+@given(replies, st.binary(min_size=1, max_size=60), st.integers(min_value=0))
+def test_a_reply_with_bytes_changed_never_escapes_as_an_exception(item: tuple[bytes, Any], noise: bytes, at: int) -> None:
+    raw = item[0]
+    i = at % len(raw)
+    broken = raw[:i] + noise + raw[i + len(noise):]
+    conn, got = feed(_chunked(broken, [at, at * 7]), 4)
+    # Each command answered (a value, or an error reply), failed as a dropped connection (what
+    # the store reports as unavailable), or still waiting for more bytes: no other exception.
+    failures = {g[0] for g in got if isinstance(g, tuple)}
+    assert failures <= {"dropped", "RespError"}, got
+    if conn.parser.error is not None or "dropped" in failures:
+        assert conn.lost and not conn.waiters and "waiting" not in got
+
+
+@given(st.integers(min_value=1, max_value=3), st.integers(min_value=100_000, max_value=1_500_000), st.integers(min_value=512, max_value=65536))
+def test_huge_bulk_strings_in_reads_of_any_size(n: int, size: int, read: int) -> None:
+    values = [bytes([65 + i]) * (size + i) for i in range(n)]
+    data = b"*%d\r\n" % n + b"".join(b"$%d\r\n%s\r\n" % (len(v), v) for v in values)
+    got, error = _outcome(ReplyParser(), [data[i:i + read] for i in range(0, len(data), read)])
+    assert error is None and got == [values]
+
+
+@given(st.integers(min_value=MAX_DEPTH + 1, max_value=50_000), st.integers(min_value=1, max_value=64))
+def test_nesting_beyond_the_bound_is_an_error_whatever_the_depth_and_reads(depth: int, read: int) -> None:
+    data = nested(depth)
+    got, error = _outcome(ReplyParser(), [data[i:i + read] for i in range(0, len(data), read)])
+    assert got == [] and error == f"reply from Redis nested deeper than {MAX_DEPTH} arrays"
