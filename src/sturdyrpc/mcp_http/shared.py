@@ -311,6 +311,11 @@ class SharedSessions(SessionTable):
         except StoreUnavailable as exc:
             store_warning(log, "state not saved", "session state not saved: %s", exc)
 
+    def left(self, session: HTTPSession, stream_id: str) -> None:
+        """A connection left an open stream: its events are written now, not after the write delay."""
+        if session.id is not None:
+            self.events.detached(session.id, stream_id)
+
     def _forget(self, session: HTTPSession) -> None:
         """This worker's replica ended (the session may live on elsewhere)."""
         if session.id is not None:
