@@ -335,3 +335,59 @@ def test_nesting_beyond_the_bound_is_an_error_whatever_the_depth_and_reads(depth
     data = nested(depth)
     got, error = _outcome(ReplyParser(), [data[i:i + read] for i in range(0, len(data), read)])
     assert got == [] and error == f"reply from Redis nested deeper than {MAX_DEPTH} arrays"
+
+
+def test_a_frozen_redis_fails_the_waiting_commands_within_the_reply_timeout(loop_name: str) -> None:
+    import os
+    import signal
+    import time
+
+    from sturdyrpc.store.resp import RespClient
+
+    srv = RedisServer()
+    srv.start()
+    assert srv.proc is not None
+
+    async def go() -> None:
+        c = RespClient(srv.url, reply_timeout=0.4)
+        try:
+            assert await c.call("SET", "k", "v") == b"OK"
+            os.kill(srv.proc.pid, signal.SIGSTOP)  # up, connected, answering nothing
+            t0 = time.monotonic()
+            results = await asyncio.gather(c.call("GET", "k"), c.pipeline([("GET", "k"), ("PING",)]), return_exceptions=True)
+            waited = time.monotonic() - t0
+            assert all(isinstance(r, ConnectionError) and "did not answer in time" in str(r) for r in results), results
+            assert 0.2 <= waited <= 1.0, waited  # one watchdog for the connection: reply_timeout, not a hang
+            os.kill(srv.proc.pid, signal.SIGCONT)
+            assert await c.call("GET", "k") == b"v"  # a new connection
+        finally:
+            os.kill(srv.proc.pid, signal.SIGCONT)
+            c.close()
+
+    try:
+        run_on(loop_name, go())
+    finally:
+        srv.stop()
+
+
+def test_commands_of_one_turn_leave_in_one_write(redis_server: RedisServer, loop_name: str) -> None:
+    import redis
+
+    from sturdyrpc.store.resp import RespClient
+
+    async def go() -> list[Any]:
+        c = RespClient(redis_server.url)
+        try:
+            await c.call("PING")
+            r = redis.Redis(port=redis_server.port)
+            before = int(r.info("stats")["total_reads_processed"])
+            got = await asyncio.gather(*(c.call("ECHO", str(i)) for i in range(50)), c.pipeline([("PING",), ("ECHO", "x")]))
+            after = int(r.info("stats")["total_reads_processed"])
+            # 52 commands in one write: Redis read them at once (plus the INFO call of this test)
+            assert after - before <= 3, after - before
+            return got
+        finally:
+            c.close()
+
+    got = run_on(loop_name, go())
+    assert got == [str(i).encode() for i in range(50)] + [[b"PONG", b"x"]]

@@ -115,6 +115,7 @@ class StoreEventStore:
         self._ended: dict[str, float] = {}  # keys of the streams whose end marker is queued
         self._writer: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._due = False  # asked to write what is queued once the write under way is done
 
     async def store(self, session_id: str, stream_id: str, data: bytes | None) -> str:
         if stream_id == "g":
@@ -152,24 +153,29 @@ class StoreEventStore:
     def _enqueue(self, key: str, seq: int, entry: bytes) -> None:
         self._queue.append((key, seq, entry))
         if self._writer is not None and not self._writer.done():
-            return  # the writer takes it after the write under way
+            return  # the writer decides when the write under way is done
         if not self._open or self.write_delay <= 0:
-            self._start()  # nothing left to wait for
+            self._start()  # nothing queued waits for its stream's end
         elif self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(self.write_delay, self._start, context=contextvars.Context())
 
     def _start(self) -> None:
+        """Write what is queued now (after the write under way, if any)."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self._queue and (self._writer is None or self._writer.done()):
+        if self._writer is not None and not self._writer.done():
+            self._due = True
+        elif self._queue:
             # in a context of its own: the writer outlives the request that started it
             self._writer = asyncio.get_running_loop().create_task(self._write(), context=contextvars.Context())
 
     async def flush(self) -> None:
         """Write what is queued now, and wait until every queued write has been tried."""
-        self._start()
-        while self._writer is not None and not self._writer.done():
+        while True:
+            self._start()
+            if self._writer is None or self._writer.done():
+                return
             await asyncio.shield(self._writer)
 
     async def _write(self) -> None:
@@ -178,11 +184,17 @@ class StoreEventStore:
             batch, self._queue = self._queue, []
             ended, self._ended = self._ended, {}
             self._open.clear()  # what comes from now on waits again, if its stream has not ended
-            items = _bundled(batch)
+            self._due = False
             try:
-                await self.backend.append_batch(items, maxlen=self.max_events_per_stream, ttl=self.ttl, ttls=ended)
+                await self.backend.append_batch(_bundled(batch), maxlen=self.max_events_per_stream, ttl=self.ttl, ttls=ended)
             except Exception as exc:  # delivery went on without it; only resumption is lost
                 store_warning(log, "events not stored", "%d events not stored: %s", len(batch), exc)
+            if self._queue and self._open and not self._due and self.write_delay > 0:
+                # What came during the write waits for its streams' ends as well (one entry each, not two).
+                if self._timer is None:
+                    self._timer = asyncio.get_running_loop().call_later(self.write_delay, self._start,
+                                                                        context=contextvars.Context())
+                return
 
     def parse(self, last_event_id: str) -> tuple[str, str] | None:
         """(stream id, entry id) of an event id of this store, or None when it cannot be one."""
