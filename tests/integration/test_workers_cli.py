@@ -105,3 +105,21 @@ def test_run_serves_your_server_on_two_workers_sharing_sessions(redis_server: Re
         assert len(pids) == 2, "the kernel never spread the connections over both workers"
         notes = c.request("tools/call", {"name": "recall", "arguments": {}})["result"]["content"][0]["text"]
         assert notes == ",".join(f"n{j}" for j in range(i + 1))
+
+
+def test_several_workers_answer_without_waiting_for_the_client_s_delayed_ack(loop_name: str) -> None:
+    # The listening socket of several workers is no "TCP" socket to asyncio (protocol number 0),
+    # which then left Nagle's algorithm on: each response's body waited ~40 ms for an ACK.
+    import statistics
+    import time
+
+    port = free_port()
+    cmd = [sys.executable, "-m", "sturdyrpc", "demo", "--http", f"127.0.0.1:{port}", "--workers", "2", "--loop", loop_name]
+    with server_process(cmd, port), httpx.Client(timeout=10) as h:  # one keep-alive connection
+        took = []
+        for i in range(25):
+            t0 = time.perf_counter()
+            r = h.post(f"http://127.0.0.1:{port}/", json={"jsonrpc": "2.0", "id": i, "method": "echo", "params": {"value": "x"}})
+            took.append(time.perf_counter() - t0)
+            assert r.status_code == 200 and r.json()["result"] == "x"
+        assert statistics.median(took) < 0.02, [round(t * 1000, 1) for t in took]
