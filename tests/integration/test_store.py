@@ -12,7 +12,6 @@ from support.redis import RedisServer, unique_prefix
 
 from sturdyrpc.store import MemoryStore, Store, StoreUnavailable, open_store
 
-
 #: (store, event loop): the memory store does no I/O, so one loop is enough for it.
 KINDS = [("memory", "asyncio")] + [("redis", name) for name in LOOP_NAMES]
 
