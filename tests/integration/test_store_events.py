@@ -136,3 +136,19 @@ def test_a_finished_stream_is_kept_for_the_replay_window_only(redis_server: Any,
             await store.aclose()
 
     run_on(loop_name, body())
+
+
+def test_served_again_on_a_new_loop_the_writes_go_on() -> None:
+    store = MemoryStore()
+    ev = StoreEventStore(store, write_delay=0.05)
+
+    async def first() -> None:
+        ev.store_nowait(SID, "p5", None)  # its write is due after the delay: the loop ends before
+
+    async def second() -> int:
+        ev.store_nowait(SID, "p6", msg(1))
+        await asyncio.sleep(0.3)
+        return len(await store.read_after(events_key(SID, "p5"), None)) + len(await store.read_after(events_key(SID, "p6"), None))
+
+    asyncio.run(first())
+    assert asyncio.run(second()) == 2  # the old loop's timer went with it; this loop's writes

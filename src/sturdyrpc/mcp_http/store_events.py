@@ -116,6 +116,7 @@ class StoreEventStore:
         self._writer: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._due = False  # asked to write what is queued once the write under way is done
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def store(self, session_id: str, stream_id: str, data: bytes | None) -> str:
         if stream_id == "g":
@@ -152,12 +153,15 @@ class StoreEventStore:
 
     def _enqueue(self, key: str, seq: int, entry: bytes) -> None:
         self._queue.append((key, seq, entry))
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:  # served again on a new loop (tests): the old one's writer and timer are gone
+            self._loop, self._writer, self._timer = loop, None, None
         if self._writer is not None and not self._writer.done():
             return  # the writer decides when the write under way is done
         if not self._open or self.write_delay <= 0:
             self._start()  # nothing queued waits for its stream's end
         elif self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(self.write_delay, self._start, context=contextvars.Context())
+            self._timer = loop.call_later(self.write_delay, self._start, context=contextvars.Context())
 
     def _start(self) -> None:
         """Write what is queued now (after the write under way, if any)."""
