@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
         print("sturdyrpc demo: the --auth-* options need --http", file=sys.stderr)
         return 2
     if http_options(args) and not args.http:
-        print("sturdyrpc demo: --allow-host, --trusted-proxy and --keepalive need --http", file=sys.stderr)
+        print("sturdyrpc demo: --allow-host, --trusted-proxy, --keepalive and --loop need --http", file=sys.stderr)
         return 2
     if args.http:
         from ..demos.http import run_demo_http

@@ -55,7 +55,9 @@ def register(sub: Any) -> None:
 
 
 def add_http_arguments(p: argparse.ArgumentParser) -> None:
-    """``--allow-host``, ``--trusted-proxy`` and ``--keepalive`` (``run`` and ``demo``)."""
+    """``--allow-host``, ``--trusted-proxy``, ``--keepalive`` and ``--loop`` (``run`` and ``demo``)."""
+    from ..transports.loops import LOOP_ENV, LOOPS
+
     g = p.add_argument_group("HTTP (with --http)")
     g.add_argument("--allow-host", metavar="HOST", action="append", default=[],
                    help="also answer requests whose Host names HOST (repeatable; localhost names and the bound "
@@ -65,6 +67,8 @@ def add_http_arguments(p: argparse.ArgumentParser) -> None:
                         "believed (repeatable); anyone else's X-Forwarded-* are ignored")
     g.add_argument("--keepalive", metavar="SECONDS", type=float, default=None,
                    help="MCP: seconds of silence after which an open SSE stream gets a keep-alive comment (default 15)")
+    g.add_argument("--loop", choices=LOOPS, default=None,
+                   help=f"the event loop of the server and its workers (default: ${LOOP_ENV}, else auto: uvloop when installed)")
 
 
 def http_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -77,6 +81,8 @@ def http_options(args: argparse.Namespace) -> dict[str, Any]:
         out["trusted_proxies"] = list(args.trusted_proxy)
     if getattr(args, "keepalive", None) is not None:
         out["keepalive"] = args.keepalive
+    if getattr(args, "loop", None) is not None:
+        out["loop"] = args.loop
     return out
 
 
@@ -112,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     if auth_requested(args) and not args.http:
         return _fail(command, "the --auth-* options need --http (stdio has no tokens)")
     if http_options(args) and not args.http:
-        return _fail(command, "--allow-host, --trusted-proxy and --keepalive need --http")
+        return _fail(command, "--allow-host, --trusted-proxy, --keepalive and --loop need --http")
     if args.keepalive is not None and not args.keepalive > 0:
         return _fail(command, "--keepalive must be positive")
     if args.http:
