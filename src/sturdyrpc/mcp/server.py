@@ -339,8 +339,7 @@ class MCPServer:
             if timeout is not None:
                 t.set_timeout(timeout)
             t.set_task_support(task_support)
-            self._core.tools[t.name] = t
-            self._changed("tools")
+            self.add(t)
             return fn
 
         return register if now is None else register(now)
@@ -373,9 +372,7 @@ class MCPServer:
 
         def register(fn: F) -> F:
             check_function(fn, f"@server.resource({uri!r})")
-            r = Resource(fn, uri, name or fn.__name__, description, mime_type, title, blocking, icons=icons, scopes=scopes)
-            (self._core.templates if r.is_template else self._core.resources)[uri] = r
-            self._changed("resources")
+            self.add(Resource(fn, uri, name or fn.__name__, description, mime_type, title, blocking, icons=icons, scopes=scopes))
             return fn
 
         return register
@@ -406,12 +403,37 @@ class MCPServer:
 
         def register(fn: F) -> F:
             check_function(fn, "@server.prompt")
-            p = Prompt(fn, name or fn.__name__, description, title, arguments, icons=icons, scopes=scopes)
-            self._core.prompts[p.name] = p
-            self._changed("prompts")
+            self.add(Prompt(fn, name or fn.__name__, description, title, arguments, icons=icons, scopes=scopes))
             return fn
 
         return register if now is None else register(now)
+
+    def add(self, *records: Tool | Resource | Prompt, replacing: Iterable[Tool | Resource | Prompt] = ()) -> None:
+        """Register records made already (what the decorators make; a proxy's, an OpenAPI
+        import's): a tool or prompt under its name, a resource (or template) under its URI,
+        replacing what was there. Each record of ``replacing`` still registered under its key is
+        removed first (a record put there since by someone else stays). Listeners hear of each
+        kind that changed once."""
+        kinds: set[str] = set()
+        for old in replacing:
+            table, kind, key = self._table_of(old)
+            if table.get(key) is old:
+                del table[key]
+                kinds.add(kind)
+        for record in records:
+            table, kind, key = self._table_of(record)
+            table[key] = record
+            kinds.add(kind)
+        for kind in sorted(kinds):
+            self._changed(kind)
+
+    def _table_of(self, record: Tool | Resource | Prompt) -> tuple[dict[str, Any], str, str]:
+        core = self._core
+        if isinstance(record, Tool):
+            return core.tools, "tools", record.name
+        if isinstance(record, Prompt):
+            return core.prompts, "prompts", record.name
+        return (core.templates if record.is_template else core.resources), "resources", record.uri
 
     def remove_tool(self, name: str) -> bool:
         """Unregister the tool ``name`` (listeners are told the list changed); False if absent."""
