@@ -2,10 +2,9 @@
 
 One :class:`MCPServer` object serves any number of connections, over any transport:
 
-- :meth:`MCPServer.create_peer` / :meth:`MCPServer.serve`: one stateful session (any protocol
-  version, handshake or 2026-07-28) over a :class:`~sturdyrpc.peer.MessageTransport`, on a
-  :class:`~sturdyrpc.peer.Peer` (stdio uses this, as does Streamable HTTP for handshake-era
-  sessions);
+- :meth:`MCPServer.create_peer` / :meth:`MCPServer.serve`: one stateful session (any version)
+  over a :class:`~sturdyrpc.peer.MessageTransport` on a :class:`~sturdyrpc.peer.Peer` (stdio;
+  Streamable HTTP for handshake-era sessions);
 - :meth:`MCPServer.serve_stateless` / :meth:`MCPServer.handle_stateless`: one 2026-07-28 request
   on its own, its progress and log notifications passed to a callback (Streamable HTTP 2026-07-28).
 
@@ -16,9 +15,8 @@ return type; an exception is an ``isError`` result naming an incident id (its me
 a parameter annotated :class:`MCPContext` (or ``sturdyrpc.Context``) receives the context.
 
 The work is split by job (docs/MCP.md has the table): :mod:`.core` (what every part shares),
-:mod:`.registry` (the records), :mod:`.handlers` (the protocol methods), :mod:`.tools_call`
-(the one ``tools/call`` path), :mod:`.stateless` (2026-07-28 requests)... This module is the
-facade: the decorators and the serving entry points, over one core; nothing below imports it.
+:mod:`.registry` (the records), :mod:`.handlers`, :mod:`.tools_call`, :mod:`.stateless`... This
+module is the facade: the decorators and serving entry points, over one core; nothing below imports it.
 """
 
 from __future__ import annotations
@@ -27,7 +25,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
 
 from ..dispatch import Dispatcher, Middleware
@@ -51,6 +49,7 @@ from .handlers import ProtocolHandlers
 from .lifespan import Lifespan, LifespanRunner
 from .listen import META_SUBSCRIPTION_ID, ListenStreams
 from .mounting import Mount
+from .openapi import from_openapi
 from .pages import Pages
 from .profile import MCPProfile
 from .registry import Prompt, Resource, Tool
@@ -63,6 +62,8 @@ from .tools_call import ToolsCall
 from .versions import SUPPORTED_VERSIONS
 
 if TYPE_CHECKING:
+    import httpx
+
     from .client import MCPClient
 
 __all__ = [
@@ -99,20 +100,10 @@ class MCPServer:
     """
 
     def __init__(
-        self,
-        name: str,
-        version: str = "0.1.0",
-        *,
-        instructions: str | None = None,
-        title: str | None = None,
-        supported_versions: tuple[str, ...] = SUPPORTED_VERSIONS,
-        limits: Limits = DEFAULT_LIMITS,
-        cache_ttl_ms: int = 0,
-        cache_scope: str = "private",
-        page_size: int | None = None,
-        coerce_json_strings: bool = False,
-        lifespan: Lifespan | None = None,
-        mask_errors: bool = True,
+        self, name: str, version: str = "0.1.0", *, instructions: str | None = None, title: str | None = None,
+        supported_versions: tuple[str, ...] = SUPPORTED_VERSIONS, limits: Limits = DEFAULT_LIMITS, cache_ttl_ms: int = 0,
+        cache_scope: str = "private", page_size: int | None = None, coerce_json_strings: bool = False,
+        lifespan: Lifespan | None = None, mask_errors: bool = True,
     ) -> None:
         # What every part shares is the core's (see :mod:`.core`); this object registers on it
         # and serves it.
@@ -408,46 +399,30 @@ class MCPServer:
 
         return register if now is None else register(now)
 
-    def add(self, *records: Tool | Resource | Prompt, replacing: Iterable[Tool | Resource | Prompt] = ()) -> None:
-        """Register records made already (what the decorators make; a proxy's, an OpenAPI
-        import's): a tool or prompt under its name, a resource (or template) under its URI,
-        replacing what was there. Each record of ``replacing`` still registered under its key is
-        removed first (a record put there since by someone else stays). Listeners hear of each
-        kind that changed once."""
-        kinds: set[str] = set()
-        for old in replacing:
-            table, kind, key = self._table_of(old)
-            if table.get(key) is old:
-                del table[key]
-                kinds.add(kind)
-        for record in records:
-            table, kind, key = self._table_of(record)
-            table[key] = record
-            kinds.add(kind)
-        for kind in sorted(kinds):
-            self._changed(kind)
+    @classmethod
+    def from_openapi(cls, spec: Mapping[str, Any], client: httpx.AsyncClient | None = None, *, name: str = "openapi",
+                     base_url: str | None = None, show_error_bodies: bool = False) -> MCPServer:
+        """A server with one tool per operation of an OpenAPI 3.0/3.1 document ``spec``, calling the
+        API with ``client`` or one made for ``base_url`` (see :mod:`.openapi`)."""
+        return from_openapi(cls, spec, client, name=name, base_url=base_url, show_error_bodies=show_error_bodies)
 
-    def _table_of(self, record: Tool | Resource | Prompt) -> tuple[dict[str, Any], str, str]:
-        core = self._core
-        if isinstance(record, Tool):
-            return core.tools, "tools", record.name
-        if isinstance(record, Prompt):
-            return core.prompts, "prompts", record.name
-        return (core.templates if record.is_template else core.resources), "resources", record.uri
+    def add(self, *records: Tool | Resource | Prompt, replacing: Iterable[Tool | Resource | Prompt] = ()) -> None:
+        """Register records made already (a proxy's, an OpenAPI import's), after removing each of
+        ``replacing`` still registered (:meth:`.ServerCore.place`); listeners hear once per kind."""
+        for kind in sorted(self._core.place(records, replacing)):
+            self._changed(kind)
 
     def remove_tool(self, name: str) -> bool:
         """Unregister the tool ``name`` (listeners are told the list changed); False if absent."""
-        return self._remove(self._core.tools, "tools", name)
+        return self._remove(self._core.tools.get(name))
 
     def remove_prompt(self, name: str) -> bool:
         """Unregister the prompt ``name`` (listeners are told the list changed); False if absent."""
-        return self._remove(self._core.prompts, "prompts", name)
+        return self._remove(self._core.prompts.get(name))
 
-    def _remove(self, table: dict[str, Any], kind: str, name: str) -> bool:
-        found = table.pop(name, None) is not None
-        if found:
-            self._changed(kind)
-        return found
+    def _remove(self, record: Tool | Prompt | None) -> bool:
+        self.add(replacing=[record] if record is not None else [])
+        return record is not None
 
     def mount(self, other: MCPServer, namespace: str | None = None) -> None:
         """Serve ``other``'s tools, resources and prompts here, under ``namespace``, live
