@@ -16,7 +16,7 @@ from support.http import demo_http_cmd, free_port, server_process
 from support.sdk import Client, StdioServerParameters, need_python_sdk
 from support.thirdparty import fastmcp_python
 
-from sturdyrpc.mcp import MCPContext, MCPServer, ToolError, create_proxy
+from sturdyrpc.mcp import HANDSHAKE_VERSIONS, SUPPORTED_VERSIONS, MCPContext, MCPServer, ToolError, create_proxy
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -63,9 +63,30 @@ def test_python_sdk_client_through_a_proxy_of_fastmcp(mode: str) -> None:
     asyncio.run(main())
 
 
-def _upstream() -> tuple[MCPServer, dict[str, Any]]:
-    """An ``MCPServer`` to proxy, and what its tools saw (cancellations, calls)."""
-    up = MCPServer("upstream", "2.0", instructions="behind a proxy")
+@pytest.mark.parametrize("version", ERAS)
+def test_sturdyrpc_run_serves_a_proxy_on_http(version: str) -> None:
+    """``sturdyrpc run module:proxy --http``: a proxy of a FastMCP server, called by URL."""
+    from sturdyrpc.mcp_http.connect import connect_http
+
+    port = free_port()
+    cmd = [sys.executable, "-m", "sturdyrpc", "run", f"{SERVERS / 'mcp_proxy_server.py'}:proxy", "--http", f"127.0.0.1:{port}"]
+    with server_process(cmd, port, env={"PROXY_TARGET": json.dumps(fastmcp_cmd())}):
+
+        async def main() -> None:
+            async with connect_http(f"http://127.0.0.1:{port}/mcp", version) as c:
+                assert c.server_info["name"] == "test-proxy"
+                progress: list[float] = []
+                r = await c.call_tool("slow", {"steps": 2}, on_progress=lambda p, t, m: progress.append(p))
+                assert r["structuredContent"] == {"result": "done after 2 steps"} and progress == [1, 2]
+                r = await c.call_tool("fail", {"reason": "over http"})
+                assert r["isError"] is True and r["content"][0]["text"] == "failed on purpose: over http"
+
+        asyncio.run(main())
+
+
+def _upstream(versions: tuple[str, ...]) -> tuple[MCPServer, dict[str, Any]]:
+    """An ``MCPServer`` to proxy (speaking ``versions``), and what its tools saw."""
+    up = MCPServer("upstream", "2.0", instructions="behind a proxy", supported_versions=versions)
     seen: dict[str, Any] = {"cancelled": asyncio.Event()}
 
     @up.tool
@@ -112,15 +133,19 @@ def _upstream() -> tuple[MCPServer, dict[str, Any]]:
     return up, seen
 
 
+@pytest.mark.parametrize("upstream", [HANDSHAKE_VERSIONS, SUPPORTED_VERSIONS], ids=["handshake-upstream", "modern-upstream"])
 @pytest.mark.parametrize("version", ERAS)
-def test_proxy_of_an_mcp_server_in_process(version: str) -> None:
-    up, seen = _upstream()
+def test_proxy_of_an_mcp_server_in_process(version: str, upstream: tuple[str, ...]) -> None:
+    """Every era of caller through a proxy of each era of upstream (list changes come as
+    notifications from a handshake-era upstream, on a listen stream from a 2026-07-28 one)."""
+    up, seen = _upstream(upstream)
     proxy = create_proxy(up)
     logs: list[Any] = []
 
     async def main() -> None:
         async with proxy.test_client(version, on_log=logs.append, elicitation=lambda p: {"action": "accept", "content": {"name": "ada"}}) as c:
             assert c.server_info["name"] == "upstream" and c.instructions == "behind a proxy"
+            assert proxy.lifespan_state.client.modern is (upstream is SUPPORTED_VERSIONS)  # the proxy's lifespan value: its Upstream
             await c.set_log_level("info")
             r = await c.call_tool("add", {"a": 1, "b": 2})
             assert r["structuredContent"] == {"result": 3} and r["isError"] is False
