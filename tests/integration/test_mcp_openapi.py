@@ -153,6 +153,17 @@ def test_error_bodies_only_when_asked(api: str, show: bool, shown: bool) -> None
     asyncio.run(main())
 
 
+def test_a_client_without_a_base_url_gets_the_documents(api: str) -> None:
+    async def main() -> None:
+        async with httpx.AsyncClient() as client:
+            server = MCPServer.from_openapi(_spec(api), client)
+            async with server.test_client() as c:
+                r = await c.call_tool("get_pet", {"pet_id": 2})
+                assert r["structuredContent"]["name"] == "Tom"
+
+    asyncio.run(main())
+
+
 def test_an_unreachable_api_is_a_tool_error() -> None:
     from support.http import free_port
 

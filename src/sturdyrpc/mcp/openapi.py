@@ -107,7 +107,8 @@ class _Api:
 
         if self.client is None:
             raise ToolError("the API client is not open (the server's lifespan is not running)")
-        url = path if self.given is not None or not self.base_url else self.base_url.rstrip("/") + path
+        # a client with a base URL of its own joins the path to it; one without gets ours
+        url = path if str(self.client.base_url) else self.base_url.rstrip("/") + path
         try:
             kw: dict[str, Any] = {"params": query, "headers": headers}
             if body is not _NO_BODY:

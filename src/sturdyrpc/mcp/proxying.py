@@ -151,16 +151,20 @@ class Upstream:
         assert server is not None
         if kind not in client.server_capabilities:
             return
-        records: list[Tool | Resource | Prompt] = []
+        build: Callable[[dict[str, Any]], Tool | Resource | Prompt]
         if kind == "tools":
-            records.extend(self._tool(d) for d in await client.list_tools(timeout=LIST_TIMEOUT))
+            listed, build = await client.list_tools(timeout=LIST_TIMEOUT), self._tool
         elif kind == "prompts":
-            records.extend(self._prompt(d) for d in await client.list_prompts(timeout=LIST_TIMEOUT))
+            listed, build = await client.list_prompts(timeout=LIST_TIMEOUT), self._prompt
         else:
-            for d in await client.list_resources(timeout=LIST_TIMEOUT) + await client.list_resource_templates(timeout=LIST_TIMEOUT):
-                r = self._resource(d)
-                if r is not None:
-                    records.append(r)
+            listed = await client.list_resources(timeout=LIST_TIMEOUT) + await client.list_resource_templates(timeout=LIST_TIMEOUT)
+            build = self._resource
+        records: list[Tool | Resource | Prompt] = []
+        for d in listed:
+            try:
+                records.append(build(d))
+            except (TypeError, ValueError) as exc:  # e.g. a template operator this server does not match
+                log.warning("proxy: the upstream's %s %r is left out: %s", kind, d.get("name") or d.get("uriTemplate"), exc)
         server.add(*records, replacing=self._placed[kind])
         self._placed[kind] = records
 
@@ -190,7 +194,7 @@ class Upstream:
 
         return ForwardedTool(forward, d)
 
-    def _resource(self, d: dict[str, Any]) -> Resource | None:
+    def _resource(self, d: dict[str, Any]) -> Resource:
         upstream_uri = str(d.get("uriTemplate") or d.get("uri"))
         templated = "uriTemplate" in d
 
@@ -200,11 +204,7 @@ class Upstream:
                 result = await self.client.read_resource(uri)
             return result.get("contents") or []
 
-        try:
-            return ForwardedResource(forward, d, upstream_uri)
-        except ValueError as exc:  # a template operator this server does not match
-            log.warning("proxy: the upstream's resource template %r is left out: %s", upstream_uri, exc)
-            return None
+        return ForwardedResource(forward, d, upstream_uri)
 
     def _prompt(self, d: dict[str, Any]) -> Prompt:
         name = str(d.get("name"))
@@ -296,13 +296,8 @@ class ForwardedTool(Tool):
     """A tool of the upstream: described as it was listed, its result passed on as it came."""
 
     def __init__(self, fn: Callable[..., Any], d: dict[str, Any]) -> None:
-        icons = d.get("icons")
-        try:
-            super().__init__(fn, str(d.get("name")), d.get("description") or "", d.get("title"), d.get("annotations"),
-                             d.get("inputSchema") or {"type": "object"}, False, None, d.get("_meta"), icons=icons)
-        except (TypeError, ValueError):  # icons this server would refuse: listed without them
-            super().__init__(fn, str(d.get("name")), d.get("description") or "", d.get("title"), d.get("annotations"),
-                             d.get("inputSchema") or {"type": "object"}, False, None, d.get("_meta"))
+        super().__init__(fn, str(d.get("name")), d.get("description") or "", d.get("title"), d.get("annotations"),
+                         d.get("inputSchema") or {"type": "object"}, False, None, d.get("_meta"), icons=d.get("icons"))
         schema = d.get("outputSchema")
         self.output_schema = schema if type(schema) is dict else None
 
