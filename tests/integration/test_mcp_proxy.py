@@ -8,11 +8,13 @@ import asyncio
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 from support import SERVERS
 from support.http import demo_http_cmd, free_port, server_process
+from support.mcp import recorded_cmd, validate_recording
 from support.sdk import Client, StdioServerParameters, need_python_sdk
 from support.thirdparty import fastmcp_python
 
@@ -28,11 +30,14 @@ def fastmcp_cmd() -> list[str]:
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
-def test_python_sdk_client_through_a_proxy_of_fastmcp(mode: str) -> None:
-    """The official client, on stdio, to ``sturdyrpc run`` serving a proxy of a FastMCP server."""
+def test_python_sdk_client_through_a_proxy_of_fastmcp(mode: str, tmp_path: Path) -> None:
+    """The official client, on stdio, to ``sturdyrpc run`` serving a proxy of a FastMCP server;
+    every message the proxy writes is checked against the official schema."""
     need_python_sdk()
     env = {**os.environ, "PROXY_TARGET": json.dumps(fastmcp_cmd())}
-    params = StdioServerParameters(command=sys.executable, args=["-m", "sturdyrpc", "run", f"{SERVERS / 'mcp_proxy_server.py'}:proxy"], env=env)
+    log = tmp_path / "wire"
+    cmd = recorded_cmd(log, [sys.executable, "-m", "sturdyrpc", "run", f"{SERVERS / 'mcp_proxy_server.py'}:proxy"])
+    params = StdioServerParameters(command=cmd[0], args=cmd[1:], env=env)
 
     async def main() -> None:
         async with Client(params, mode=mode, read_timeout_seconds=30) as c:
@@ -61,6 +66,7 @@ def test_python_sdk_client_through_a_proxy_of_fastmcp(mode: str) -> None:
             assert got.messages[0].content.text == "Please review: x = 1"
 
     asyncio.run(main())
+    assert validate_recording(log, "2026-07-28" if mode == "auto" else "2025-11-25") >= 10
 
 
 @pytest.mark.parametrize("version", ERAS)
