@@ -234,6 +234,29 @@ def test_proxy_of_fastmcp_mounted_under_a_namespace(version: str) -> None:
     asyncio.run(main())
 
 
+def test_the_proxys_own_records_win_over_the_upstreams() -> None:
+    up, _ = _upstream(SUPPORTED_VERSIONS)
+    proxy = create_proxy(up, name="front")
+
+    @proxy.tool
+    def add(a: int, b: int) -> int:
+        return a * b
+
+    async def main() -> None:
+        async with proxy.test_client() as c:
+            assert (await c.call_tool("add", {"a": 3, "b": 4}))["structuredContent"] == {"result": 12}
+            assert (await c.call_tool("steps", {"n": 1}))["content"][0]["text"] == "stepped"
+            up.tool(lambda: "again", name="late")  # a refresh keeps the proxy's own
+            for _ in range(100):
+                if "late" in {t["name"] for t in await c.list_tools()}:
+                    break
+                await asyncio.sleep(0.05)
+            assert (await c.call_tool("add", {"a": 3, "b": 4}))["structuredContent"] == {"result": 12}
+        assert set(proxy.tools) == {"add"}  # the upstream's records leave with the lifespan
+
+    asyncio.run(main())
+
+
 @pytest.mark.parametrize(("target", "error"), [
     ("server.py", ValueError),
     ([], TypeError),

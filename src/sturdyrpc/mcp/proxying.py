@@ -63,19 +63,20 @@ def create_proxy(target: str | Sequence[str] | MCPServer, *, name: str | None = 
                              f"(a command line is a list: ['python', 'server.py'])")
     elif not isinstance(target, MCPServer) and (not target or not all(isinstance(a, str) for a in target)):
         raise TypeError("create_proxy(): the target is a URL, a command line (a list of strings) or an MCPServer")
-    upstream = Upstream(target)
+    upstream = Upstream(target, keep_name=name is not None or isinstance(target, MCPServer))
     server = MCPServer(name or (target.name if isinstance(target, MCPServer) else "proxy"), lifespan=upstream.running)
-    upstream.keep_name = name is not None or isinstance(target, MCPServer)
     server.completion(upstream.complete)
     return server
 
 
 class Upstream:
-    """The proxy's client session with its target, and the records it placed on the proxy."""
+    """The proxy's client session with its target, and the records it placed on the proxy (the
+    proxy's lifespan value: ``ctx.lifespan.client`` is the :class:`MCPClient` while it runs).
+    ``keep_name``: the proxy keeps its name (else it takes the upstream's on connecting)."""
 
-    def __init__(self, target: str | Sequence[str] | MCPServer) -> None:
+    def __init__(self, target: str | Sequence[str] | MCPServer, *, keep_name: bool = False) -> None:
         self.target = target
-        self.keep_name = False
+        self.keep_name = keep_name
         self._client: MCPClient | None = None
         self._server: MCPServer | None = None
         #: The forwarding records placed on the proxy, by kind (replaced on a refresh).
@@ -165,6 +166,8 @@ class Upstream:
                 records.append(build(d))
             except (TypeError, ValueError) as exc:  # e.g. a template operator this server does not match
                 log.warning("proxy: the upstream's %s %r is left out: %s", kind, d.get("name") or d.get("uriTemplate"), exc)
+        ours = {id(r) for r in self._placed[kind]}  # a key held by anything else is the proxy's own
+        records = [r for r in records if (held := _registered(server, r)) is None or id(held) in ours]
         server.add(*records, replacing=self._placed[kind])
         self._placed[kind] = records
 
@@ -274,6 +277,15 @@ class Upstream:
     async def _roots(self) -> list[dict[str, Any]]:
         roots = (await self._asked("roots/list").list_roots()).get("roots")
         return roots if isinstance(roots, list) else []
+
+
+def _registered(server: MCPServer, record: Tool | Resource | Prompt) -> Any:
+    """What ``server`` holds now under ``record``'s key (the proxy's own records win over the upstream's)."""
+    if isinstance(record, Tool):
+        return server.tools.get(record.name)
+    if isinstance(record, Prompt):
+        return server.prompts.get(record.name)
+    return (server.templates if record.is_template else server.resources).get(record.uri)
 
 
 def _upstream_only(result: Any) -> dict[str, Any]:
