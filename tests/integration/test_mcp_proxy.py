@@ -18,6 +18,7 @@ from support.mcp import recorded_cmd, validate_recording
 from support.sdk import Client, StdioServerParameters, need_python_sdk
 from support.thirdparty import fastmcp_python
 
+from sturdyrpc.errors import RPCError
 from sturdyrpc.mcp import HANDSHAKE_VERSIONS, SUPPORTED_VERSIONS, MCPContext, MCPServer, ToolError, create_proxy
 
 pytestmark = pytest.mark.timeout(90)
@@ -112,6 +113,12 @@ def _upstream(versions: tuple[str, ...]) -> tuple[MCPServer, dict[str, Any]]:
         return f"hello {answer['content']['name']}"
 
     @up.tool
+    async def think(ctx: MCPContext) -> str:
+        sampled = await ctx.sample([{"role": "user", "content": {"type": "text", "text": "2+2?"}}], 10)
+        roots = await ctx.list_roots()
+        return f"{sampled['content']['text']} in {roots['roots'][0]['uri']}"
+
+    @up.tool
     async def hang(ctx: MCPContext) -> str:
         try:
             await asyncio.sleep(60)
@@ -149,7 +156,9 @@ def test_proxy_of_an_mcp_server_in_process(version: str, upstream: tuple[str, ..
     logs: list[Any] = []
 
     async def main() -> None:
-        async with proxy.test_client(version, on_log=logs.append, elicitation=lambda p: {"action": "accept", "content": {"name": "ada"}}) as c:
+        answers = {"elicitation": lambda p: {"action": "accept", "content": {"name": "ada"}}, "roots": lambda: [{"uri": "file:///work"}],
+                   "sampling": lambda p: {"role": "assistant", "content": {"type": "text", "text": "4"}, "model": "m"}}
+        async with proxy.test_client(version, on_log=logs.append, **answers) as c:
             assert c.server_info["name"] == "upstream" and c.instructions == "behind a proxy"
             assert proxy.lifespan_state.client.modern is (upstream is SUPPORTED_VERSIONS)  # the proxy's lifespan value: its Upstream
             await c.set_log_level("info")
@@ -164,6 +173,11 @@ def test_proxy_of_an_mcp_server_in_process(version: str, upstream: tuple[str, ..
             if version == "2025-11-25":  # the upstream's elicitation reaches the proxy's caller
                 r = await c.call_tool("ask", {})
                 assert r["content"][0]["text"] == "hello ada"
+                r = await c.call_tool("think", {})
+                assert r["content"][0]["text"] == "4 in file:///work"
+            else:  # not forwarded to a 2026-07-28 caller: refused, and the upstream's error comes back
+                with pytest.raises(RPCError, match="cannot forward elicitation/create"):
+                    await c.call_tool("ask", {})
             read = await c.read_resource("notes://mcp/text")
             assert read["contents"] == [{"uri": "notes://mcp/text", "mimeType": "text/plain", "text": "notes on mcp"}]
             got = await c.get_prompt("greet", {"who": "you"})
