@@ -54,3 +54,12 @@ def uv_dir() -> Path:
     if not (d / "uv").exists():
         missing_peer(f"uv is not installed in {d} (run scripts/install_uv.sh)")
     return d
+
+
+def fastmcp_python() -> str:
+    """The interpreter of the venv holding FastMCP (PyPI ``fastmcp``) that
+    scripts/install_fastmcp.sh makes, to run a FastMCP server script."""
+    py = CACHE / "servers" / "fastmcp-venv" / "bin" / "python"
+    if not py.exists():
+        missing_peer(f"fastmcp is not installed in {py.parent.parent} (run scripts/install_fastmcp.sh)")
+    return str(py)

@@ -47,8 +47,9 @@ def test_mcp_server_is_a_facade_and_no_mcp_module_holds_several_jobs() -> None:
 # ----------------------------------------------------------------------------- one way, small parts
 
 ROOT = Path(sturdyrpc.mcp.__file__).parent
-#: The modules above the facade: they serve an MCPServer (every other module receives the core).
-ABOVE_THE_FACADE = {"sturdyrpc.mcp", "sturdyrpc.mcp.stdio"}
+#: The modules above the facade: they serve an MCPServer, or build one (a proxy); every other
+#: module receives the core.
+ABOVE_THE_FACADE = {"sturdyrpc.mcp", "sturdyrpc.mcp.stdio", "sturdyrpc.mcp.proxying"}
 
 
 def _module_name(path: Path) -> str:

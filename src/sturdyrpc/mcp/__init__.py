@@ -3,7 +3,8 @@
 - :class:`MCPProfile`: MCP's rules per connection and negotiated version;
 - :class:`MCPServer`: tools, resources, prompts and completions on typed functions, served
   over any message transport (stdio: :func:`run_mcp_stdio`) or statelessly (2026-07-28);
-- :func:`connect`: a client for an MCP server started as a subprocess.
+- :func:`connect`: a client for an MCP server started as a subprocess;
+- :func:`create_proxy`: a server fronting a running one (a URL, a command line, an ``MCPServer``).
 """
 
 from .profile import MCPProfile, MissingRequiredClientCapability, UnsupportedProtocolVersion
@@ -28,6 +29,10 @@ def __getattr__(name: str) -> object:
         from . import client
 
         return getattr(client, name)
+    if name == "create_proxy":  # with the client it connects with, on first use
+        from .proxying import create_proxy
+
+        return create_proxy
     if name == "Session":  # the old name of SessionState (one `Session` per package: HTTP's)
         import warnings
 
@@ -58,4 +63,5 @@ __all__ = [
     "MCPClient",
     "NegotiationFailed",
     "PaginationError",
+    "create_proxy",
 ]

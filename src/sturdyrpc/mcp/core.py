@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from ..dispatch import Context
@@ -108,6 +108,28 @@ class ServerCore:
         self.tasks = Tasks(self.tools, self.finish)
         #: The live stateful sessions, by the peer serving each.
         self.sessions_by_peer: weakref.WeakKeyDictionary[Peer, SessionState] = weakref.WeakKeyDictionary()
+
+    def place(self, records: Iterable[Tool | Resource | Prompt], replacing: Iterable[Tool | Resource | Prompt]) -> set[str]:
+        """Put ``records`` in their tables (a tool or prompt under its name, a resource or template
+        under its URI), after taking out each of ``replacing`` still there; the kinds changed."""
+        kinds: set[str] = set()
+        for old in replacing:
+            table, kind, key = self._table_of(old)
+            if table.get(key) is old:
+                del table[key]
+                kinds.add(kind)
+        for record in records:
+            table, kind, key = self._table_of(record)
+            table[key] = record
+            kinds.add(kind)
+        return kinds
+
+    def _table_of(self, record: Tool | Resource | Prompt) -> tuple[dict[str, Any], str, str]:
+        if isinstance(record, Tool):
+            return self.tools, "tools", record.name
+        if isinstance(record, Prompt):
+            return self.prompts, "prompts", record.name
+        return (self.templates if record.is_template else self.resources), "resources", record.uri
 
     def session_for(self, ctx: Context | None = None) -> SessionState:
         """The session of the request at hand (``ctx``: its context, when the handler has one)."""

@@ -20,7 +20,7 @@ from .content import ToolError
 from .context import LEVEL_RANK, InputRequired, MCPContext
 from .core import ServerCore
 from .listen import agree
-from .registry import HandlerFunction, Prompt, find_resource
+from .registry import HandlerFunction, find_resource
 from .scopes import may_use, required_scopes
 from .session_state import SessionState
 from .tools_call import ToolsCall
@@ -266,7 +266,7 @@ class ProtocolHandlers:
             return core.input_required(rules, need, "prompts/get", name, params)
         except ToolError as exc:
             raise InvalidParams(exc.message) from None
-        return core.finish(rules, Prompt.result(value, prompt.description))
+        return core.finish(rules, prompt.result(value, prompt.description))
 
     # ------------------------------------------------------------------ completion, logging
 

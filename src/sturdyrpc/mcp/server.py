@@ -2,10 +2,9 @@
 
 One :class:`MCPServer` object serves any number of connections, over any transport:
 
-- :meth:`MCPServer.create_peer` / :meth:`MCPServer.serve`: one stateful session (any protocol
-  version, handshake or 2026-07-28) over a :class:`~sturdyrpc.peer.MessageTransport`, on a
-  :class:`~sturdyrpc.peer.Peer` (stdio uses this, as does Streamable HTTP for handshake-era
-  sessions);
+- :meth:`MCPServer.create_peer` / :meth:`MCPServer.serve`: one stateful session (any version)
+  over a :class:`~sturdyrpc.peer.MessageTransport` on a :class:`~sturdyrpc.peer.Peer` (stdio;
+  Streamable HTTP for handshake-era sessions);
 - :meth:`MCPServer.serve_stateless` / :meth:`MCPServer.handle_stateless`: one 2026-07-28 request
   on its own, its progress and log notifications passed to a callback (Streamable HTTP 2026-07-28).
 
@@ -16,9 +15,8 @@ return type; an exception is an ``isError`` result naming an incident id (its me
 a parameter annotated :class:`MCPContext` (or ``sturdyrpc.Context``) receives the context.
 
 The work is split by job (docs/MCP.md has the table): :mod:`.core` (what every part shares),
-:mod:`.registry` (the records), :mod:`.handlers` (the protocol methods), :mod:`.tools_call`
-(the one ``tools/call`` path), :mod:`.stateless` (2026-07-28 requests)... This module is the
-facade: the decorators and the serving entry points, over one core; nothing below imports it.
+:mod:`.registry` (the records), :mod:`.handlers`, :mod:`.tools_call`, :mod:`.stateless`... This
+module is the facade: the decorators and serving entry points, over one core; nothing below imports it.
 """
 
 from __future__ import annotations
@@ -27,7 +25,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
 
 from ..dispatch import Dispatcher, Middleware
@@ -51,6 +49,7 @@ from .handlers import ProtocolHandlers
 from .lifespan import Lifespan, LifespanRunner
 from .listen import META_SUBSCRIPTION_ID, ListenStreams
 from .mounting import Mount
+from .openapi import from_openapi
 from .pages import Pages
 from .profile import MCPProfile
 from .registry import Prompt, Resource, Tool
@@ -63,6 +62,8 @@ from .tools_call import ToolsCall
 from .versions import SUPPORTED_VERSIONS
 
 if TYPE_CHECKING:
+    import httpx
+
     from .client import MCPClient
 
 __all__ = [
@@ -99,20 +100,10 @@ class MCPServer:
     """
 
     def __init__(
-        self,
-        name: str,
-        version: str = "0.1.0",
-        *,
-        instructions: str | None = None,
-        title: str | None = None,
-        supported_versions: tuple[str, ...] = SUPPORTED_VERSIONS,
-        limits: Limits = DEFAULT_LIMITS,
-        cache_ttl_ms: int = 0,
-        cache_scope: str = "private",
-        page_size: int | None = None,
-        coerce_json_strings: bool = False,
-        lifespan: Lifespan | None = None,
-        mask_errors: bool = True,
+        self, name: str, version: str = "0.1.0", *, instructions: str | None = None, title: str | None = None,
+        supported_versions: tuple[str, ...] = SUPPORTED_VERSIONS, limits: Limits = DEFAULT_LIMITS, cache_ttl_ms: int = 0,
+        cache_scope: str = "private", page_size: int | None = None, coerce_json_strings: bool = False,
+        lifespan: Lifespan | None = None, mask_errors: bool = True,
     ) -> None:
         # What every part shares is the core's (see :mod:`.core`); this object registers on it
         # and serves it.
@@ -339,8 +330,7 @@ class MCPServer:
             if timeout is not None:
                 t.set_timeout(timeout)
             t.set_task_support(task_support)
-            self._core.tools[t.name] = t
-            self._changed("tools")
+            self.add(t)
             return fn
 
         return register if now is None else register(now)
@@ -373,9 +363,7 @@ class MCPServer:
 
         def register(fn: F) -> F:
             check_function(fn, f"@server.resource({uri!r})")
-            r = Resource(fn, uri, name or fn.__name__, description, mime_type, title, blocking, icons=icons, scopes=scopes)
-            (self._core.templates if r.is_template else self._core.resources)[uri] = r
-            self._changed("resources")
+            self.add(Resource(fn, uri, name or fn.__name__, description, mime_type, title, blocking, icons=icons, scopes=scopes))
             return fn
 
         return register
@@ -406,26 +394,35 @@ class MCPServer:
 
         def register(fn: F) -> F:
             check_function(fn, "@server.prompt")
-            p = Prompt(fn, name or fn.__name__, description, title, arguments, icons=icons, scopes=scopes)
-            self._core.prompts[p.name] = p
-            self._changed("prompts")
+            self.add(Prompt(fn, name or fn.__name__, description, title, arguments, icons=icons, scopes=scopes))
             return fn
 
         return register if now is None else register(now)
 
+    @classmethod
+    def from_openapi(cls, spec: Mapping[str, Any], client: httpx.AsyncClient | None = None, *, name: str = "openapi",
+                     base_url: str | None = None, show_error_bodies: bool = False) -> MCPServer:
+        """A server with one tool per operation of an OpenAPI 3.0/3.1 document ``spec``, calling the
+        API with ``client`` or one made for ``base_url`` (see :mod:`.openapi`)."""
+        return from_openapi(cls, spec, client, name=name, base_url=base_url, show_error_bodies=show_error_bodies)
+
+    def add(self, *records: Tool | Resource | Prompt, replacing: Iterable[Tool | Resource | Prompt] = ()) -> None:
+        """Register records made already (a proxy's, an OpenAPI import's), after removing each of
+        ``replacing`` still registered (:meth:`.ServerCore.place`); listeners hear once per kind."""
+        for kind in sorted(self._core.place(records, replacing)):
+            self._changed(kind)
+
     def remove_tool(self, name: str) -> bool:
         """Unregister the tool ``name`` (listeners are told the list changed); False if absent."""
-        return self._remove(self._core.tools, "tools", name)
+        return self._remove(self._core.tools.get(name))
 
     def remove_prompt(self, name: str) -> bool:
         """Unregister the prompt ``name`` (listeners are told the list changed); False if absent."""
-        return self._remove(self._core.prompts, "prompts", name)
+        return self._remove(self._core.prompts.get(name))
 
-    def _remove(self, table: dict[str, Any], kind: str, name: str) -> bool:
-        found = table.pop(name, None) is not None
-        if found:
-            self._changed(kind)
-        return found
+    def _remove(self, record: Tool | Prompt | None) -> bool:
+        self.add(replacing=[record] if record is not None else [])
+        return record is not None
 
     def mount(self, other: MCPServer, namespace: str | None = None) -> None:
         """Serve ``other``'s tools, resources and prompts here, under ``namespace``, live

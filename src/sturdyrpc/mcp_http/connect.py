@@ -19,6 +19,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
+from ..mcp import connectors
 from ..mcp.client import Callback, MCPClient, RootsCallback
 from ..mcp.profile import MCPProfile
 from ..oauth import HTTPAuth
@@ -68,3 +69,7 @@ async def connect_http(
     async with peer:
         await client.negotiate(protocol, discover_timeout=None if auth is not None else discover_timeout)
         yield client
+
+
+# create_proxy(url) opens its upstream session with this (see sturdyrpc.mcp.connectors)
+connectors.register("http", connect_http)
