@@ -25,6 +25,7 @@ import os
 import sys
 from typing import Any
 
+from .._version import __version__
 from ..dispatch import Dispatcher
 from ..mcp.profile import MCPProfile
 from ..mcp.versions import LATEST_HANDSHAKE
@@ -118,7 +119,7 @@ async def _session(url: str, scenario: str, auth: OAuthClientProvider | None) ->
         init = await peer.request("initialize", {
             "protocolVersion": LATEST_HANDSHAKE,
             "capabilities": {"elicitation": {}, "sampling": {}, "roots": {"listChanged": True}},
-            "clientInfo": {"name": "sturdyrpc-conformance-client", "version": "0.1.0"},
+            "clientInfo": {"name": "sturdyrpc-conformance-client", "version": __version__},
         })
         profile.set_version(init.get("protocolVersion", LATEST_HANDSHAKE))
         await peer.notify("notifications/initialized")
