@@ -116,11 +116,12 @@ class StdioConnection(Connection):
         proc = self.process
         if proc.returncode is None:
             await self.wait_exit(shutdown_grace)
-        for sig in (signal.SIGTERM, signal.SIGKILL):
+        # terminate(), then kill(): SIGTERM and SIGKILL on POSIX, TerminateProcess on Windows.
+        for stop in (proc.terminate, proc.kill):
             if proc.returncode is not None:
                 break
             with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(sig)
+                stop()
             await self.wait_exit(shutdown_grace)
         for t in (self._watch_task, self._stderr_task):
             if t is not None:

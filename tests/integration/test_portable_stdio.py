@@ -1,0 +1,155 @@
+"""The portable stdio path (threads reading and writing blocking pipes, as where the loop cannot
+watch pipes: Windows' proactor loop), forced on Linux with ``STURDYRPC_PORTABLE_STDIO=1``: the
+reader and writer over real pipes on both paths, the servers and proxies taking it, and the
+stdio and proxy end-to-end suites run again with it forced."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+from support import TESTS
+
+from sturdyrpc.transports.fd import HIGH_WATER, PORTABLE_ENV, FdReader, FdWriter
+
+PATHS = [("", "loop", "loop"), ("1", "thread", "thread")]
+
+
+@pytest.fixture(params=PATHS, ids=["loop", "portable"])
+def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, str]]:
+    forced, reader_mode, writer_mode = request.param
+    if forced:
+        monkeypatch.setenv(PORTABLE_ENV, forced)
+    else:
+        monkeypatch.delenv(PORTABLE_ENV, raising=False)
+    yield reader_mode, writer_mode
+
+
+def test_reader_delivers_pauses_and_ends(path: tuple[str, str]) -> None:
+    async def main() -> None:
+        r, w = os.pipe()
+        got: list[bytes] = []
+        eof = asyncio.Event()
+        reader = FdReader(r, got.append, eof.set)
+        await reader.start()
+        assert reader.mode == path[0]
+        os.write(w, b"one\n")
+        while b"".join(got) != b"one\n":
+            await asyncio.sleep(0.01)
+        reader.pause()
+        await asyncio.sleep(0.05)  # a thread may still finish the read it was in: at most that one
+        os.write(w, b"two\n")
+        await asyncio.sleep(0.2)
+        paused_with = b"".join(got)
+        reader.resume()
+        os.write(w, b"three\n")
+        os.close(w)
+        await asyncio.wait_for(eof.wait(), 5)
+        assert b"".join(got) == b"one\ntwo\nthree\n"
+        assert paused_with in (b"one\n", b"one\ntwo\n")
+        os.close(r)
+
+    asyncio.run(main())
+
+
+def test_reader_close_ends_at_once_and_drops_later_data(path: tuple[str, str]) -> None:
+    async def main() -> None:
+        r, w = os.pipe()
+        got: list[bytes] = []
+        eof = asyncio.Event()
+        reader = FdReader(r, got.append, eof.set)
+        await reader.start()
+        reader.close()
+        await asyncio.wait_for(eof.wait(), 1)
+        os.write(w, b"late\n")
+        await asyncio.sleep(0.1)
+        assert got == []
+        os.close(w)
+        await asyncio.sleep(0.05)
+        os.close(r)
+
+    asyncio.run(main())
+
+
+def test_writer_reports_backpressure_and_drains_in_order(path: tuple[str, str]) -> None:
+    async def main() -> None:
+        r, w = os.pipe()
+        pauses: list[bool] = []
+        writer = FdWriter(w, pauses.append)
+        await writer.start()
+        assert writer.mode == path[1]
+        chunk = bytes(range(256)) * 256  # 64 KiB
+        total = 8 * len(chunk) + 2 * HIGH_WATER  # more than the pipe and the high-water mark hold
+        sent = 0
+        i = 0
+        while sent < total:
+            data = bytes([i % 251]) + chunk[1:]
+            writer.write(data)
+            sent += len(data)
+            i += 1
+            await asyncio.sleep(0)
+        await asyncio.sleep(0.3)
+        assert pauses and pauses[0] is True, pauses  # nobody reads: the writer says so
+        received = bytearray()
+        os.set_blocking(r, False)
+        writer.close()
+        closed = asyncio.ensure_future(writer.wait_closed())
+        while len(received) < sent:
+            try:
+                received += os.read(r, 1 << 16)
+            except BlockingIOError:
+                await asyncio.sleep(0.01)
+        await asyncio.wait_for(closed, 5)
+        assert pauses[-1] is False  # drained: lifted
+        assert len(received) == sent
+        assert [received[k * len(chunk)] for k in range(i)] == [k % 251 for k in range(i)]  # in order
+        os.close(r)
+        os.close(w)
+
+    asyncio.run(main())
+
+
+def test_writer_to_a_closed_pipe_breaks_without_raising(path: tuple[str, str]) -> None:
+    async def main() -> None:
+        r, w = os.pipe()
+        writer = FdWriter(w)
+        await writer.start()
+        os.close(r)
+        for _ in range(4):
+            writer.write(b"x" * 65536)
+            await asyncio.sleep(0.05)
+        writer.close()
+        await asyncio.wait_for(writer.wait_closed(), 5)
+        assert writer.broken
+        os.close(w)
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize(("forced", "mode"), [("", "loop"), ("1", "thread")])
+@pytest.mark.parametrize("args", [["demo"], ["demo", "--mcp"]])
+def test_the_servers_take_the_path_asked_for(forced: str, mode: str, args: list[str]) -> None:
+    env = {k: v for k, v in os.environ.items() if k != PORTABLE_ENV}
+    if forced:
+        env[PORTABLE_ENV] = forced
+    r = subprocess.run([sys.executable, "-m", "sturdyrpc", "-vv", *args], input=b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n',
+                       capture_output=True, env=env, timeout=30)
+    assert r.returncode == 0, r.stderr
+    # stdout is written through a duplicate of fd 1 (the servers keep fd 1 from print()).
+    assert re.search(rf"stdio: reading fd 0: {mode}; writing fd \d+: {mode}\n".encode(), r.stderr), r.stderr
+    assert r.stdout.count(b"\n") == 1 and b'"id":1' in r.stdout
+
+
+def test_the_stdio_and_proxy_suites_pass_on_the_portable_path() -> None:
+    # The same tests, their servers and proxies started with the portable path forced.
+    suites = [str(TESTS / "integration" / f) for f in ("test_stdio_e2e.py", "test_eof_drain.py", "test_proxy_e2e.py")]
+    env = {**os.environ, PORTABLE_ENV: "1"}
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--timeout=120", *suites],
+                       capture_output=True, text=True, env=env, timeout=600, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-2000:]
+    assert " passed" in r.stdout.strip().splitlines()[-1] and "failed" not in r.stdout.strip().splitlines()[-1]
