@@ -15,7 +15,9 @@ from collections.abc import Iterator
 import pytest
 from support import TESTS
 
-from sturdyrpc.transports.fd import HIGH_WATER, PORTABLE_ENV, FdReader, FdWriter
+from sturdyrpc.check.driver import ServerProcess, WriteTimeout
+from sturdyrpc.portable import PORTABLE_ENV
+from sturdyrpc.transports.fd import HIGH_WATER, FdReader, FdWriter
 
 PATHS = [("", "loop", "loop"), ("1", "thread", "thread")]
 
@@ -145,9 +147,43 @@ def test_the_servers_take_the_path_asked_for(forced: str, mode: str, args: list[
     assert r.stdout.count(b"\n") == 1 and b'"id":1' in r.stdout
 
 
+@pytest.mark.parametrize(
+    ("server", "error"),
+    [
+        ("import time; time.sleep(30)", "the server read only "),  # never reads: the deadline
+        ("pass", "the server closed its stdin"),  # gone: the broken pipe
+    ],
+)
+def test_checker_writes_keep_their_deadline(path: tuple[str, str], server: str, error: str) -> None:
+    proc = ServerProcess([sys.executable, "-c", server])
+    try:
+        if server == "pass":
+            proc.wait(10)
+        with pytest.raises(WriteTimeout, match=error):
+            for _ in range(64):  # more than any pipe buffer, each write within its deadline or not
+                proc.write(b"x" * 65536 + b"\n", 0.5)
+    finally:
+        proc.stop()
+
+
+def test_checker_writes_reach_the_server_in_order(path: tuple[str, str]) -> None:
+    echo = "import sys\nfor line in sys.stdin:\n    sys.stdout.write(line); sys.stdout.flush()\n"
+    proc = ServerProcess([sys.executable, "-c", echo])
+    try:
+        for i in range(50):
+            proc.write(b'{"n": %d}\n' % i, 5)
+        got = [proc.next_message(5) for _ in range(50)]
+        assert [f.value for f in got if f is not None] == [{"n": i} for i in range(50)]
+    finally:
+        proc.stop()
+
+
 def test_the_stdio_and_proxy_suites_pass_on_the_portable_path() -> None:
-    # The same tests, their servers and proxies started with the portable path forced.
+    # The same tests, their servers, proxies and the checker started with the portable path forced.
     suites = [str(TESTS / "integration" / f) for f in ("test_stdio_e2e.py", "test_eof_drain.py", "test_proxy_e2e.py")]
+    check = str(TESTS / "integration" / "test_check.py")
+    suites += [f"{check}::test_reference_server_passes_everything", f"{check}::test_mcp_reference_server_passes_everything[2025-11-25]",
+               f"{check}::test_a_server_that_never_answers_cannot_hang_the_checker", f"{check}::test_cli_demo_passes_with_reports"]
     env = {**os.environ, PORTABLE_ENV: "1"}
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--timeout=120", *suites],
                        capture_output=True, text=True, env=env, timeout=600, stdin=subprocess.DEVNULL)

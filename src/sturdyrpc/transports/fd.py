@@ -4,9 +4,9 @@ and the proxies).
 Pipes, sockets and ttys are watched by the loop; regular files and character devices the
 loop cannot poll (``/dev/null``) are read by a thread and written with blocking writes.
 
-The portable path: where the loop cannot watch pipes (Windows' proactor loop has no
-``add_reader``), or when ``STURDYRPC_PORTABLE_STDIO=1`` forces it (so that the tests run it on
-Linux too), a thread reads with blocking reads and another writes with blocking writes; the
+The portable path (:func:`sturdyrpc.portable.portable`): where the loop cannot watch pipes
+(Windows' proactor loop has no ``add_reader``), or when ``STURDYRPC_PORTABLE_STDIO=1`` forces it
+(so that the tests run it on Linux too), a thread reads with blocking reads and another writes with blocking writes; the
 writer reports backpressure past :data:`HIGH_WATER` queued bytes, as the loop's pipe transport does.
 """
 
@@ -17,24 +17,18 @@ import contextlib
 import logging
 import os
 import stat
-import sys
 import threading
 from collections import deque
 from collections.abc import Callable
 
-__all__ = ["FdReader", "FdWriter", "READ_SIZE", "HIGH_WATER", "PORTABLE_ENV", "portable"]
+from ..portable import portable
+
+__all__ = ["FdReader", "FdWriter", "READ_SIZE", "HIGH_WATER"]
 
 log = logging.getLogger("sturdyrpc")
 
-#: Set to ``1``: read and write every file descriptor with threads, as where the loop cannot watch pipes.
-PORTABLE_ENV = "STURDYRPC_PORTABLE_STDIO"
 #: The portable writer reports backpressure past this many queued bytes (asyncio's pipe default).
 HIGH_WATER = 64 * 1024
-
-
-def portable() -> bool:
-    """Whether file descriptors are read and written by threads: on Windows, or when forced."""
-    return sys.platform == "win32" or os.environ.get(PORTABLE_ENV) == "1"
 
 
 def _set_blocking(fd: int) -> None:
