@@ -6,6 +6,7 @@ stdio and proxy end-to-end suites run again with it forced."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import subprocess
@@ -13,7 +14,7 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-from support import TESTS
+from support import SERVERS, TESTS
 
 from sturdyrpc.check.driver import ServerProcess, WriteTimeout
 from sturdyrpc.portable import PORTABLE_ENV
@@ -176,6 +177,48 @@ def test_checker_writes_reach_the_server_in_order(path: tuple[str, str]) -> None
         assert [f.value for f in got if f is not None] == [{"n": i} for i in range(50)]
     finally:
         proc.stop()
+
+
+IDENTITY_SERVER = [sys.executable, str(SERVERS / "stdin_identity_server.py")]
+ASK = b'{"jsonrpc":"2.0","id":1,"method":"stdin"}\n'
+
+
+@pytest.mark.parametrize(
+    ("tool", "feed"),
+    [
+        (["call", "stdin"], b""),  # our client: connect_stdio
+        (["guard"], ASK),
+        (["trace"], ASK),
+    ],
+)
+def test_no_child_server_inherits_our_stdin(path: tuple[str, str], tool: list[str], feed: bytes) -> None:
+    # The tool's stdin is a pipe of ours; the server it starts must have a pipe of its own.
+    r, w = os.pipe()
+    ours = os.fstat(r)
+    proc = subprocess.Popen([sys.executable, "-m", "sturdyrpc", *tool, "--", *IDENTITY_SERVER], stdin=r,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    os.close(r)
+    os.write(w, feed)
+    out, err = b"", b""
+    try:
+        if tool[0] == "call":
+            out, err = proc.communicate(timeout=30)
+        else:
+            assert proc.stdout is not None
+            out = proc.stdout.readline()  # the reply through the proxy, then EOF for it
+            os.close(w)
+            w = -1
+            proc.wait(30)
+    finally:
+        if w != -1:
+            os.close(w)
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+    assert proc.returncode == 0, err
+    got = json.loads(out)
+    dev, ino, is_pipe = got if type(got) is list else got["result"]
+    assert is_pipe and (dev, ino) != (ours.st_dev, ours.st_ino)
 
 
 def test_the_stdio_and_proxy_suites_pass_on_the_portable_path() -> None:
