@@ -1,7 +1,8 @@
 """The portable stdio path (threads reading and writing blocking pipes, as where the loop cannot
 watch pipes: Windows' proactor loop), forced on Linux with ``STURDYRPC_PORTABLE_STDIO=1``: the
-reader and writer over real pipes on both paths, the servers and proxies taking it, and the
-stdio and proxy end-to-end suites run again with it forced."""
+reader and writer, the checker's writes and the client over real pipes on both paths, the servers
+taking it, no child inheriting our stdin, and the stdio, proxy, client and checker end-to-end
+suites run again with it forced."""
 
 from __future__ import annotations
 
@@ -17,8 +18,12 @@ import pytest
 from support import SERVERS, TESTS
 
 from sturdyrpc.check.driver import ServerProcess, WriteTimeout
+from sturdyrpc.client import connect_stdio
+from sturdyrpc.peer import ConnectionClosed
 from sturdyrpc.portable import PORTABLE_ENV
 from sturdyrpc.transports.fd import HIGH_WATER, FdReader, FdWriter
+from sturdyrpc.transports.stdio import StdioTransport
+from sturdyrpc.transports.streams import StreamTransport
 
 PATHS = [("", "loop", "loop"), ("1", "thread", "thread")]
 
@@ -179,6 +184,25 @@ def test_checker_writes_reach_the_server_in_order(path: tuple[str, str]) -> None
         proc.stop()
 
 
+def test_the_client_takes_the_path_asked_for(path: tuple[str, str]) -> None:
+    async def main() -> None:
+        noisy = "import sys; sys.stderr.write('hello on stderr\\n'); sys.stderr.flush()\n" \
+                "from sturdyrpc.demos.jsonrpc import make_demo; from sturdyrpc import run_stdio; raise SystemExit(run_stdio(make_demo()))"
+        async with connect_stdio([sys.executable, "-c", noisy]) as conn:
+            assert isinstance(conn.peer.transport, StdioTransport if path[0] == "thread" else StreamTransport)
+            assert await conn.peer.request("subtract", [42, 23], timeout=10) == 19
+            while "hello on stderr" not in conn.stderr_text():
+                await asyncio.sleep(0.01)
+            in_flight = asyncio.ensure_future(conn.peer.request("sleep", {"seconds": 30}, timeout=None))
+            await asyncio.sleep(0.1)
+            conn.process.kill()
+            with pytest.raises(ConnectionClosed):  # at once, not after the 30 s
+                await asyncio.wait_for(in_flight, 5)
+        assert conn.returncode == -9
+
+    asyncio.run(main())
+
+
 IDENTITY_SERVER = [sys.executable, str(SERVERS / "stdin_identity_server.py")]
 ASK = b'{"jsonrpc":"2.0","id":1,"method":"stdin"}\n'
 
@@ -222,8 +246,9 @@ def test_no_child_server_inherits_our_stdin(path: tuple[str, str], tool: list[st
 
 
 def test_the_stdio_and_proxy_suites_pass_on_the_portable_path() -> None:
-    # The same tests, their servers, proxies and the checker started with the portable path forced.
-    suites = [str(TESTS / "integration" / f) for f in ("test_stdio_e2e.py", "test_eof_drain.py", "test_proxy_e2e.py")]
+    # The same tests, their servers, proxies, clients and the checker started with the portable path forced.
+    suites = [str(TESTS / "integration" / f) for f in ("test_stdio_e2e.py", "test_eof_drain.py", "test_proxy_e2e.py",
+                                                       "test_peer_e2e.py", "test_call_cli.py", "test_mcp_cli.py")]
     check = str(TESTS / "integration" / "test_check.py")
     suites += [f"{check}::test_reference_server_passes_everything", f"{check}::test_mcp_reference_server_passes_everything[2025-11-25]",
                f"{check}::test_a_server_that_never_answers_cannot_hang_the_checker", f"{check}::test_cli_demo_passes_with_reports"]
