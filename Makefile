@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 DOCS_STAMP := $(VENV)/.docs-installed
 CACHE  ?= $(CURDIR)/.cache
 
-.PHONY: all demo test fuzz lint docs bench clean peers
+.PHONY: all demo test fuzz lint docs bench perf-check clean peers
 
 # Third-party peers (official MCP SDKs from npm, the conformance suite, Node 22) go into $(CACHE).
 # Each scripts/install_*.sh installs one group and is idempotent (fast when already there).
@@ -51,6 +51,12 @@ docs: $(DOCS_STAMP)
 
 bench: $(STAMP) peers
 	$(PY) bench/run_all.py
+
+# Instructions per request of every path (callgrind), against the baseline committed in
+# bench/baselines/ for this machine kind and Python version: a rise beyond 3% fails.
+perf-check: $(STAMP)
+	@command -v valgrind >/dev/null || { echo "installing valgrind (Debian)"; apt-get install -y -q valgrind >/dev/null 2>&1 || sudo apt-get install -y -q valgrind; }
+	$(PY) bench/perf_check.py
 
 clean:
 	rm -rf $(VENV) $(CACHE) site .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache .grimp_cache

@@ -246,9 +246,13 @@ class Server:
 
 # ------------------------------------------------------------------------------ the wrk script
 
+#: The ``tools/call`` of the MCP session benchmarks: ``echo``, answered on its own turn.
+ECHO = '"name":"echo","arguments":{"text":"hello"}'
 
-def lua_script(name: str, sessions: list[str]) -> str:
-    """The wrk script for server ``name``: a fresh id per request, session headers round robin."""
+
+def lua_script(name: str, sessions: list[str], tool: str = ECHO) -> str:
+    """The wrk script for server ``name``: a fresh id per request, session headers round robin;
+    ``tool``: the ``tools/call`` params of a session request (name and arguments, JSON)."""
     if name == "plain":
         path, body = "/", '{"jsonrpc":"2.0","id":%d,"method":"echo","params":{"value":"hello"}}'
         headers = {"Content-Type": "application/json"}
@@ -261,7 +265,7 @@ def lua_script(name: str, sessions: list[str]) -> str:
                    "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "echo"}
     else:
         path = "/" if name == "bare" else "/mcp"
-        body = '{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}'
+        body = '{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{' + tool + '}}'
         headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
         if sessions:
             headers["MCP-Protocol-Version"] = SESSION_VERSION

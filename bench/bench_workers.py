@@ -1,21 +1,24 @@
-"""MCP ``tools/call echo`` over Streamable HTTP with several workers and the Redis store,
-against the memory store on one worker, same run.
+"""MCP ``tools/call`` over Streamable HTTP with workers sharing sessions in Redis, against the
+memory store on one worker, same run, under ``wrk`` (a native load generator: the client is
+never the bottleneck).
 
-Servers: ``sturdyrpc demo --mcp --http 127.0.0.1:PORT [--workers N --store redis://...]``, a
-redis-server started here (on a free port, nothing on disk). The load generator is bench_http's
-(its own process, 64 keep-alive sessions: initialize + initialized, then ``tools/call echo`` in a
-loop). Configurations, run alternately ``ROUNDS`` times, medians reported:
+Servers: ``sturdyrpc demo --mcp --http 127.0.0.1:PORT --loop LOOP [--workers N --store
+redis://...]``, a redis-server started here (a free port, nothing on disk). ``wrk`` (1 thread,
+64 keep-alive connections, bench_http's script) sends ``tools/call`` on 64 sessions opened
+beforehand, round robin. Two tools: ``echo`` (answered on its own turn: the session lookup is
+all Redis sees) and ``test_simple_text`` (an ``async def``: its reply is streamed, its events
+stored). Configurations, run alternately ``ROUNDS`` times, medians reported:
 
-- memory store, 1 worker (the default: the baseline);
-- Redis store, 1, 2 and 4 workers.
+- memory store, 1 worker (the baseline);
+- Redis store, 1 and 2 workers.
 
-Measured: throughput, and server CPU per call (user + system of the server process and all its
-workers; redis-server's own CPU shown apart). On a 2-core machine the load generator takes about
-one core, so throughput with more workers mostly shows contention; CPU per call is the figure
-that travels. Target (issue 13): the Redis store adds < 100 us server CPU per call on a session
-request (Redis 1 worker minus memory 1 worker).
+Measured: throughput, server CPU per call (user + system of the launcher and all its workers;
+redis-server's own CPU shown apart), and Redis's own count of commands and reads per call
+(``INFO commandstats``, ``total_reads_processed``). Target (issue 25): 2 workers on Redis cost
+at most 1.5x the CPU per call of one worker on the memory store.
 
-Run alone: ``.venv/bin/python bench/bench_workers.py [seconds]``.
+Run alone: ``.venv/bin/python bench/bench_workers.py [seconds] [rounds] [loop]`` (loop: asyncio,
+uvloop or auto, the default).
 """
 
 from __future__ import annotations
@@ -38,9 +41,11 @@ import bench_http  # noqa: E402  (the load generator and /proc helpers)
 
 SECONDS = 4.0
 ROUNDS = 2
-CLIENTS = 64
-TARGET_US = 100.0
-CONFIGS = [("memory", 1), ("redis", 1), ("redis", 2), ("redis", 4)]
+CLIENTS = bench_http.CLIENTS
+TARGET_RATIO = 1.5
+CONFIGS = [("memory", 1), ("redis", 1), ("redis", 2)]
+#: The tools/call params of each workload (bench_http.lua_script's ``tool``).
+TOOLS = {"echo": bench_http.ECHO, "streamed": '"name":"test_simple_text","arguments":{}'}
 
 
 def tree_cpu_seconds(pid: int) -> float:
@@ -83,28 +88,60 @@ class Redis:
         self.proc.wait(10)
 
 
-def run_one(store: str, workers: int, redis_srv: Redis, seconds: float) -> dict[str, Any]:
+def redis_counts(port: int) -> dict[str, int]:
+    import redis
+
+    r = redis.Redis(port=port)
+    out = {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in r.info("commandstats").items()}
+    out["reads"] = int(r.info("stats")["total_reads_processed"])
+    return out
+
+
+def run_one(store: str, workers: int, tool: str, redis_srv: Redis, seconds: float, loop: str, wrk: str) -> dict[str, Any]:
     port = bench_http.free_port()
-    cmd = [sys.executable, "-m", "sturdyrpc", "demo", "--mcp", "--http", f"127.0.0.1:{port}"]
+    cmd = [sys.executable, "-m", "sturdyrpc", "demo", "--mcp", "--http", f"127.0.0.1:{port}", "--loop", loop]
     if store == "redis":
         cmd += ["--store", redis_srv.url, "--workers", str(workers)]
         redis_srv.flush()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ, PYTHONUNBUFFERED="1"),
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=bench_http.pin(bench_http.SERVER_CPU))
+    script = ""
     try:
         bench_http.wait_port(port, proc)  # type: ignore[arg-type]
         time.sleep(0.5 if workers > 1 else 0)  # every worker listening
+        sessions = bench_http.open_sessions(port, CLIENTS)
+        fd, script = tempfile.mkstemp(prefix="bench_workers_", suffix=".lua")
+        with os.fdopen(fd, "w") as f:
+            f.write(bench_http.lua_script("mcp-sse", sessions, TOOLS[tool]))
+        url = f"http://127.0.0.1:{port}"
+        warm = [wrk, "-t1", f"-c{CLIENTS}", "-d1s", "--timeout", "10s", "-s", script, url]
+        subprocess.run(warm, capture_output=True, timeout=60, preexec_fn=bench_http.pin(bench_http.WRK_CPU))
+        time.sleep(0.1)
         cpu0, rcpu0 = tree_cpu_seconds(proc.pid), bench_http.cpu_seconds(redis_srv.proc.pid)
-        gen = subprocess.run([sys.executable, str(HERE / "bench_http.py"), "--loadgen", str(port), str(seconds), str(CLIENTS)],
-                             capture_output=True, text=True, timeout=seconds + 120)
-        if gen.returncode != 0:
-            raise RuntimeError(f"load generator failed: {gen.stderr[-2000:]}")
-        res: dict[str, Any] = json.loads(gen.stdout.strip().splitlines()[-1])
-        calls = max(res["all_calls"] + 2 * res["sessions"], 1)
-        res["cpu_us_per_call"] = (tree_cpu_seconds(proc.pid) - cpu0) / calls * 1e6
-        res["redis_cpu_us_per_call"] = (bench_http.cpu_seconds(redis_srv.proc.pid) - rcpu0) / calls * 1e6
+        stats0 = redis_counts(redis_srv.port)
+        r = subprocess.run([wrk, "-t1", f"-c{CLIENTS}", f"-d{max(1, round(seconds))}s", "--timeout", "10s", "-s", script, url],
+                           capture_output=True, text=True, timeout=seconds + 60, preexec_fn=bench_http.pin(bench_http.WRK_CPU))
+        cpu1, rcpu1 = tree_cpu_seconds(proc.pid), bench_http.cpu_seconds(redis_srv.proc.pid)
+        time.sleep(0.1)  # the writes after the last responses
+        stats1 = redis_counts(redis_srv.port)
+        line = next((x for x in r.stdout.splitlines() if x.startswith("BENCH ")), None)
+        if r.returncode != 0 or line is None:
+            raise RuntimeError(f"wrk failed: {r.stdout[-800:]} {r.stderr[-800:]}")
+        res: dict[str, Any] = json.loads(line[6:])
+        if res["bad"] or res["socket_errors"]:
+            raise RuntimeError(f"{res['bad']} bad replies, {res['socket_errors']} socket errors: {res}")
+        calls = max(res["requests"], 1)
+        res["req_per_s"] = res["requests"] / (res["duration_us"] / 1e6)
+        res["cpu_us_per_call"] = (cpu1 - cpu0) / calls * 1e6
+        res["redis_cpu_us_per_call"] = (rcpu1 - rcpu0) / calls * 1e6
+        delta = {k: v - stats0.get(k, 0) for k, v in stats1.items() if k not in ("info", "set")}
+        res["reads_per_call"] = delta.pop("reads", 0) / calls
+        res["commands_per_call"] = sum(delta.values()) / calls
+        res["commands"] = {k: round(v / calls, 2) for k, v in delta.items() if v}
         return res
     finally:
+        if script:
+            os.unlink(script)
         try:
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(15)
@@ -113,42 +150,50 @@ def run_one(store: str, workers: int, redis_srv: Redis, seconds: float) -> dict[
             proc.wait(10)
 
 
-def main(seconds: float = SECONDS, rounds: int = ROUNDS) -> dict[str, Any]:
+def main(seconds: float = SECONDS, rounds: int = ROUNDS, loop: str = "auto") -> dict[str, Any]:
+    wrk, how = bench_http.find_wrk()
+    if wrk is None:
+        print(f"bench_workers: {how}", file=sys.stderr)
+        return {"title": f"Streamable HTTP workers: NOT MEASURED ({how})", "metrics": []}
     redis_srv = Redis()
-    results: dict[str, list[dict[str, Any]]] = {f"{s}/{w}": [] for s, w in CONFIGS}
+    names = [f"{t}/{s}/{w}" for t in TOOLS for s, w in CONFIGS]
+    results: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
     try:
         for _ in range(rounds):
-            for s, w in CONFIGS:
-                results[f"{s}/{w}"].append(run_one(s, w, redis_srv, seconds))
+            for t in TOOLS:
+                for s, w in CONFIGS:
+                    results[f"{t}/{s}/{w}"].append(run_one(s, w, t, redis_srv, seconds, loop, wrk))
     finally:
         redis_srv.stop()
 
     def med(name: str, key: str) -> float:
         return float(statistics.median(r[key] for r in results[name]))
 
-    base = med("memory/1", "req_per_s")
     metrics: list[dict[str, Any]] = []
-    for s, w in CONFIGS:
-        name = f"{s}/{w}"
-        extra = f"{med(name, 'req_per_s') / base:.2f}x memory/1; p50 {med(name, 'p50_ms'):.1f} ms"
-        metrics.append({"name": f"{s} store, {w} worker{'s' if w > 1 else ''}: throughput", "value": round(med(name, "req_per_s")),
-                        "unit": "calls/s", "extra": extra, "target": None, "ok": None})
-        rc = f"; redis-server {med(name, 'redis_cpu_us_per_call'):.0f} us" if s == "redis" else ""
-        metrics.append({"name": f"{s} store, {w} worker{'s' if w > 1 else ''}: server CPU per call",
-                        "value": round(med(name, "cpu_us_per_call")), "unit": "us", "extra": f"all workers{rc}",
-                        "target": None, "ok": None})
-    added = med("redis/1", "cpu_us_per_call") - med("memory/1", "cpu_us_per_call")
-    metrics.append({"name": "CPU the Redis store adds per session call (1 worker)", "value": round(added), "unit": "us",
-                    "extra": "redis/1 - memory/1, server processes only", "target": f"< {TARGET_US:.0f}", "ok": added < TARGET_US})
+    for t in TOOLS:
+        base = f"{t}/memory/1"
+        for s, w in CONFIGS:
+            name = f"{t}/{s}/{w}"
+            ratio = med(name, "cpu_us_per_call") / med(base, "cpu_us_per_call")
+            extra = f"{med(name, 'req_per_s'):,.0f} calls/s; {ratio:.2f}x memory/1"
+            if s == "redis":
+                extra += (f"; redis-server {med(name, 'redis_cpu_us_per_call'):.0f} us; {med(name, 'commands_per_call'):.2f} "
+                          f"commands, {med(name, 'reads_per_call'):.2f} reads per call {results[name][-1]['commands']}")
+            target = w == 2
+            metrics.append({"name": f"{t}: {s} store, {w} worker{'s' if w > 1 else ''}: server CPU per call",
+                            "value": round(med(name, "cpu_us_per_call"), 1), "unit": "us", "extra": extra,
+                            "target": f"<= {TARGET_RATIO}x memory/1" if target else None,
+                            "ok": ratio <= TARGET_RATIO if target else None})
     return {
-        "title": f"Streamable HTTP workers: tools/call echo, {CLIENTS} sessions, {seconds:.0f} s per run, "
-                 f"{rounds} rounds (median), {os.cpu_count()} cores",
+        "title": f"Streamable HTTP workers under wrk: {CLIENTS} sessions, {seconds:.0f} s per run, {rounds} rounds (median), "
+                 f"loop {loop}, {os.cpu_count()} cores",
         "metrics": metrics,
         "rounds": results,
     }
 
 
 if __name__ == "__main__":
-    out = main(float(sys.argv[1]) if len(sys.argv) > 1 else SECONDS)
+    a = sys.argv[1:]
+    out = main(float(a[0]) if a else SECONDS, int(a[1]) if len(a) > 1 else ROUNDS, a[2] if len(a) > 2 else "auto")
     for m in out["metrics"]:
         print(f"{m['name']:<60} {m['value']:>10} {m['unit']:<8} {m['extra']}")

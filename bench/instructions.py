@@ -259,6 +259,22 @@ def http_2026(n: int) -> None:
     _http(n, make)
 
 
+def guard(n: int) -> None:
+    """The guard's decisions for echo requests and their replies, in reads of 64 frames each way
+    (as a loaded pipe delivers them): the client's frames read and admitted, forwarded under
+    guard's ids, the replies judged and mapped back."""
+    from sturdyrpc.proxy.guard import GuardCore
+
+    core = GuardCore(deadline=30, max_in_flight=1000, protocol="jsonrpc")
+    requests = [b'{"jsonrpc":"2.0","id":%d,"method":"echo","params":{"value":"hello"}}' % i for i in range(n)]
+    replies = [b'{"jsonrpc":"2.0","id":%d,"result":{"value":"hello"}}' % (i + 1) for i in range(n)]
+    answered = 0
+    for at in range(0, n, 64):
+        core.from_client_frames(requests[at:at + 64], 0.0)
+        answered += len(core.from_server_frames(replies[at:at + 64], 0.0).to_client)
+    assert answered == n, answered
+
+
 SCENARIOS: dict[str, tuple[Callable[[int], None], str | None]] = {
     "stdio-bare": (stdio_bare, None),
     "stdio-plain": (stdio_plain, "stdio-bare"),
@@ -271,6 +287,7 @@ SCENARIOS: dict[str, tuple[Callable[[int], None], str | None]] = {
     "http-session-json": (http_session_json, "http-bare"),
     "http-session-sse-async": (http_session_sse_async, "http-bare"),
     "http-2026": (http_2026, "http-bare"),
+    "guard": (guard, "stdio-bare"),
 }
 
 

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from support.loops import LOOP_NAMES
 from support.process import DEMO_CMD, ServerProcess
 
 from sturdyrpc.demos.jsonrpc import make_demo
@@ -32,6 +33,13 @@ def _hypothesis_profiles() -> None:
 
 
 _hypothesis_profiles()
+
+
+@pytest.fixture(params=LOOP_NAMES)
+def loop_name(request: pytest.FixtureRequest) -> str:
+    """The event loop of a test that depends on it: such a test runs on asyncio and on uvloop
+    (``support.loops.run_on(loop_name, coro)``, or ``loop_env(loop_name)`` for a server process)."""
+    return str(request.param)
 
 
 @pytest.fixture

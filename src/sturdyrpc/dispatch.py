@@ -286,6 +286,9 @@ class Dispatcher:
         self.limits = limits
         self.log = logger or log
         self._methods: dict[str, MethodEntry] = {}
+        #: The entry that serves a method no registered entry names (None: such a call is
+        #: refused with -32601). A proxy sets a raw one: it forwards what it cannot know.
+        self.fallback: MethodEntry | None = None
         #: Every entry made here (routed ones too), so a change of the middleware re-plans them all.
         self._entries: weakref.WeakSet[MethodEntry] = weakref.WeakSet()
         #: The middleware, outermost first; every path runs a call through it.
@@ -457,7 +460,9 @@ class Dispatcher:
                 if refusal is not None:
                     raise refusal
             if entry is None:
-                raise MethodNotFound("Method not found")
+                entry = self.fallback
+                if entry is None:
+                    raise MethodNotFound("Method not found")
             if entry.route is not None:
                 entry = entry.route(params)
             if entry.raw:  # its params as they are, and no context (as it runs inline: see Call.arguments)

@@ -26,10 +26,11 @@ import msgspec
 
 from . import codec
 from .errors import InvalidRequest, ParseError, RPCError
+from .framing import BadHeader, FrameTooLarge
 from .limits import Limits
 from .messages import ErrorResponse, InvalidMessage, Notification, Request, Response, classify
 
-__all__ = ["Envelope", "Refused", "Read", "read", "limit_error", "UNSET", "from_message", "envelope_of", "is_request",
+__all__ = ["Envelope", "Refused", "Read", "read", "limit_error", "unreadable_frame_error", "UNSET", "from_message", "envelope_of", "is_request",
            "encode_envelope"]
 
 UNSET: Any = msgspec.UNSET
@@ -77,6 +78,14 @@ def limit_error(limit: Literal["max_message_bytes", "max_depth", "max_batch", "m
     message = {"max_message_bytes": "Message too large", "max_body_bytes": "Message too large",
                "max_depth": "Nesting too deep", "max_batch": "Batch too large"}[limit]
     return InvalidRequest(message, {"limit": limit, "max": value})
+
+
+def unreadable_frame_error(frame: FrameTooLarge | BadHeader) -> RPCError:
+    """The error (id null) for a frame the framer could not read: over the size limit, or a
+    broken Content-Length header."""
+    if isinstance(frame, FrameTooLarge):
+        return limit_error("max_message_bytes", frame.limit)
+    return ParseError("Parse error", {"reason": frame.reason})
 
 
 def read(data: bytes, limits: Limits) -> Read:

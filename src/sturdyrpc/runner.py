@@ -38,8 +38,8 @@ from typing import Any, Protocol
 
 from .admission import Admission
 from .dispatch import INLINE, NOW, BatchJob, Call, Context, Dispatcher
-from .envelope import Envelope, limit_error, read
-from .errors import InvalidRequest, ParseError, RPCError
+from .envelope import Envelope, read, unreadable_frame_error
+from .errors import InvalidRequest
 from .execute import Outcome, Pending, run_call, run_call_now, shared_pool
 from .framing import BadHeader, FrameTooLarge
 from .invoke import answer_now, call_now
@@ -169,12 +169,7 @@ class Runner:
                 return
         else:
             omit = self.profile is not None and self.profile.omit_unreadable_id()
-            err: RPCError
-            if isinstance(frame, FrameTooLarge):
-                err = limit_error("max_message_bytes", frame.limit)
-            else:
-                err = ParseError("Parse error", {"reason": getattr(frame, "reason", "bad frame")})
-            todo = d.error_reply(err, omit_id=omit)
+            todo = d.error_reply(unreadable_frame_error(frame), omit_id=omit)  # type: ignore[arg-type]  # not bytes
         if todo is not None:
             self.start(todo, None)
 

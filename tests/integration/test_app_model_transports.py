@@ -267,7 +267,12 @@ def test_dev_restarts_on_a_change(tmp_path: Path) -> None:
 
 def test_dev_needs_http() -> None:
     out = subprocess.run([sys.executable, "-m", "sturdyrpc", "dev", f"{APP}:server"], capture_output=True, timeout=30)
-    assert out.returncode == 2 and b"--http" in out.stderr
+    assert out.returncode == 2 and b"the following arguments are required: --http" in out.stderr
+    # and its help says so: --http is not shown as optional ([--http HOST:PORT])
+    out = subprocess.run([sys.executable, "-m", "sturdyrpc", "dev", "--help"], capture_output=True, timeout=30)
+    assert out.returncode == 0
+    usage = out.stdout.decode().split("\n\n")[0]
+    assert " --http HOST:PORT" in usage and "[--http" not in usage
 
 
 def test_run_http_with_workers(tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ from support.redis import RedisServer, redis_server, unique_prefix  # noqa: F401
 from sturdyrpc.auth import InvalidToken, JWTVerifier, Principal, ResourceServer, principal_from_introspection
 from sturdyrpc.auth.principal import UnidentifiedPrincipal, identity_of
 from sturdyrpc.mcp import MCPContext, MCPServer
+from sturdyrpc.mcp.tasks import TASKS_EXTENSION
 from sturdyrpc.mcp_http import mcp_http_app
 from sturdyrpc.store import open_store
 from sturdyrpc.transports.asgi import HTTPSecurity
@@ -301,8 +302,9 @@ def test_another_client_or_issuer_sees_nothing_of_the_tasks(kind: str, attacker:
                 # without a session (2026-07-28) just the same
                 for method in ("tasks/get", "tasks/update", "tasks/cancel"):
                     body = {"jsonrpc": "2.0", "id": 9, "method": method,
-                            "params": {"taskId": running, "inputResponses": {}, "_meta": modern_meta()}}
-                    h = {"accept": ACCEPT, "mcp-protocol-version": "2026-07-28", "mcp-method": method,
+                            "params": {"taskId": running, "inputResponses": {},
+                                       "_meta": modern_meta(caps={"extensions": {TASKS_EXTENSION: {}}})}}
+                    h = {"accept": ACCEPT, "mcp-protocol-version": "2026-07-28", "mcp-method": method, "mcp-name": running,
                          "authorization": f"Bearer {tok[attacker]}"}
                     r = await ws[on].post("/mcp", json=body, headers=h)
                     assert r.json()["error"] == {**unknown["error"], "data": {"taskId": running}}, (method, r.text)

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 from support.http import demo_http_cmd, free_port, server_process
+from support.loops import LOOP_NAMES, loop_env
 
 from sturdyrpc.mcp_http.client import StreamableHTTPClientTransport
 from sturdyrpc.mcp_http.sse import SSEParser
@@ -44,10 +45,11 @@ def sse_messages(text: str) -> list[tuple[str | None, Any]]:
     return out
 
 
-@pytest.fixture(scope="module")
-def url() -> Iterator[str]:
+@pytest.fixture(scope="module", params=LOOP_NAMES)
+def url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The MCP demo over HTTP, on each event loop in turn."""
     port = free_port()
-    with server_process(demo_http_cmd(port, mcp=True), port):
+    with server_process(demo_http_cmd(port, mcp=True), port, env=loop_env(request.param)):
         yield f"http://127.0.0.1:{port}/mcp"
 
 

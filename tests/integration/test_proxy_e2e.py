@@ -234,10 +234,14 @@ def test_guard_deadline_answers_and_cancels_on_the_server() -> None:
     s.send(req(1, "hang"))
     reply = s.recv()
     assert reply["id"] == 1 and -32099 <= reply["error"]["code"] <= -32000 and "0.5 s" in reply["error"]["message"]
-    s.send(req(2, "echo", [1]))
-    assert s.recv()["id"] == 2
+    s.send(req(2, "echo", [1]))  # array params under MCP: refused by guard, as a correct server refuses them
+    refused = s.recv()
+    assert refused["id"] == 2 and refused["error"]["code"] == -32602
+    s.send(req(3, "echo", {"x": 1}))
+    assert s.recv() == {"jsonrpc": "2.0", "id": 3, "result": {"params": {"x": 1}}}
     code, err = s.close()
-    assert code == 0 and "CANCEL 1" in err  # the server got notifications/cancelled
+    # the server got notifications/cancelled for the hang, under guard's id for it (initialize was 1)
+    assert code == 0 and "CANCEL 2" in err and "mcp.params-array x1" in err
 
 
 def test_guard_content_length_cancels_lsp_style() -> None:
@@ -248,7 +252,7 @@ def test_guard_content_length_cancels_lsp_style() -> None:
     s.send(req(2, "pieces"))
     assert s.recv()["result"] == "in pieces"
     code, err = s.close()
-    assert code == 0 and "CANCEL h" in err  # $/cancelRequest
+    assert code == 0 and "CANCEL 1" in err  # $/cancelRequest, under guard's id for "h"
 
 
 def test_guard_answers_pending_requests_when_the_server_dies() -> None:
@@ -464,20 +468,19 @@ def test_sigterm_to_the_proxy_stops_the_server_first(tmp_path: Path) -> None:
 SCRIPTED = [PY, "-c", """
 import sys, time, json
 n = int(sys.argv[1])
-for _ in range(n):
-    sys.stdin.buffer.readline()
+ids = [json.loads(sys.stdin.buffer.readline())["id"] for _ in range(n)]  # as it got them (guard maps them)
 out = []
 for i in range(n):
     if i == 100:
-        out.append(b'{"jsonrpc":"2.0","id":99,"result":"again"}')  # a duplicate: 100 never answered
+        out.append(b'{"jsonrpc":"2.0","id":%d,"result":"again"}' % ids[99])  # a duplicate: 100 never answered
     elif i == 200:
         out.append(b"Loading model... 42%")
     elif i == 300:
         out.append(b'{"jsonrpc":"2.0","id":9999,"result":1}')  # nobody asked (and 300 never answered)
     elif i == 400:
-        out.append(b'{"jsonrpc":"2.0","id":400,"error":{"code":-32500,"message":"odd"}}')
+        out.append(b'{"jsonrpc":"2.0","id":%d,"error":{"code":-32500,"message":"odd"}}' % ids[400])
     else:
-        out.append(b'{"jsonrpc":"2.0","id":%d,"result":"hello"}' % i)
+        out.append(b'{"jsonrpc":"2.0","id":%d,"result":"hello"}' % ids[i])
 data = b"\\n".join(out) + b"\\n"
 for at in range(0, len(data), 4099):
     sys.stdout.buffer.write(data[at:at + 4099])
@@ -514,3 +517,30 @@ def test_guard_many_messages_a_read_only_the_expected_replies() -> None:
     assert next(r for r in replies if r["id"] == 400)["error"]["code"] == -32500  # passed on, and flagged
     err = guarded.stderr.decode()
     assert "Loading model... 42%" in err and "ids.duplicate-reply" in err and "ids.unknown-reply" in err
+
+
+def test_guard_stops_reading_a_client_that_floods_a_server_that_never_answers() -> None:
+    # Bounded memory: at MAX_OPEN unanswered requests guard reads no more (the client's writes
+    # wait in the pipe, as they would at a server's backpressure), and goes on when replies come.
+    from sturdyrpc.proxy.guard_proxy import MAX_OPEN
+
+    proc = subprocess.Popen([*SRPC, "guard", "--", *BAD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdin is not None and proc.stdout is not None
+    assert MAX_OPEN <= 5000
+    flood = b"".join(line(req(i, "hang", {"pad": "x" * 80})) for i in range(10_000))
+    done = threading.Event()
+
+    def write() -> None:
+        try:
+            proc.stdin.write(flood)  # type: ignore[union-attr]
+            proc.stdin.flush()  # type: ignore[union-attr]
+        except (BrokenPipeError, ValueError):
+            pass
+        done.set()
+
+    threading.Thread(target=write, daemon=True).start()
+    try:
+        assert not done.wait(3.0), "guard read every request of the flood: nothing bounds what it holds"
+    finally:
+        proc.kill()
+        proc.wait(10)

@@ -1,4 +1,5 @@
-"""The store interface: every behaviour against the in-memory store and a real redis-server."""
+"""The store interface: every behaviour against the in-memory store and a real redis-server
+(the Redis store on asyncio and on uvloop: its connections are the event loop's transports)."""
 
 from __future__ import annotations
 
@@ -6,24 +7,36 @@ import asyncio
 from typing import Any
 
 import pytest
+from support.loops import LOOP_NAMES, run_on
 from support.redis import RedisServer, unique_prefix
 
 from sturdyrpc.store import MemoryStore, Store, StoreUnavailable, open_store
 
+#: (store, event loop): the memory store does no I/O, so one loop is enough for it.
+KINDS = [("memory", "asyncio")] + [("redis", name) for name in LOOP_NAMES]
 
-@pytest.fixture(params=["memory", "redis"])
-def make_store(request: Any) -> Any:
-    kind = request.param
+
+class Maker:
+    """Makes the store under test; ``loop`` is the event loop it is run on."""
+
+    def __init__(self, make: Any, loop: str) -> None:
+        self.make, self.loop = make, loop
+
+    def __call__(self) -> Store:
+        return self.make()  # type: ignore[no-any-return]
+
+
+@pytest.fixture(params=KINDS, ids=["-".join(k) for k in KINDS])
+def make_store(request: Any) -> Maker:
+    kind, loop = request.param
     if kind == "memory":
-        return lambda: MemoryStore()
-    if kind == "redis":
-        srv = request.getfixturevalue("redis_server")
-        prefix = unique_prefix()
-        return lambda: open_store(srv.url, prefix=prefix)
-    raise AssertionError(kind)
+        return Maker(MemoryStore, loop)
+    srv = request.getfixturevalue("redis_server")
+    prefix = unique_prefix()
+    return Maker(lambda: open_store(srv.url, prefix=prefix), loop)
 
 
-def run(make_store: Any, body: Any) -> None:
+def run(make_store: Maker, body: Any) -> None:
     async def go() -> None:
         store = make_store()
         try:
@@ -31,7 +44,7 @@ def run(make_store: Any, body: Any) -> None:
         finally:
             await store.aclose()
 
-    asyncio.run(go())
+    run_on(make_store.loop, go())
 
 
 def test_records_ttl_and_delete(make_store: Any) -> None:
@@ -124,8 +137,8 @@ def test_follow_from_now_misses_nothing_later(make_store: Any) -> None:
     run(make_store, body)
 
 
-@pytest.mark.parametrize("kind", ["memory", "redis"])
-def test_publish_subscribe(kind: str, request: Any) -> None:
+@pytest.mark.parametrize(("kind", "loop"), KINDS, ids=["-".join(k) for k in KINDS])
+def test_publish_subscribe(kind: str, loop: str, request: Any) -> None:
     if kind == "memory":
         def factory() -> Store:
             return MemoryStore()
@@ -164,10 +177,10 @@ def test_publish_subscribe(kind: str, request: Any) -> None:
             if b is not a:
                 await b.aclose()
 
-    asyncio.run(go())
+    run_on(loop, go())
 
 
-def test_redis_down_is_unavailable_fast_and_recovers(redis_server: RedisServer) -> None:
+def test_redis_down_is_unavailable_fast_and_recovers(redis_server: RedisServer, loop_name: str) -> None:
     async def go() -> None:
         s = open_store(redis_server.url, prefix=unique_prefix(), op_timeout=1.0)
         try:
@@ -189,7 +202,7 @@ def test_redis_down_is_unavailable_fast_and_recovers(redis_server: RedisServer) 
                 redis_server.start()
             await s.aclose()
 
-    asyncio.run(go())
+    run_on(loop_name, go())
 
 
 def test_open_store_by_url() -> None:

@@ -142,6 +142,8 @@ def test_modern_extension_across_workers(redis_server: RedisServer) -> None:
                        "mcp-protocol-version": "2026-07-28", "mcp-method": method, "connection": "close"}
             if method == "tools/call":
                 headers["mcp-name"] = params["name"]
+            elif "taskId" in params:  # SEP-2663: tasks/* are routed by task id
+                headers["mcp-name"] = params["taskId"]
             with httpx.Client(timeout=20) as h:
                 r = h.post(ws[on].url, json=body, headers=headers)
             assert r.status_code in (200, 400, 404), r.text
@@ -156,7 +158,7 @@ def test_modern_extension_across_workers(redis_server: RedisServer) -> None:
         assert t["resultType"] == "task" and t["status"] == "working"
         deadline = time.monotonic() + 10
         while True:
-            g = result_of(post("tasks/get", {"taskId": t["taskId"]}, 1))
+            g = result_of(post("tasks/get", {"taskId": t["taskId"]}, 1, caps))
             if g["status"] != "working" or time.monotonic() > deadline:
                 break
             time.sleep(t["pollIntervalMs"] / 1000)
@@ -222,6 +224,8 @@ def test_modern_input_across_workers(redis_server: RedisServer) -> None:
                        "mcp-protocol-version": "2026-07-28", "mcp-method": method, "connection": "close"}
             if method == "tools/call":
                 headers["mcp-name"] = params["name"]
+            elif "taskId" in params:  # SEP-2663: tasks/* are routed by task id
+                headers["mcp-name"] = params["taskId"]
             with httpx.Client(timeout=20) as h:
                 r = h.post(ws[on].url, json=body, headers=headers)
             if r.headers.get("content-type", "").startswith("text/event-stream"):

@@ -10,6 +10,7 @@ import httpx
 import redis
 from support import SERVERS
 from support.http import free_port, server_process
+from support.loops import uses_uvloop
 from support.redis import RedisServer
 from support.workers import Client, Worker, demo_worker_cmd, sse_events
 
@@ -27,9 +28,15 @@ def test_plain_demo_has_no_workers() -> None:
     assert r.returncode == 2 and b"need --mcp" in r.stderr
 
 
-def test_two_workers_on_one_port_share_sessions(redis_server: RedisServer) -> None:
+def _children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(c) for c in f.read().split()]
+
+
+def test_two_workers_on_one_port_share_sessions(redis_server: RedisServer, loop_name: str) -> None:
+    redis.Redis(port=redis_server.port).flushall()  # no liveness keys of workers started before
     port = free_port()
-    with server_process(demo_worker_cmd(port, redis_server.url, "--workers", "2"), port) as proc:
+    with server_process(demo_worker_cmd(port, redis_server.url, "--workers", "2", "--loop", loop_name), port) as proc:
         w = Worker(port, proc, None)
         c = Client([w])
         c.initialize()
@@ -41,6 +48,10 @@ def test_two_workers_on_one_port_share_sessions(redis_server: RedisServer) -> No
             if len(seen) >= 2 and i >= 10:
                 break
         assert len(seen) == 2, "the kernel never spread the connections over both workers"
+        # --loop reached every worker (uvicorn spawns them: they import the loop by its name)
+        workers = [p for p in _children(proc.pid) if b"spawn_main" in open(f"/proc/{p}/cmdline", "rb").read()]
+        served = [p for p in workers if uses_uvloop(p) == (loop_name == "uvloop")]
+        assert len(workers) >= 2 and served == workers, (loop_name, workers, served)
 
 
 def test_stateless_workers_share_request_state_keys() -> None:
@@ -94,3 +105,21 @@ def test_run_serves_your_server_on_two_workers_sharing_sessions(redis_server: Re
         assert len(pids) == 2, "the kernel never spread the connections over both workers"
         notes = c.request("tools/call", {"name": "recall", "arguments": {}})["result"]["content"][0]["text"]
         assert notes == ",".join(f"n{j}" for j in range(i + 1))
+
+
+def test_several_workers_answer_without_waiting_for_the_client_s_delayed_ack(loop_name: str) -> None:
+    # The listening socket of several workers is no "TCP" socket to asyncio (protocol number 0),
+    # which then left Nagle's algorithm on: each response's body waited ~40 ms for an ACK.
+    import statistics
+    import time
+
+    port = free_port()
+    cmd = [sys.executable, "-m", "sturdyrpc", "demo", "--http", f"127.0.0.1:{port}", "--workers", "2", "--loop", loop_name]
+    with server_process(cmd, port), httpx.Client(timeout=10) as h:  # one keep-alive connection
+        took = []
+        for i in range(25):
+            t0 = time.perf_counter()
+            r = h.post(f"http://127.0.0.1:{port}/", json={"jsonrpc": "2.0", "id": i, "method": "echo", "params": {"value": "x"}})
+            took.append(time.perf_counter() - t0)
+            assert r.status_code == 200 and r.json()["result"] == "x"
+        assert statistics.median(took) < 0.02, [round(t * 1000, 1) for t in took]

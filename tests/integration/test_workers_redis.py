@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 from support import SERVERS
+from support.loops import loop_env, uses_uvloop
 from support.redis import RedisServer
 from support.workers import Client, cluster, sse_events
 
@@ -24,9 +25,10 @@ def text_of(reply: dict[str, Any]) -> str:
     return str(reply["result"]["content"][0]["text"])
 
 
-@pytest.mark.parametrize("n", [2, 4])
-def test_any_worker_serves_any_request_of_a_session(redis_server: RedisServer, n: int) -> None:
-    with cluster(redis_server, n) as ws:
+@pytest.mark.parametrize(("n", "loop"), [(2, "asyncio"), (2, "uvloop"), (4, "uvloop")])
+def test_any_worker_serves_any_request_of_a_session(redis_server: RedisServer, n: int, loop: str) -> None:
+    with cluster(redis_server, n, env=loop_env(loop)) as ws:
+        assert all(uses_uvloop(w.proc.pid) == (loop == "uvloop") for w in ws)
         c = Client(ws)
         init = c.initialize(on=0)
         assert init["result"]["protocolVersion"] == "2025-11-25"
@@ -86,8 +88,8 @@ def test_elicitation_answered_on_another_worker(redis_server: RedisServer) -> No
         assert "action=accept" in text_of(got[-1]) and "ann" in text_of(got[-1])
 
 
-def test_last_event_id_resumes_on_another_worker(redis_server: RedisServer) -> None:
-    with cluster(redis_server, 2) as ws:
+def test_last_event_id_resumes_on_another_worker(redis_server: RedisServer, loop_name: str) -> None:
+    with cluster(redis_server, 2, env=loop_env(loop_name)) as ws:
         c = Client(ws)
         c.initialize(on=0)
         # test_reconnection closes its SSE response mid-call; the result comes after a resume

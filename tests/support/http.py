@@ -74,9 +74,13 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait(timeout=10)
 
 
-def demo_http_cmd(port: int, *, mcp: bool = False) -> list[str]:
+def demo_http_cmd(port: int, *, mcp: bool = False, conformance: bool = False) -> list[str]:
+    """``sturdyrpc demo --http`` on ``port``: plain JSON-RPC, the MCP demo (``mcp``) or the
+    conformance fixture server (``conformance``)."""
     cmd = [sys.executable, "-m", "sturdyrpc", "demo", "--http", f"127.0.0.1:{port}"]
-    if mcp:
+    if conformance:
+        cmd.insert(4, "--conformance")
+    elif mcp:
         cmd.insert(4, "--mcp")
     return cmd
 

@@ -46,3 +46,11 @@ def ts_sdk(major: str) -> Path:
     if not (d / "node_modules" / TS_PACKAGES[major] / "package.json").exists():
         missing_peer(f"{TS_PACKAGES[major]} is not installed in {d} (run scripts/install_ts_sdks.sh)")
     return d
+
+
+def uv_dir() -> Path:
+    """The directory holding the ``uv`` that scripts/install_uv.sh installs (for ``install --with``)."""
+    d = CACHE / "uv" / "bin"
+    if not (d / "uv").exists():
+        missing_peer(f"uv is not installed in {d} (run scripts/install_uv.sh)")
+    return d

@@ -333,6 +333,106 @@ def test_stateless_multi_round_trip() -> None:
     run(main())
 
 
+NAME_FORM = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+
+
+def _rounds_server() -> MCPServer:
+    server = MCPServer("rounds", "1.0")
+
+    @server.tool()
+    async def two_rounds(ctx: MCPContext) -> str:
+        first = await ctx.elicit("name?", NAME_FORM, key="step1")
+        second = await ctx.elicit("colour?", NAME_FORM, key="step2")
+        return f"{first['content']['name']} likes {second['content']['name']}"
+
+    @server.tool()
+    async def all_at_once(ctx: MCPContext) -> str:
+        got = await ctx.ask_all({"who": ("elicitation/create", {"message": "who?", "requestedSchema": NAME_FORM}),
+                                 "roots": ("roots/list", {})})
+        return f"{got['who']['content']['name']} with {len(got['roots']['roots'])} roots"
+
+    return server
+
+
+def _accept(name: str) -> dict[str, Any]:
+    return {"action": "accept", "content": {"name": name}}
+
+
+#: (tool, rounds): each round the answers sent, then the keys asked for (None: the result's text).
+ROUNDS: list[tuple[str, list[tuple[dict[str, Any], Any]]]] = [
+    # each retry carries only its round's answer; the requestState carries the earlier ones
+    ("two_rounds", [({}, ["step1"]), ({"step1": _accept("Ada")}, ["step2"]), ({"step2": _accept("blue")}, "Ada likes blue")]),
+    # all the questions in one round; a partial answer asks again for what is missing only
+    ("all_at_once", [({}, ["roots", "who"]), ({"roots": {"roots": [{"uri": "file:///x"}]}}, ["who"]),
+                     ({"who": _accept("Bo")}, "Bo with 1 roots")]),
+    ("all_at_once", [({}, ["roots", "who"]), ({"roots": {"roots": []}, "who": _accept("Cy")}, "Cy with 0 roots")]),
+]
+
+
+@pytest.mark.parametrize(("tool", "rounds"), ROUNDS)
+def test_multi_round_requests_keep_earlier_answers(tool: str, rounds: list[tuple[dict[str, Any], Any]]) -> None:
+    server = _rounds_server()
+    caps = {"elicitation": {}, "roots": {}}
+
+    async def main() -> None:
+        async def send_related(b: bytes) -> None:
+            pass
+
+        state: str | None = None
+        for i, (answers, expect) in enumerate(rounds):
+            params: dict[str, Any] = {"name": tool, "arguments": {}, "_meta": modern_meta(caps=caps)}
+            if answers:
+                params["inputResponses"] = answers
+            if state is not None:
+                params["requestState"] = state
+            out = await server.handle_stateless(msgspec.json.encode({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": params}), send_related)
+            res = msgspec.json.decode(out)["result"]
+            if isinstance(expect, list):
+                assert res["resultType"] == "input_required" and sorted(res["inputRequests"]) == expect, res
+                state = res["requestState"]
+            else:
+                assert res["resultType"] == "complete" and res["content"][0]["text"] == expect, res
+
+    run(main())
+
+
+def test_input_responses_that_are_not_objects_are_refused() -> None:
+    server = _rounds_server()
+
+    async def main() -> None:
+        async def send_related(b: bytes) -> None:
+            pass
+
+        for bad in ({"step1": 12345}, ["step1"], "x"):
+            params = {"name": "two_rounds", "arguments": {}, "inputResponses": bad, "_meta": modern_meta(caps={"elicitation": {}})}
+            out = await server.handle_stateless(msgspec.json.encode({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}), send_related)
+            assert msgspec.json.decode(out)["error"]["code"] == -32602, bad
+
+    run(main())
+
+
+@pytest.mark.parametrize(("prop", "problem"), [
+    ({"type": "string", "x-mcp-header": ""}, "non-empty"),
+    ({"type": "string", "x-mcp-header": "Has Space"}, "non-empty header name"),
+    ({"type": "string", "x-mcp-header": "a:b"}, "non-empty header name"),
+    ({"type": "string", "x-mcp-header": "Région"}, "non-empty header name"),
+    ({"type": "string", "x-mcp-header": 7}, "non-empty header name"),
+    ({"type": "number", "x-mcp-header": "Score"}, "only string, integer and boolean"),
+    ({"type": "object", "x-mcp-header": "Data"}, "only string, integer and boolean"),
+    ({"type": "array", "items": {"type": "string"}, "x-mcp-header": "Items"}, "only string, integer and boolean"),
+])
+def test_tools_with_invalid_param_headers_are_refused(prop: dict[str, Any], problem: str) -> None:
+    server = MCPServer("headers", "1.0")
+    with pytest.raises(ValueError, match=problem):
+        server.tool(name="bad", input_schema={"type": "object", "properties": {"p": prop}})(lambda p=None: "x")
+    with pytest.raises(ValueError, match="names two parameters"):
+        server.tool(name="twice", input_schema={"type": "object", "properties": {
+            "a": {"type": "string", "x-mcp-header": "Same"}, "b": {"type": "string", "x-mcp-header": "same"}}})(lambda a=None, b=None: "x")
+    server.tool(name="good", input_schema={"type": "object", "properties": {
+        "a": {"type": "string", "x-mcp-header": "Region"}, "n": {"type": "integer", "x-mcp-header": "N"}}})(lambda a=None, n=None: "x")
+    assert server.tools["good"].header_params == {"mcp-param-region": ("a", "string"), "mcp-param-n": ("n", "integer")}
+
+
 def test_inline_tools_keep_the_rules() -> None:
     """echo/add run inline (no task); the rules still apply to them."""
 

@@ -7,7 +7,6 @@ from typing import Any
 
 from sturdyrpc.check.engine import all_checks
 from sturdyrpc.check.verdicts import SPECS
-from sturdyrpc.proxy.guard import DEADLINE_CODE, INVALID_REPLY_CODE, SERVER_GONE_CODE, GuardCore
 from sturdyrpc.proxy.monitor import C2S, S2C, Monitor
 from sturdyrpc.proxy.replay import Record, Replay, load_session, strip_ignored
 
@@ -176,107 +175,20 @@ def test_summary_lists_unanswered_slowest_and_violations() -> None:
 # -- guard --------------------------------------------------------------------------------------
 
 
-def test_guard_drops_what_the_client_cannot_expect() -> None:
-    g = GuardCore()
-    assert g.from_client(req(1), 0.0).to_server == [req(1)]
-    assert g.from_server(b"Loading... 42%", 0.1).to_client == []
-    out = g.from_server(res(1), 0.2)
-    assert out.to_client == [res(1)]
-    dup = g.from_server(res(1, "again"), 0.3)
-    assert dup.to_client == [] and any("ids.duplicate-reply" in line for line in dup.log)
-    assert g.from_server(res("ghost"), 0.3).to_client == []
-    g.from_client(note("hello"), 0.4)
-    assert g.from_server(b({"jsonrpc": "2.0", "id": None, "result": 1}), 0.5).to_client == []
-    # server-initiated traffic passes
-    assert g.from_server(note("log", {}), 0.6).to_client == [note("log", {})]
 
 
-def test_guard_filters_batch_replies() -> None:
-    g = GuardCore()
-    g.from_client(b"[" + req(1) + b"," + req(2) + b"]", 0.0)
-    out = g.from_server(b"[" + res(1) + b"," + res(9) + b"," + res(2) + b"]", 0.1)
-    assert [json.loads(x) for x in out.to_client] == [[json.loads(res(1)), json.loads(res(2))]]
 
 
-def test_guard_deadline_answers_and_cancels_mcp() -> None:
-    g = GuardCore(deadline=2.0)
-    g.from_client(req(0, "initialize", {"protocolVersion": "2025-11-25"}), 0.0)
-    g.from_server(res(0, {"protocolVersion": "2025-11-25", "capabilities": {}, "serverInfo": {"name": "s", "version": "1"}}), 0.1)
-    g.from_client(req(5, "tools/call", {"name": "slow"}), 1.0)
-    assert g.next_deadline() == 3.0
-    assert g.tick(2.9).to_client == []
-    out = g.tick(3.0)
-    (reply,) = [json.loads(x) for x in out.to_client]
-    assert reply["id"] == 5 and reply["error"]["code"] == DEADLINE_CODE and "2 s" in reply["error"]["message"]
-    (cancel,) = [json.loads(x) for x in out.to_server]
-    assert cancel["method"] == "notifications/cancelled" and cancel["params"]["requestId"] == 5
-    late = g.from_server(res(5), 4.0)
-    assert late.to_client == [] and any("late reply" in line for line in late.log)
-    assert not any("ids.unknown-reply" in line for line in late.log)  # it crossed the cancel: no violation
 
 
-def test_guard_deadline_cancel_by_protocol() -> None:
-    lsp = GuardCore(deadline=1.0, content_length=True)
-    lsp.from_client(req("a", "textDocument/hover"), 0.0)
-    (cancel,) = [json.loads(x) for x in lsp.tick(1.0).to_server]
-    assert cancel == {"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": "a"}}
-    plain = GuardCore(deadline=1.0)
-    plain.from_client(req("a"), 0.0)
-    out = plain.tick(5.0)
-    assert out.to_server == [] and len(out.to_client) == 1
 
 
-def test_guard_max_in_flight_holds_requests_in_order_never_drops() -> None:
-    g = GuardCore(max_in_flight=2)
-    sent = []
-    for i in range(5):
-        sent += g.from_client(req(i), 0.0).to_server
-    assert sent == [req(0), req(1)] and g.waiting == 3
-    # notifications and the client's replies are never held
-    assert g.from_client(note("n"), 0.0).to_server == [note("n")]
-    out = g.from_server(res(1), 0.1)
-    assert out.to_client == [res(1)] and out.to_server == [req(2)]
-    out = g.from_server(res(0), 0.2)
-    assert out.to_server == [req(3)]
-    out = g.from_server(res(2), 0.3)
-    assert out.to_server == [req(4)] and g.waiting == 0 and g.in_flight == 2
 
 
-def test_guard_held_request_past_its_deadline_is_answered_without_a_cancel() -> None:
-    g = GuardCore(max_in_flight=1, deadline=1.0, cancel="mcp")
-    g.from_client(req(1), 0.0)
-    g.from_client(req(2), 0.5)
-    out = g.tick(1.0)  # 1 expires (cancelled on the server); 2 is released
-    assert [json.loads(x)["id"] for x in out.to_client] == [1]
-    assert [json.loads(x).get("method", "req") for x in out.to_server] == ["notifications/cancelled", "m"]
-    g2 = GuardCore(max_in_flight=1, deadline=1.0, cancel="mcp")
-    g2.from_client(req(1), 0.0)
-    g2.from_client(req(2), 0.0)
-    g2.tick(0.5)
-    g2.from_client(req(3), 0.9)
-    out = g2.tick(1.0)  # 1 (in flight) and 2 (held) both expire; 3 is released
-    assert sorted(json.loads(x)["id"] for x in out.to_client) == [1, 2]
-    assert [json.loads(x)["params"]["requestId"] for x in out.to_server if b"cancelled" in x] == [1]
-    assert out.to_server[-1] == req(3)
 
 
-def test_guard_answers_everything_pending_when_the_server_dies() -> None:
-    g = GuardCore(max_in_flight=1)
-    g.from_client(req(1), 0.0)
-    g.from_client(req(2), 0.0)
-    out = g.server_gone(3)
-    replies = [json.loads(x) for x in out.to_client]
-    assert sorted(r["id"] for r in replies) == [1, 2]
-    assert all(r["error"]["code"] == SERVER_GONE_CODE and "code 3" in r["error"]["message"] for r in replies)
-    assert g.server_gone(3).to_client == []
 
 
-def test_guard_replaces_a_malformed_reply_with_an_error() -> None:
-    g = GuardCore()
-    g.from_client(req(1), 0.0)
-    out = g.from_server(b({"jsonrpc": "2.0", "id": 1}), 0.1)
-    (reply,) = [json.loads(x) for x in out.to_client]
-    assert reply["id"] == 1 and reply["error"]["code"] == INVALID_REPLY_CODE
 
 
 # -- replay -------------------------------------------------------------------------------------
@@ -348,25 +260,8 @@ def test_slowest_tolerates_ids_of_different_types_with_equal_durations() -> None
     assert len(s.slowest) == 5 and all(d == 1.0 for d, _, _ in s.slowest)
 
 
-def test_guard_deadline_follows_arrival_even_when_a_client_reuses_an_id() -> None:
-    g = GuardCore(deadline=1.0)
-    g.from_client(req(1), 0.0)
-    g.from_client(req(2), 0.5)
-    g.from_client(req(1), 0.8)  # reused while in flight: now the youngest
-    out = g.tick(1.6)
-    assert [json.loads(x)["id"] for x in out.to_client] == [2]
-    assert g.next_deadline() == 1.8
 
 
-def test_guard_a_request_cancelled_while_held_never_reaches_the_server() -> None:
-    g = GuardCore(max_in_flight=1)
-    g.from_client(req(1), 0.0)
-    g.from_client(req(2), 0.0)
-    out = g.from_client(note("notifications/cancelled", {"requestId": 2}), 0.1)
-    assert out.to_server == [] and g.waiting == 0
-    # a cancel for the request in flight goes to the server as usual
-    assert g.from_client(note("notifications/cancelled", {"requestId": 1}), 0.2).to_server != []
-    assert g.from_server(res(1), 0.3).to_server == []  # nothing left to release
 
 
 # -- properties: nothing the server writes crashes the proxies, and guard lets only valid replies out
@@ -383,33 +278,6 @@ def _values() -> Any:
     return st.lists(st.one_of(messages, st.lists(messages, max_size=3), scalars), max_size=12)
 
 
-def test_property_guard_passes_only_valid_messages_and_never_crashes() -> None:
-    from hypothesis import given
-    from hypothesis import strategies as st
-
-    from sturdyrpc.check.verdicts import message_problems, response_problems
-
-    @given(_values(), _values(), st.booleans())
-    def run(client: list[Any], server: list[Any], mcp: bool) -> None:
-        g = GuardCore(deadline=1.0, max_in_flight=2, cancel="mcp" if mcp else "none")
-        now = 0.0
-        for c, s in zip(client, server, strict=False):
-            now += 0.3
-            g.from_client(b(c), now)
-            out = g.from_server(b(s), now)
-            out.extend(g.tick(now))
-            for payload in out.to_client:
-                msg = json.loads(payload)
-                for m in msg if type(msg) is list else [msg]:
-                    assert type(m) is dict
-                    if "method" in m:
-                        assert message_problems(m) == []
-                    else:
-                        assert response_problems(m, id_may_be_omitted=True) == []
-        g.server_gone(1)
-        g.monitor.summary(now + 1)
-
-    run()
 
 
 def test_the_answer_to_an_empty_batch_is_expected() -> None:
@@ -609,52 +477,8 @@ def test_envelope_types_are_the_shared_rules_cheaply() -> None:
     run()
 
 
-def test_property_guard_in_runs_decides_as_frame_by_frame() -> None:
-    from hypothesis import given, settings
-    from hypothesis import strategies as st
-
-    def in_runs(g: GuardCore, dir: Any, frames: list[bytes], now: float, out: Any) -> None:
-        i = 0
-        while i < len(frames):
-            i = g.pass_plain(dir, frames, i, now, out)  # type: ignore[arg-type]
-            if i < len(frames):
-                (g.from_client if dir == C2S else g.from_server)(frames[i], now, out)
-                i += 1
-
-    @settings(max_examples=300)
-    @given(_traffic(), st.sampled_from([None, 1, 3]), st.booleans())
-    def run(reads: list[tuple[Any, list[bytes]]], limit: int | None, mcp: bool) -> None:
-        one = GuardCore(deadline=1.0, max_in_flight=limit, cancel="mcp" if mcp else "none")
-        runs = GuardCore(deadline=1.0, max_in_flight=limit, cancel="mcp" if mcp else "none")
-        now = 0.0
-        for dir, frames in reads:
-            now += 0.3
-            a, b_ = one.tick(now), runs.tick(now)
-            # guard_proxy writes the client's frames before deciding when passes_on says so:
-            # the decisions must then pass on exactly those frames, and nothing else.
-            early = dir == C2S and one.passes_on(sum(f.count(b"{") for f in frames))
-            mark = (len(a.to_server), len(a.to_client), len(a.log))
-            for f in frames:
-                (one.from_client if dir == C2S else one.from_server)(f, now, a)
-            if early:
-                assert (a.to_server[mark[0]:], len(a.to_client), len(a.log)) == (list(frames), mark[1], mark[2])
-            in_runs(runs, dir, list(frames), now, b_)
-            assert (b_.to_server, b_.to_client, b_.log) == (a.to_server, a.to_client, a.log)
-        assert _state(runs.monitor, now) == _state(one.monitor, now)
-        assert (runs.server_gone(1).to_client, runs.waiting) == (one.server_gone(1).to_client, one.waiting)
-
-    run()
 
 
-def test_guard_passes_on_only_what_it_would_not_hold() -> None:
-    g = GuardCore(max_in_flight=2)
-    assert g.passes_on(2) and not g.passes_on(3)
-    g.from_client(req(1), 0.0)
-    assert g.passes_on(1) and not g.passes_on(2)
-    g.from_client(req(2), 0.0)
-    g.from_client(req(3), 0.0)  # held
-    assert not g.passes_on(0)  # nothing passes a held request
-    assert GuardCore().passes_on(10**6)
 
 
 class _Sink:

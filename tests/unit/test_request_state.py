@@ -125,3 +125,32 @@ def test_token_size_does_not_grow_with_arguments() -> None:
     # Arguments are bound by digest, so a large call does not make a large token.
     tok = RequestStateSigner(KEYS).sign("tools/call", "t", {"arguments": {"x": "y" * 100000}})
     assert len(tok) < 300
+
+
+def test_earlier_rounds_answers_travel_in_the_token() -> None:
+    # Round 2 answers step1 and is asked step2; round 3 carries only step2, yet the tool, run
+    # again, needs both: the token of round 2 carries step1, and check() gives it back (the
+    # context answers from it: tests/unit/test_mcp_rounds.py).
+    signer = RequestStateSigner(KEYS)
+    step1 = {"action": "accept", "content": {"name": "Ada"}}
+    step2 = {"action": "accept", "content": {"color": "blue"}}
+    token = signer.sign("tools/call", "t", {"name": "t", "arguments": {}}, carry={"step1": step1})
+    round3: dict[str, object] = {"name": "t", "arguments": {}, "inputResponses": {"step2": step2}, "requestState": token}
+    assert signer.check(round3, "tools/call", "t") == {"step1": step1}
+    assert round3["inputResponses"] == {"step2": step2}  # the request itself is left as it came
+    # a changed token carries nothing: refused
+    assert refused(signer, {**round3, "requestState": token[:-2] + ("AA" if token[-2:] != "AA" else "BB")})
+
+
+@pytest.mark.parametrize(("responses", "ok"), [
+    ({"k": {"action": "accept"}}, True), ({}, True), (None, True),
+    ({"k": 12345}, False), ({"k": "text"}, False), ({"k": None}, False), ([{"k": {}}], False), ("x", False),
+])
+def test_input_responses_must_map_keys_to_objects(responses: object, ok: bool) -> None:
+    p = {"name": "t", "arguments": {}, "inputResponses": responses}
+    try:
+        RequestStateSigner(KEYS).check(p, "tools/call", "t")
+    except InvalidParams as exc:
+        assert not ok and exc.code == -32602 and exc.data == {"param": "inputResponses"}
+        return
+    assert ok

@@ -153,3 +153,57 @@ def test_stored_form_keeps_a_repeated_result_once_and_gives_back_the_same_bytes(
     plain = msgspec.json.encode({"jsonrpc": "2.0", "result": {"content": [{"type": "text", "text": text}]}, "id": 7})
     assert stored_form(plain) is plain  # nothing repeated: kept as it is
     assert stored_form(b'{"structuredContent": ' + b"x" * 5000) == b'{"structuredContent": ' + b"x" * 5000  # not JSON
+
+
+CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "q", "_meta": META}}
+#: The ``Mcp-Param-*`` headers of tool ``q`` (SEP-2243), as ``MCPServer.param_headers`` gives them.
+Q_HEADERS = {"mcp-param-region": ("region", "string"), "mcp-param-priority": ("priority", "integer"),
+             "mcp-param-verbose": ("verbose", "boolean")}
+
+
+def _call(arguments: dict[str, object], **hdrs: str) -> HeaderProblem | None:
+    msg = {**CALL, "params": {**CALL["params"], "arguments": arguments}}  # type: ignore[dict-item]
+    try:
+        check_modern_headers("tools/call", msg["params"], True, "2026-07-28", ["2026-07-28"],
+                             {b"mcp-method": b"tools/call", b"mcp-name": b"q",
+                              **{k.replace("_", "-").encode(): v.encode() for k, v in hdrs.items()}},
+                             lambda tool: Q_HEADERS if tool == "q" else {})
+    except HeaderProblem as p:
+        return p
+    return None
+
+
+@pytest.mark.parametrize(("arguments", "headers", "accepted"), [
+    ({"region": "us-east1"}, {"mcp_param_region": "us-east1"}, True),
+    ({"region": "us-east1"}, {"mcp_param_region": "  us-east1\t"}, True),  # RFC 9110: OWS is not the value
+    ({"region": "Hello"}, {"mcp_param_region": "=?base64?SGVsbG8=?="}, True),
+    ({"region": "Hello"}, {"mcp_param_region": "=?base64?SGVsbG8?="}, False),  # bad padding
+    ({"region": "Hello"}, {"mcp_param_region": "=?base64?SGVs!!!bG8=?="}, False),  # not the alphabet
+    ({"region": "SGVsbG8="}, {"mcp_param_region": "SGVsbG8="}, True),  # no sentinel: literal
+    ({"region": "=?base64?SGVsbG8="}, {"mcp_param_region": "=?base64?SGVsbG8="}, True),  # no suffix: literal
+    ({"region": "us-east1"}, {}, False),  # the value is in the body, the header is missing
+    ({"region": "us-east1"}, {"mcp_param_region": "eu-west1"}, False),
+    ({}, {"mcp_param_region": "eu-west1"}, False),  # a header for an argument the body lacks
+    ({"region": None}, {}, True),  # null: no header
+    ({"region": "r", "priority": 3, "verbose": True}, {"mcp_param_region": "r", "mcp_param_priority": "3", "mcp_param_verbose": "true"}, True),
+    ({"region": "r", "priority": 3}, {"mcp_param_region": "r", "mcp_param_priority": "4"}, False),
+    ({"region": "r", "verbose": False}, {"mcp_param_region": "r", "mcp_param_verbose": "False"}, False),
+])
+def test_mcp_param_headers_mirror_the_arguments(arguments: dict[str, object], headers: dict[str, str], accepted: bool) -> None:
+    p = _call(arguments, **headers)
+    assert (p is None) == accepted, p and p.message
+    if p is not None:
+        assert (p.status, p.code) == (400, -32020)
+
+
+@pytest.mark.parametrize(("method", "field", "value"), [
+    ("tools/call", "name", "echo"), ("prompts/get", "name", "greet"), ("resources/read", "uri", "test://x"),
+    ("tasks/get", "taskId", "t1"), ("tasks/update", "taskId", "t1"), ("tasks/cancel", "taskId", "t1"),
+])
+def test_mcp_name_header_whitespace_accepted_mismatch_refused(method: str, field: str, value: str) -> None:
+    req = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {field: value, "_meta": META}}
+    assert _check(req, mcp_method=method, mcp_name=f"  {value}  ") is None
+    assert _check(req, mcp_method=f" {method}", mcp_name=value) is None
+    for wrong in ({"mcp_name": "other"}, {}):
+        p = _check(req, mcp_method=method, **wrong)
+        assert p is not None and (p.status, p.code) == (400, -32020)

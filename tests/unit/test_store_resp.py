@@ -9,6 +9,7 @@ import tracemalloc
 from typing import Any
 
 import pytest
+from support.loops import run_on
 from support.redis import RedisServer, unique_prefix
 
 from sturdyrpc.store import StoreUnavailable, open_store
@@ -200,7 +201,8 @@ def _nest_script(depth: int) -> str:
     return f"local t = 1; for i = 1, {depth} do t = {{t}} end; return t"
 
 
-def test_a_deep_reply_from_a_real_redis_is_store_unavailable_and_the_next_call_reconnects(redis_server: RedisServer) -> None:
+def test_a_deep_reply_from_a_real_redis_is_store_unavailable_and_the_next_call_reconnects(redis_server: RedisServer,
+                                                                                          loop_name: str) -> None:
     async def go() -> None:
         errors = _loop_errors(asyncio.get_running_loop())
         s = open_store(redis_server.url, prefix=unique_prefix())
@@ -215,12 +217,11 @@ def test_a_deep_reply_from_a_real_redis_is_store_unavailable_and_the_next_call_r
         finally:
             await s.aclose()
 
-    asyncio.run(go())
+    run_on(loop_name, go())
 
 
-def test_the_store_works_under_uvloop(redis_server: RedisServer) -> None:
-    import uvloop
-
+def test_the_store_works_on_each_loop(redis_server: RedisServer, loop_name: str) -> None:
+    # uvloop's transports are no asyncio.Transport subclasses: the client must need nothing more than write/abort.
     async def go() -> None:
         errors = _loop_errors(asyncio.get_running_loop())
         s = open_store(redis_server.url, prefix=unique_prefix(), op_timeout=2.0)
@@ -243,6 +244,150 @@ def test_the_store_works_under_uvloop(redis_server: RedisServer) -> None:
         finally:
             await s.aclose()
 
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        runner.run(go())
+    run_on(loop_name, go())
 
+
+
+# ------------------------------------------------------------- property-based: any reply, any bytes
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from sturdyrpc.store.resp import ReplyParser  # noqa: E402
+
+_leaves = st.one_of(
+    st.integers(min_value=-(2**70), max_value=2**70).map(lambda n: (b":%d\r\n" % n, n)),
+    st.binary(max_size=300).map(lambda b: (b"$%d\r\n%s\r\n" % (len(b), b), b)),
+    st.binary(max_size=40).filter(lambda b: b"\r" not in b and b"\n" not in b).map(lambda b: (b"+" + b + b"\r\n", b)),
+    st.text(max_size=40).filter(lambda t: "\r" not in t and "\n" not in t).map(lambda t: (b"-" + t.encode() + b"\r\n", ("error", t))),
+    st.just((b"$-1\r\n", None)),
+    st.just((b"*-1\r\n", None)),
+)
+
+
+def _array(children: list[tuple[bytes, Any]]) -> tuple[bytes, Any]:
+    return b"*%d\r\n" % len(children) + b"".join(c[0] for c in children), [c[1] for c in children]
+
+
+#: (the bytes of a reply, the value it stands for), arrays nested up to a few levels.
+replies = st.recursive(_leaves, lambda inner: st.lists(inner, max_size=6).map(_array), max_leaves=40)
+
+
+def _value(v: Any) -> Any:
+    if isinstance(v, RespError):
+        return ("error", str(v))
+    if isinstance(v, list):
+        return [_value(x) for x in v]
+    return v
+
+
+def _outcome(parser: ReplyParser, chunks: list[bytes]) -> tuple[list[Any], str | None]:
+    got: list[Any] = []
+    for chunk in chunks:
+        got.extend(_value(v) for v in parser.feed(chunk))
+    return got, None if parser.error is None else str(parser.error)
+
+
+def _chunked(data: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({c % (len(data) + 1) for c in cuts})
+    return [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
+
+
+@given(st.lists(replies, min_size=1, max_size=5), st.lists(st.integers(min_value=0), max_size=12))
+def test_any_replies_in_any_reads_parse_to_their_values(items: list[tuple[bytes, Any]], cuts: list[int]) -> None:
+    data = b"".join(raw for raw, _ in items)
+    got, error = _outcome(ReplyParser(), _chunked(data, cuts))
+    assert error is None and got == [value for _, value in items]
+
+
+@given(st.binary(max_size=400), st.lists(st.integers(min_value=0), max_size=12))
+def test_any_bytes_in_any_reads_give_what_they_give_at_once(data: bytes, cuts: list[int]) -> None:
+    # Malformed or not: never an exception out of feed, and the reads' sizes change nothing
+    # (the same replies, the same error), which a parser that starts over would not guarantee.
+    whole = _outcome(ReplyParser(), [data])
+    assert _outcome(ReplyParser(), _chunked(data, cuts)) == whole
+
+
+@given(replies, st.binary(min_size=1, max_size=60), st.integers(min_value=0))
+def test_a_reply_with_bytes_changed_never_escapes_as_an_exception(item: tuple[bytes, Any], noise: bytes, at: int) -> None:
+    raw = item[0]
+    i = at % len(raw)
+    broken = raw[:i] + noise + raw[i + len(noise):]
+    conn, got = feed(_chunked(broken, [at, at * 7]), 4)
+    # Each command answered (a value, or an error reply), failed as a dropped connection (what
+    # the store reports as unavailable), or still waiting for more bytes: no other exception.
+    failures = {g[0] for g in got if isinstance(g, tuple)}
+    assert failures <= {"dropped", "RespError"}, got
+    if conn.parser.error is not None or "dropped" in failures:
+        assert conn.lost and not conn.waiters and "waiting" not in got
+
+
+@given(st.integers(min_value=1, max_value=3), st.integers(min_value=100_000, max_value=1_500_000), st.integers(min_value=512, max_value=65536))
+def test_huge_bulk_strings_in_reads_of_any_size(n: int, size: int, read: int) -> None:
+    values = [bytes([65 + i]) * (size + i) for i in range(n)]
+    data = b"*%d\r\n" % n + b"".join(b"$%d\r\n%s\r\n" % (len(v), v) for v in values)
+    got, error = _outcome(ReplyParser(), [data[i:i + read] for i in range(0, len(data), read)])
+    assert error is None and got == [values]
+
+
+@given(st.integers(min_value=MAX_DEPTH + 1, max_value=50_000), st.integers(min_value=1, max_value=64))
+def test_nesting_beyond_the_bound_is_an_error_whatever_the_depth_and_reads(depth: int, read: int) -> None:
+    data = nested(depth)
+    got, error = _outcome(ReplyParser(), [data[i:i + read] for i in range(0, len(data), read)])
+    assert got == [] and error == f"reply from Redis nested deeper than {MAX_DEPTH} arrays"
+
+
+def test_a_frozen_redis_fails_the_waiting_commands_within_the_reply_timeout(loop_name: str) -> None:
+    import os
+    import signal
+    import time
+
+    from sturdyrpc.store.resp import RespClient
+
+    srv = RedisServer()
+    srv.start()
+    assert srv.proc is not None
+
+    async def go() -> None:
+        c = RespClient(srv.url, reply_timeout=0.4)
+        try:
+            assert await c.call("SET", "k", "v") == b"OK"
+            os.kill(srv.proc.pid, signal.SIGSTOP)  # up, connected, answering nothing
+            t0 = time.monotonic()
+            results = await asyncio.gather(c.call("GET", "k"), c.pipeline([("GET", "k"), ("PING",)]), return_exceptions=True)
+            waited = time.monotonic() - t0
+            assert all(isinstance(r, ConnectionError) and "did not answer in time" in str(r) for r in results), results
+            assert 0.2 <= waited <= 1.0, waited  # one watchdog for the connection: reply_timeout, not a hang
+            os.kill(srv.proc.pid, signal.SIGCONT)
+            assert await c.call("GET", "k") == b"v"  # a new connection
+        finally:
+            os.kill(srv.proc.pid, signal.SIGCONT)
+            c.close()
+
+    try:
+        run_on(loop_name, go())
+    finally:
+        srv.stop()
+
+
+def test_commands_of_one_turn_leave_in_one_write(redis_server: RedisServer, loop_name: str) -> None:
+    import redis
+
+    from sturdyrpc.store.resp import RespClient
+
+    async def go() -> list[Any]:
+        c = RespClient(redis_server.url)
+        try:
+            await c.call("PING")
+            r = redis.Redis(port=redis_server.port)
+            before = int(r.info("stats")["total_reads_processed"])
+            got = await asyncio.gather(*(c.call("ECHO", str(i)) for i in range(50)), c.pipeline([("PING",), ("ECHO", "x")]))
+            after = int(r.info("stats")["total_reads_processed"])
+            # 52 commands in one write: Redis read them at once (plus the INFO call of this test)
+            assert after - before <= 3, after - before
+            return got
+        finally:
+            c.close()
+
+    got = run_on(loop_name, go())
+    assert got == [str(i).encode() for i in range(50)] + [[b"PONG", b"x"]]

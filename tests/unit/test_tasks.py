@@ -262,13 +262,13 @@ def test_client_handle_with_the_test_client(protocol: str) -> None:
                 await f.result()
             assert exc.value.code == -31050
             # the required tool through the plain call: 2025-11-25 refuses it (-32601); 2026-07-28
-            # runs it at once for a client that did not declare the extension
+            # too, for a client that did not declare the extension: -32021 naming it (SEP-2663)
+            with pytest.raises(RPCError) as exc:
+                await client.call_tool("report", {})
             if protocol == "2025-11-25":
-                with pytest.raises(RPCError) as exc:
-                    await client.call_tool("report", {})
                 assert exc.value.code == -32601
             else:
-                assert (await client.call_tool("report", {}))["content"][0]["text"] == "report on x"
+                assert exc.value.code == -32021 and exc.value.data == {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}}
 
     asyncio.run(main())
 
@@ -303,12 +303,17 @@ def test_modern_extension_messages_validate() -> None:
         assert t["result"]["resultType"] == "task" and t["result"]["status"] == "working"
         tid = t["result"]["taskId"]
         assert t["result"]["ttlMs"] > 0 and t["result"]["pollIntervalMs"] > 0
-        g = await ask("tasks/get", {"taskId": tid})
+        # the tasks methods without the extension declared: -32021 naming it (SEP-2663)
+        for method, extra in (("tasks/get", {}), ("tasks/update", {"inputResponses": {}}), ("tasks/cancel", {})):
+            refused = await ask(method, {"taskId": tid, **extra})
+            assert refused["error"]["code"] == -32021, refused
+            assert refused["error"]["data"]["requiredCapabilities"] == ext_caps
+        g = await ask("tasks/get", {"taskId": tid}, ext_caps)
         assert g["result"]["status"] == "working" and "result" not in g["result"]
-        assert (await ask("tasks/update", {"taskId": tid, "inputResponses": {"x": {}}}))["result"]["resultType"] == "complete"
+        assert (await ask("tasks/update", {"taskId": tid, "inputResponses": {"x": {}}}, ext_caps))["result"]["resultType"] == "complete"
         state["gate"].set()
         for _ in range(100):
-            g = await ask("tasks/get", {"taskId": tid})
+            g = await ask("tasks/get", {"taskId": tid}, ext_caps)
             if g["result"]["status"] != "working":
                 break
             await asyncio.sleep(0.01)
@@ -316,20 +321,20 @@ def test_modern_extension_messages_validate() -> None:
         # cancel: an acknowledgement, also for a terminal task (cooperative)
         state["gate"] = asyncio.Event()
         t2 = await ask("tools/call", {"name": "slow", "arguments": {"n": 2}}, ext_caps)
-        assert (await ask("tasks/cancel", {"taskId": t2["result"]["taskId"]}))["result"]["resultType"] == "complete"
-        assert (await ask("tasks/get", {"taskId": t2["result"]["taskId"]}))["result"]["status"] == "cancelled"
-        assert (await ask("tasks/cancel", {"taskId": tid}))["result"]["resultType"] == "complete"
+        assert (await ask("tasks/cancel", {"taskId": t2["result"]["taskId"]}, ext_caps))["result"]["resultType"] == "complete"
+        assert (await ask("tasks/get", {"taskId": t2["result"]["taskId"]}, ext_caps))["result"]["status"] == "cancelled"
+        assert (await ask("tasks/cancel", {"taskId": tid}, ext_caps))["result"]["resultType"] == "complete"
         f = await ask("tools/call", {"name": "refuse", "arguments": {}}, ext_caps)
         for _ in range(100):
-            g = await ask("tasks/get", {"taskId": f["result"]["taskId"]})
+            g = await ask("tasks/get", {"taskId": f["result"]["taskId"]}, ext_caps)
             if g["result"]["status"] != "working":
                 break
             await asyncio.sleep(0.01)
         assert g["result"]["status"] == "failed" and g["result"]["error"]["code"] == -31050
         # what the extension removed, and bad ids
-        assert (await ask("tasks/result", {"taskId": tid}))["error"]["code"] == -32601
-        assert (await ask("tasks/list", {}))["error"]["code"] == -32601
-        assert (await ask("tasks/get", {"taskId": "nope"}))["error"]["code"] == -32602
+        assert (await ask("tasks/result", {"taskId": tid}, ext_caps))["error"]["code"] == -32601
+        assert (await ask("tasks/list", {}, ext_caps))["error"]["code"] == -32601
+        assert (await ask("tasks/get", {"taskId": "nope"}, ext_caps))["error"]["code"] == -32602
         # a forbidden tool is never a task
         assert (await ask("tools/call", {"name": "plain", "arguments": {}}, ext_caps))["result"]["resultType"] == "complete"
         methods = {(type(m["id"]), m["id"]): m["method"] for m in sent}
@@ -406,8 +411,9 @@ def test_http_tasks_bound_to_the_principal() -> None:
             assert res["result"]["content"][0]["text"] == "slept 0.3 seconds" and time.monotonic() - t0 < 5
             assert [t["taskId"] for t in (await call("alice", "tasks/list", {}))["result"]["tasks"]] == [tid]
             # 2026-07-28 requests (no session) are bound to the principal too
-            modern = {"accept": ACCEPT, "mcp-protocol-version": "2026-07-28", "mcp-method": "tasks/get"}
-            body = {"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"taskId": tid, "_meta": modern_meta()}}
+            modern = {"accept": ACCEPT, "mcp-protocol-version": "2026-07-28", "mcp-method": "tasks/get", "mcp-name": tid}
+            body = {"jsonrpc": "2.0", "id": 2, "method": "tasks/get",
+                    "params": {"taskId": tid, "_meta": modern_meta(caps={"extensions": {TASKS_EXTENSION: {}}})}}
             r = await c.post("/", json=body, headers={**modern, "authorization": "Bearer tok-bob"})
             assert r.json()["error"]["code"] == -32602
             r = await c.post("/", json=body, headers={**modern, "authorization": "Bearer tok-alice"})

@@ -33,7 +33,9 @@ __all__ = ["HTTPProbe", "HTTPReply"]
 _encode = msgspec.json.encode
 #: How long ``send`` waits for a POST to complete before moving on (a slow call keeps running).
 HOLD = 0.5
-_NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri",
+          # SEP-2663: the tasks extension's requests are routed by task id
+          "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
 
 
 def _header_value(v: str) -> str:

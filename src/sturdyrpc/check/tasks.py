@@ -40,6 +40,8 @@ def _applies(cfg: Any) -> str | None:
 def _ask(s: Probe, method: str, params: dict[str, Any], *, timeout: float | None = None, caps: dict[str, Any] | None = None) -> dict[str, Any]:
     """One request and its reply, whatever notifications come in between."""
     msg = s.request(method, params, s.new_id("tk"))
+    if caps is None and method.startswith("tasks/"):
+        caps = {"extensions": {EXTENSION: {}}}  # 2026-07-28: tasks/* need the extension declared (-32021 without)
     if caps is not None and s.cfg.modern:
         msg["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = caps
     s.send(msg)

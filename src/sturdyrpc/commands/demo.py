@@ -14,6 +14,8 @@ from .run import add_http_arguments, http_options
 def register(sub: Any) -> None:
     d = sub.add_parser("demo", help="run a demo server (stdio JSON-RPC by default)")
     d.add_argument("--mcp", action="store_true", help="the MCP demo server instead of plain JSON-RPC")
+    d.add_argument("--conformance", action="store_true",
+                   help="the MCP conformance fixture server: the MCP demo plus every fixture the conformance suite calls")
     d.add_argument("--http", metavar="HOST:PORT", help="serve over Streamable HTTP instead of stdio")
     d.add_argument("--framing", choices=["line", "content-length"], default="line", help="stdio framing (default: line)")
     d.add_argument("--allow-remote", action="store_true", help="with --http: allow a non-loopback bind address")
@@ -31,18 +33,24 @@ def run(args: argparse.Namespace) -> int:
         print("sturdyrpc demo: the --auth-* options need --http", file=sys.stderr)
         return 2
     if http_options(args) and not args.http:
-        print("sturdyrpc demo: --allow-host, --trusted-proxy and --keepalive need --http", file=sys.stderr)
+        print("sturdyrpc demo: --allow-host, --trusted-proxy, --keepalive and --loop need --http", file=sys.stderr)
         return 2
     if args.http:
         from ..demos.http import run_demo_http
 
-        return run_demo_http(args.http, mcp=args.mcp, allow_remote=args.allow_remote, workers=args.workers, store=args.store,
+        return run_demo_http(args.http, mcp=args.mcp, conformance=args.conformance, allow_remote=args.allow_remote, workers=args.workers, store=args.store,
                              stateless=args.stateless, auth_args=args, http=http_options(args))
-    if args.mcp and not args.http:
-        from ..demos.mcp import make_mcp_demo
+    if (args.mcp or args.conformance) and not args.http:
         from ..mcp.stdio import run_mcp_stdio
 
-        code = run_mcp_stdio(make_mcp_demo())
+        if args.conformance:
+            from ..demos.conformance_server import make_conformance_server
+
+            code = run_mcp_stdio(make_conformance_server())
+        else:
+            from ..demos.mcp import make_mcp_demo
+
+            code = run_mcp_stdio(make_mcp_demo())
         sys.stderr.flush()
         os._exit(code)
     if args.mcp or args.http:

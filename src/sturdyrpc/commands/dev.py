@@ -23,7 +23,7 @@ __all__ = ["register"]
 def register(sub: Any) -> None:
     d = sub.add_parser("dev", help="serve module:attr over HTTP and restart it when a .py file changes (watchfiles)",
                        description="Development server: sturdyrpc run --http, restarted on every change of a .py file.")
-    add_target_arguments(d)
+    add_target_arguments(d, http_required=True)
     d.add_argument("--watch", metavar="DIR", action="append", help="directory to watch (repeatable; default: the target's)")
     d.set_defaults(func=run)
 
@@ -31,9 +31,6 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     import watchfiles  # the optional dependency: a missing one ends the command with the pip line
 
-    if not args.http:
-        sys.stderr.write("sturdyrpc dev: --http HOST:PORT is required (a stdio client cannot follow restarts)\n")
-        return EXIT_USAGE
     from ..mcp_http.workers import resolve_target
 
     try:

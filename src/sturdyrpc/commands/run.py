@@ -55,7 +55,9 @@ def register(sub: Any) -> None:
 
 
 def add_http_arguments(p: argparse.ArgumentParser) -> None:
-    """``--allow-host``, ``--trusted-proxy`` and ``--keepalive`` (``run`` and ``demo``)."""
+    """``--allow-host``, ``--trusted-proxy``, ``--keepalive`` and ``--loop`` (``run`` and ``demo``)."""
+    from ..transports.loops import LOOP_ENV, LOOPS
+
     g = p.add_argument_group("HTTP (with --http)")
     g.add_argument("--allow-host", metavar="HOST", action="append", default=[],
                    help="also answer requests whose Host names HOST (repeatable; localhost names and the bound "
@@ -65,6 +67,8 @@ def add_http_arguments(p: argparse.ArgumentParser) -> None:
                         "believed (repeatable); anyone else's X-Forwarded-* are ignored")
     g.add_argument("--keepalive", metavar="SECONDS", type=float, default=None,
                    help="MCP: seconds of silence after which an open SSE stream gets a keep-alive comment (default 15)")
+    g.add_argument("--loop", choices=LOOPS, default=None,
+                   help=f"the event loop of the server and its workers (default: ${LOOP_ENV}, else auto: uvloop when installed)")
 
 
 def http_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -77,13 +81,17 @@ def http_options(args: argparse.Namespace) -> dict[str, Any]:
         out["trusted_proxies"] = list(args.trusted_proxy)
     if getattr(args, "keepalive", None) is not None:
         out["keepalive"] = args.keepalive
+    if getattr(args, "loop", None) is not None:
+        out["loop"] = args.loop
     return out
 
 
-def add_target_arguments(p: argparse.ArgumentParser) -> None:
-    """The arguments ``run`` and ``dev`` share."""
+def add_target_arguments(p: argparse.ArgumentParser, *, http_required: bool = False) -> None:
+    """The arguments ``run`` and ``dev`` share (``dev`` serves over HTTP only: ``http_required``)."""
     p.add_argument("target", metavar="module:attr", help="what to serve: module (or file.py) and attribute")
-    p.add_argument("--http", metavar="HOST:PORT", help="serve over HTTP instead of stdio")
+    p.add_argument("--http", metavar="HOST:PORT", required=http_required,
+                   help="serve over HTTP (required: a stdio client cannot follow restarts)" if http_required
+                   else "serve over HTTP instead of stdio")
     p.add_argument("--allow-remote", action="store_true", help="with --http: allow a non-loopback bind address")
 
 
@@ -110,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     if auth_requested(args) and not args.http:
         return _fail(command, "the --auth-* options need --http (stdio has no tokens)")
     if http_options(args) and not args.http:
-        return _fail(command, "--allow-host, --trusted-proxy and --keepalive need --http")
+        return _fail(command, "--allow-host, --trusted-proxy, --keepalive and --loop need --http")
     if args.keepalive is not None and not args.keepalive > 0:
         return _fail(command, "--keepalive must be positive")
     if args.http:

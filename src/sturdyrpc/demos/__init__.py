@@ -7,6 +7,8 @@ imports the library only through its public API.
 - :mod:`.mcp`: ``make_mcp_demo()``, the MCP demo (``sturdyrpc demo --mcp``);
 - :mod:`.mcp_http`: the MCP demo over Streamable HTTP (``sturdyrpc demo --mcp --http``), and a
   stateless one for several workers (``uvicorn --factory sturdyrpc.demos.mcp_http:make_stateless_demo_app``);
+- :mod:`.conformance_server`: the conformance fixture server, the MCP demo plus every fixture the
+  newest official conformance suite calls (``sturdyrpc demo --conformance [--http HOST:PORT]``);
 - :mod:`.http`: serving either demo over HTTP on uvicorn (``sturdyrpc demo --http``);
 - :mod:`.conformance_client`: the client the official MCP conformance suite drives
   (``python -m sturdyrpc.demos.conformance_client URL``).

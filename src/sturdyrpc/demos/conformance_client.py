@@ -1,15 +1,24 @@
 """The client the MCP conformance suite drives: ``python -m sturdyrpc.demos.conformance_client URL``.
 
 The suite starts a test server per scenario and names it in ``MCP_CONFORMANCE_SCENARIO``.
-This client speaks Streamable HTTP through :class:`StreamableHTTPClientTransport` on a
-:class:`~sturdyrpc.peer.Peer`, initializes, and does what each scenario expects:
+This client is the library's MCP client over Streamable HTTP (:func:`~sturdyrpc.mcp_http.connect_http`,
+which chooses the era: ``server/discover`` first, ``initialize`` for a server that does not
+know it; ``MCP_CONFORMANCE_PROTOCOL_VERSION`` forces a version), and does what each scenario
+expects:
 
-- ``initialize``: the handshake, then ``tools/list``;
+- ``initialize``, ``json-schema-ref-no-deref``: the negotiation, then ``tools/list`` (a network
+  ``$ref`` in a tool's schema is never fetched: schemas are kept as sent);
 - ``tools_call``: calls ``add_numbers`` ({a: 5, b: 3}) and every other listed tool without arguments;
 - ``elicitation-sep1034-client-defaults``: answers ``elicitation/create`` by accepting with the
   schema's default values (SEP-1034);
 - ``sse-retry``: calls ``test_reconnection``; the transport resumes the dropped stream after
-  the server's ``retry`` delay with ``Last-Event-ID``.
+  the server's ``retry`` delay with ``Last-Event-ID``;
+- a context with ``toolCalls`` (``http-custom-headers``): exactly those calls (their
+  ``Mcp-Param-*`` headers are the client's, SEP-2243);
+- ``json-schema-2020-12-preservation``: the focal tool's ``inputSchema`` sent back unchanged to
+  ``json_schema_echo``;
+- any other: every listed tool called without arguments (a tool whose ``x-mcp-header``
+  annotations break SEP-2243's rules is not listed by the client, so never called).
 - ``auth/*``: the same session through :class:`~sturdyrpc.oauth.OAuthClientProvider` (every tool
   called); the suite's authorization server redirects at once, so the redirect is followed
   (:class:`~sturdyrpc.oauth.FollowRedirectHandler`). Pre-registered credentials come from
@@ -26,12 +35,9 @@ import sys
 from typing import Any
 
 from .._version import __version__
-from ..dispatch import Dispatcher
-from ..mcp.profile import MCPProfile
-from ..mcp.versions import LATEST_HANDSHAKE
 from ..mcp_http.client import StreamableHTTPClientTransport
+from ..mcp_http.connect import connect_http
 from ..oauth import FollowRedirectHandler, OAuthClientProvider
-from ..peer import Peer
 
 __all__ = ["main", "run", "defaults_from_schema"]
 
@@ -49,45 +55,30 @@ def defaults_from_schema(schema: Any) -> dict[str, Any]:
     return out
 
 
-def _client_dispatcher() -> Dispatcher:
-    rpc = Dispatcher()
-
-    @rpc.method(name="ping", blocking=False)
-    def ping(**_: Any) -> dict[str, Any]:
-        return {}
-
-    @rpc.method(name="elicitation/create", blocking=False)
-    def elicit(**params: Any) -> dict[str, Any]:
-        return {"action": "accept", "content": defaults_from_schema(params.get("requestedSchema"))}
-
-    @rpc.method(name="sampling/createMessage", blocking=False)
-    def sample(**params: Any) -> dict[str, Any]:
-        return {"role": "assistant", "content": {"type": "text", "text": "A sampled reply."}, "model": "sturdyrpc-test",
-                "stopReason": "endTurn"}
-
-    @rpc.method(name="roots/list", blocking=False)
-    def roots(**_: Any) -> dict[str, Any]:
-        return {"roots": []}
-
-    return rpc
-
-
 #: The suite's fixed client id for Client ID Metadata Documents (it does not fetch it).
 CIMD_URL = "https://conformance-test.local/client-metadata.json"
+
+
+def _context(context: str | None) -> dict[str, Any]:
+    """``MCP_CONFORMANCE_CONTEXT`` as an object (empty when absent or not an object)."""
+    try:
+        ctx = json.loads(context) if context else {}
+    except ValueError:
+        return {}
+    return ctx if type(ctx) is dict else {}
+
+
+def tool_calls(context: str | None) -> list[dict[str, Any]]:
+    """The calls a scenario's context asks for (``toolCalls``: ``[{name, arguments}]``)."""
+    calls = _context(context).get("toolCalls")
+    return [c for c in calls if type(c) is dict and type(c.get("name")) is str] if type(calls) is list else []
 
 
 def auth_provider(scenario: str, context: str | None) -> OAuthClientProvider | None:
     """The OAuth client for an ``auth/*`` scenario, or None for the others."""
     if not scenario.startswith("auth/"):
         return None
-    ctx: Any = {}
-    if context:
-        try:
-            ctx = json.loads(context)
-        except ValueError:
-            ctx = {}
-    if type(ctx) is not dict:
-        ctx = {}
+    ctx = _context(context)
     client_id = ctx.get("client_id") if type(ctx.get("client_id")) is str else None
     secret = ctx.get("client_secret") if type(ctx.get("client_secret")) is str else None
     return OAuthClientProvider(
@@ -99,42 +90,58 @@ def auth_provider(scenario: str, context: str | None) -> OAuthClientProvider | N
     )
 
 
-async def run(url: str, scenario: str, context: str | None = None) -> None:
+async def run(url: str, scenario: str, context: str | None = None, protocol: str | None = None) -> None:
     auth = auth_provider(scenario, context)
     try:
-        await _session(url, scenario, auth)
+        await _session(url, scenario, auth, protocol, tool_calls(context))
     finally:
         if auth is not None:
             await auth.aclose()
 
 
-async def _session(url: str, scenario: str, auth: OAuthClientProvider | None) -> None:
+async def _session(url: str, scenario: str, auth: OAuthClientProvider | None, protocol: str | None = None,
+                   calls: list[dict[str, Any]] | None = None) -> None:
     # sse-retry times the GET that resumes the dropped tools/call stream, and its server takes
     # any GET for that resumption: an optional standalone GET stream opened late (the machine
     # busy) would be timed instead and look like a reconnection that ignored `retry`.
     transport = StreamableHTTPClientTransport(url, open_get_stream=scenario != "sse-retry", auth=auth)
-    profile = MCPProfile(role="client")
-    peer = Peer(transport, _client_dispatcher(), profile=profile, name="conformance-client", default_timeout=30.0)
-    async with peer:
-        init = await peer.request("initialize", {
-            "protocolVersion": LATEST_HANDSHAKE,
-            "capabilities": {"elicitation": {}, "sampling": {}, "roots": {"listChanged": True}},
-            "clientInfo": {"name": "sturdyrpc-conformance-client", "version": __version__},
-        })
-        profile.set_version(init.get("protocolVersion", LATEST_HANDSHAKE))
-        await peer.notify("notifications/initialized")
-        tools = (await peer.request("tools/list", {})).get("tools", [])
-        names = [t.get("name") for t in tools if type(t) is dict]
-        if scenario == "tools_call" and "add_numbers" in names:
-            await peer.request("tools/call", {"name": "add_numbers", "arguments": {"a": 5, "b": 3}})
-        elif scenario.startswith("elicitation"):
-            for name in names:
-                await peer.request("tools/call", {"name": name, "arguments": {}})
+    # The library's client chooses the era: server/discover first (2026-07-28), initialize when
+    # the server does not know it; ``protocol`` (the suite's MCP_CONFORMANCE_PROTOCOL_VERSION)
+    # forces a version.
+    async with connect_http(url, protocol, transport=transport, sampling=_sample, elicitation=_elicit, roots=_roots,
+                            client_info={"name": "sturdyrpc-conformance-client", "version": __version__}, timeout=30.0,
+                            auth=auth) as client:
+        tools = [t for t in await client.list_tools() if type(t) is dict]
+        names = [t.get("name") for t in tools]
+        if calls:
+            for call in calls:
+                await client.call_tool(call["name"], call.get("arguments") or {})
+        elif scenario.startswith("json-schema-2020-12") and "json_schema_echo" in names:
+            # the schema of the focal tool, sent back exactly as received
+            for tool in tools:
+                if tool.get("name") != "json_schema_echo":
+                    await client.call_tool("json_schema_echo", {"schema": tool.get("inputSchema")})
+        elif scenario == "tools_call" and "add_numbers" in names:
+            await client.call_tool("add_numbers", {"a": 5, "b": 3})
         elif scenario == "sse-retry" and "test_reconnection" in names:
-            await peer.request("tools/call", {"name": "test_reconnection", "arguments": {}}, timeout=20.0)
-        elif scenario not in ("initialize", "tools_call"):
+            await client.call_tool("test_reconnection", {}, timeout=20.0)
+        elif scenario not in ("initialize", "tools_call", "json-schema-ref-no-deref"):  # the last: listing only
             for name in names:
-                await peer.request("tools/call", {"name": name, "arguments": {}})
+                if type(name) is str:
+                    await client.call_tool(name, {})
+
+
+async def _elicit(params: dict[str, Any]) -> dict[str, Any]:
+    return {"action": "accept", "content": defaults_from_schema(params.get("requestedSchema"))}
+
+
+async def _sample(params: dict[str, Any]) -> dict[str, Any]:
+    return {"role": "assistant", "content": {"type": "text", "text": "A sampled reply."}, "model": "sturdyrpc-test",
+            "stopReason": "endTurn"}
+
+
+async def _roots() -> list[dict[str, Any]]:
+    return []
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "initialize")
     try:
-        asyncio.run(run(args[-1], scenario, os.environ.get("MCP_CONFORMANCE_CONTEXT")))
+        asyncio.run(run(args[-1], scenario, os.environ.get("MCP_CONFORMANCE_CONTEXT"),
+                        os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION") or None))
     except Exception as exc:
         sys.stderr.write(f"conformance client failed: {exc!r}\n")
         return 1

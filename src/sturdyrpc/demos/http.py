@@ -1,4 +1,5 @@
-"""``sturdyrpc demo --http HOST:PORT`` (plain JSON-RPC at ``/``) and ``--mcp --http`` (MCP at ``/mcp``).
+"""``sturdyrpc demo --http HOST:PORT`` (plain JSON-RPC at ``/``), ``--mcp --http`` (MCP at ``/mcp``) and
+``--conformance --http`` (the conformance fixture server, at ``/mcp``).
 
 Both go through :func:`sturdyrpc.mcp_http.workers.serve_mcp_workers`, so that ``--auth-*``,
 ``--allow-host``, ``--trusted-proxy`` and ``--workers`` apply to either demo the same way.
@@ -35,7 +36,7 @@ def make_mcp_demo_app(**options: Any) -> Any:
     return make_demo_app(**options)
 
 
-def run_demo_http(address: str, *, mcp: bool, allow_remote: bool = False, workers: int = 1, store: str | None = "memory",
+def run_demo_http(address: str, *, mcp: bool, conformance: bool = False, allow_remote: bool = False, workers: int = 1, store: str | None = "memory",
                   stateless: bool = False, auth_args: Any = None, http: Mapping[str, Any] | None = None) -> int:
     try:
         host, port = parse_host_port(address)
@@ -48,7 +49,14 @@ def run_demo_http(address: str, *, mcp: bool, allow_remote: bool = False, worker
     from ..auth.options import AuthOptionsError
     from ..mcp_http.workers import WorkersRefused, serve_mcp_workers
 
-    if mcp:
+    if conformance:
+        mcp = True
+    if conformance and stateless:
+        sys.stderr.write("sturdyrpc demo: --conformance serves with sessions (the suite tests both eras); drop --stateless\n")
+        return 2
+    if conformance:
+        target = "sturdyrpc.demos.conformance_server:make_conformance_app"
+    elif mcp:
         target = "sturdyrpc.demos.mcp_http:make_stateless_demo_app" if stateless else "sturdyrpc.demos.mcp_http:make_demo_app"
     else:
         target = "sturdyrpc.demos.jsonrpc:make_demo"  # a Dispatcher: served at /, its audience the server's root URL

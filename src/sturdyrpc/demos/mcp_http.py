@@ -11,15 +11,18 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from ..mcp import MCPServer
 from ..mcp_http import StreamableHTTPApp, close_current_stream, mcp_http_app
 from .mcp import make_mcp_demo
 
 __all__ = ["make_demo_app", "make_stateless_demo_app"]
 
 
-def make_demo_app(*, tool_scopes: Iterable[str] = (), **options: Any) -> StreamableHTTPApp:
-    """The demo app; ``tool_scopes``: OAuth scopes every tool requires (with an auth ``security``)."""
-    server = make_mcp_demo()
+def make_demo_app(*, tool_scopes: Iterable[str] = (), server: MCPServer | None = None, **options: Any) -> StreamableHTTPApp:
+    """The demo app; ``tool_scopes``: OAuth scopes every tool requires (with an auth ``security``);
+    ``server``: the MCP server to serve (default: a new :func:`~sturdyrpc.demos.mcp.make_mcp_demo`)."""
+    if server is None:
+        server = make_mcp_demo()
 
     @server.tool()
     async def test_reconnection() -> str:

@@ -33,6 +33,7 @@ from ..client import StdioConnection, connect_stdio
 from ..dispatch import Context, Dispatcher
 from ..errors import InvalidParams, RPCError
 from ..peer import ConnectionClosed, Peer, ProgressCallback, RequestTimeout
+from .param_headers import usable_tools
 from .profile import UNSUPPORTED_PROTOCOL_VERSION, MCPProfile
 from .tasks import TASKS_EXTENSION
 from .versions import (
@@ -112,6 +113,9 @@ class MCPClient:
         self.server_capabilities: dict[str, Any] = {}
         self.instructions: str | None = None
         self.supported_versions: list[str] = []
+        #: SEP-2243: the ``Mcp-Param-*`` headers of each listed tool (lower-case header name ->
+        #: (parameter, JSON type)), which a 2026-07-28 HTTP transport sends with its calls.
+        self.tool_headers: dict[str, dict[str, tuple[str, str]]] = {}
         #: Open ``subscriptions/listen`` streams by subscription id.
         self._listens: dict[str, Subscription] = {}
         self._listen_seq = 0
@@ -165,7 +169,9 @@ class MCPClient:
                     if exc.code == UNSUPPORTED_PROTOCOL_VERSION and isinstance(exc.data, dict):
                         supported = exc.data.get("supported") or []
                         mutual = [v for v in MODERN_VERSIONS if v in supported]
-                        if mutual and mutual[-1] != version:
+                        if mutual:
+                            # retry with the newest version both know (once: the same one again
+                            # when the server lists it, a refusal it may have made in passing)
                             version = mutual[-1]
                             continue
                         if protocol is not None or not any(v in HANDSHAKE_VERSIONS for v in supported):
@@ -290,7 +296,17 @@ class MCPClient:
         await self.request("ping", timeout=timeout)
 
     async def list_tools(self, timeout: float | None = None) -> list[dict[str, Any]]:
-        return await self._paged("tools/list", "tools", timeout)
+        """Every tool (all pages). On 2026-07-28 a tool whose ``x-mcp-header`` annotations break
+        SEP-2243's rules is left out (the specification says a client MUST exclude it), and the
+        others' ``Mcp-Param-*`` headers are kept in :attr:`tool_headers`."""
+        tools = await self._paged("tools/list", "tools", timeout)
+        if not self.modern:
+            return tools
+        kept, headers, left_out = usable_tools(tools)
+        self.tool_headers.update(headers)
+        for line in left_out:
+            log.warning("%s", line)
+        return kept
 
     @overload
     async def call_tool(
@@ -319,6 +335,15 @@ class MCPClient:
         result: dict[str, Any] = await self.request("tools/call", {"name": name, "arguments": arguments or {}}, timeout=timeout, on_progress=on_progress)
         return result
 
+    def with_tasks_extension(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``params`` of a 2026-07-28 request declaring the tasks extension for it (SEP-2663: a
+        server refuses ``tasks/*`` from a client that does not, with -32021); unchanged before."""
+        if not self.modern:
+            return params
+        caps = dict(self.capabilities())
+        caps["extensions"] = {**caps.get("extensions", {}), TASKS_EXTENSION: {}}
+        return {**params, "_meta": {META_CLIENT_CAPABILITIES: caps}}
+
     async def call_tool_as_task(
         self, name: str, arguments: dict[str, Any] | None = None, *, ttl_ms: int | None = None, timeout: float | None = None,
         on_progress: ProgressCallback | None = None,
@@ -328,9 +353,7 @@ class MCPClient:
         and the server may still answer at once: the handle is then already complete)."""
         params: dict[str, Any] = {"name": name, "arguments": arguments or {}}
         if self.modern:
-            caps = dict(self.capabilities())
-            caps["extensions"] = {**caps.get("extensions", {}), TASKS_EXTENSION: {}}
-            params["_meta"] = {META_CLIENT_CAPABILITIES: caps}
+            params = self.with_tasks_extension(params)
         else:
             params["task"] = {} if ttl_ms is None else {"ttl": ttl_ms}
         result = await self.request("tools/call", params, timeout=timeout, on_progress=on_progress)
@@ -514,7 +537,7 @@ class TaskHandle:
         """``tasks/get``: the task now (its ``status``, ``statusMessage``...)."""
         if self._final is not None:
             return self.task
-        got: dict[str, Any] = await self.client.request("tasks/get", {"taskId": self.task_id}, timeout=timeout)
+        got: dict[str, Any] = await self.client.request("tasks/get", self.client.with_tasks_extension({"taskId": self.task_id}), timeout=timeout)
         self.task = {k: v for k, v in got.items() if k not in ("resultType", "_meta")}
         return self.task
 
@@ -539,7 +562,7 @@ class TaskHandle:
                 requests = self.task.get("inputRequests")
                 if type(requests) is dict and requests:
                     responses = await self.client._answer_inputs(requests)
-                    await self.client.request("tasks/update", {"taskId": self.task_id, "inputResponses": responses})
+                    await self.client.request("tasks/update", self.client.with_tasks_extension({"taskId": self.task_id, "inputResponses": responses}))
             await asyncio.sleep(self.poll_interval)
             await self.status()
 
@@ -570,7 +593,7 @@ class TaskHandle:
         """``tasks/cancel``; the task as the server describes it afterwards."""
         if self._final is not None:
             return self.task
-        got: dict[str, Any] = await self.client.request("tasks/cancel", {"taskId": self.task_id}, timeout=timeout)
+        got: dict[str, Any] = await self.client.request("tasks/cancel", self.client.with_tasks_extension({"taskId": self.task_id}), timeout=timeout)
         if not self.modern:
             self.task = {k: v for k, v in got.items() if k != "_meta"}
         return self.task

@@ -64,8 +64,12 @@ class ServerCore:
         cache_scope: str = "private",
         page_size: int | None = None,
         coerce_json_strings: bool = False,
+        mask_errors: bool = True,
     ) -> None:
         self.name = name
+        #: A tool's unexpected exception reaches the client as a generic text naming an incident
+        #: id (True), or as its message (False: never its class name or traceback).
+        self.mask_errors = mask_errors
         self.version = version
         self.title = title
         self.instructions = instructions
@@ -84,6 +88,12 @@ class ServerCore:
         self.templates: dict[str, Resource] = {}
         self.prompts: dict[str, Prompt] = {}
         self.completer: Callable[..., Any] | None = None
+        #: ``await reader(session, ctx, uri)``: a resource's contents, the one path of a read
+        #: (the protocol handlers set it), for ``ctx.read_resource``.
+        self.reader: Callable[[SessionState, Context, str], Awaitable[list[dict[str, Any]]]] | None = None
+        #: ``hook(kind)`` of every server this one is mounted in, called when its ``kind``
+        #: (tools, resources, prompts) changed (see :mod:`.mounting`).
+        self.mounted_in: list[Callable[[str], None]] = []
         #: Called with the session when the client says its roots changed.
         self.on_roots_changed: Callable[[SessionState], Awaitable[None] | None] | None = None
         #: Every request of the server runs through it (on every transport).
@@ -167,5 +177,5 @@ class ServerCore:
             return {"content": [text_content("Input required")], "isError": True}
         return self.finish(
             rules, {"resultType": "input_required", "inputRequests": need.requests,
-                    "requestState": self.request_state.sign(method, name, params)}
+                    "requestState": self.request_state.sign(method, name, params, need.carry)}
         )

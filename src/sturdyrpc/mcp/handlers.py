@@ -48,6 +48,7 @@ class ProtocolHandlers:
             # Handlers that never wait are sync and non-blocking: the runner runs them inline.
             d.add_method(fn, name, blocking=False)
 
+        self.core.reader = self.read  # ctx.read_resource in tools (see .tools_call)
         add(self.initialize, "initialize")
         add(self.ping, "ping")
         add(self.discover, "server/discover")
@@ -85,9 +86,10 @@ class ProtocolHandlers:
             result["nextCursor"] = next_cursor
         return self.core.finish(rules, result, True)
 
-    async def _run(self, fn: HandlerFunction, arguments: Any, mctx: MCPContext) -> Any:
-        """Run a resource or prompt function; its exceptions propagate (the caller's policy)."""
-        args, kwargs = fn.bind(arguments)
+    async def _run(self, fn: HandlerFunction, arguments: dict[str, Any], mctx: MCPContext, what: str) -> Any:
+        """Run a resource or prompt function on its text ``arguments`` (``what`` they are: URI
+        variables, prompt arguments); its exceptions propagate (the caller's policy)."""
+        args, kwargs = fn.bind_text(arguments, what)
         try:
             ok, value = await fn.run(args, kwargs, mctx, shared_pool(self.core.dispatcher.limits.max_threads))
         finally:
@@ -153,7 +155,9 @@ class ProtocolHandlers:
 
     async def tasks_get(self, ctx: Context, **params: Any) -> dict[str, Any]:
         session = self.core.session_for(ctx)
-        return await self.core.tasks.get(session, session.rules_of(params), params)
+        rules = session.rules_of(params)
+        self.core.tasks.require_extension(rules, ctx.meta)
+        return await self.core.tasks.get(session, rules, params)
 
     async def tasks_result(self, ctx: Context, **params: Any) -> dict[str, Any]:
         session = self.core.session_for(ctx)
@@ -165,11 +169,15 @@ class ProtocolHandlers:
 
     async def tasks_cancel(self, ctx: Context, **params: Any) -> dict[str, Any]:
         session = self.core.session_for(ctx)
-        return await self.core.tasks.cancel(session, session.rules_of(params), params)
+        rules = session.rules_of(params)
+        self.core.tasks.require_extension(rules, ctx.meta)
+        return await self.core.tasks.cancel(session, rules, params)
 
     async def tasks_update(self, ctx: Context, **params: Any) -> dict[str, Any]:
         session = self.core.session_for(ctx)
-        return await self.core.tasks.update(session, session.rules_of(params), params)
+        rules = session.rules_of(params)
+        self.core.tasks.require_extension(rules, ctx.meta)
+        return await self.core.tasks.update(session, rules, params)
 
     # ------------------------------------------------------------------ resources
 
@@ -188,18 +196,29 @@ class ProtocolHandlers:
         uri = params.get("uri")
         if type(uri) is not str:
             raise InvalidParams("Invalid params: 'uri' must be a string", {"param": "uri"})
-        found = find_resource(core.resources, core.templates, uri)
-        if found is None:
-            raise RPCError("Resource not found", {"uri": uri}, code=rules.resource_not_found)
-        res, variables = found
-        core.request_state.check(params, "resources/read", uri)
         try:
-            value = await self._run(res, variables, MCPContext(session, ctx))
+            contents = await self.read(session, ctx, uri, params)
         except InputRequired as need:
             return core.input_required(rules, need, "resources/read", uri, params)
+        return core.finish(rules, {"contents": contents}, True)
+
+    async def read(self, session: SessionState, ctx: Context, uri: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """The ``contents`` of ``uri``: the one path of a read, for ``resources/read`` (``params``:
+        its params, ``requestState`` checked) and for ``ctx.read_resource`` (the caller's scopes
+        checked: over HTTP a request's are checked before it runs)."""
+        core = self.core
+        found = find_resource(core.resources, core.templates, uri)
+        if found is None:
+            raise RPCError("Resource not found", {"uri": uri}, code=session.rules_for(ctx.meta).resource_not_found)
+        res, variables = found
+        if params is None and not may_use(res.scopes):
+            raise InvalidParams(f"Invalid params: reading {uri!r} needs the scope(s) {' '.join(sorted(res.scopes))}", {"uri": uri})
+        carried = core.request_state.check(params, "resources/read", uri) if params is not None else {}
+        try:
+            value = await self._run(res, variables, MCPContext(session, ctx, carried, self.read), "URI variable")
         except ToolError as exc:
             raise InvalidParams(exc.message) from None
-        return core.finish(rules, {"contents": res.contents(uri, value)}, True)
+        return res.contents(uri, value)
 
     def subscribe(self, **params: Any) -> dict[str, Any]:
         session, uri = self._subscription_target(params)
@@ -240,9 +259,9 @@ class ProtocolHandlers:
         arguments = params.get("arguments") or {}
         if type(arguments) is not dict:
             raise InvalidParams("Invalid params: 'arguments' must be an object", {"param": "arguments"})
-        core.request_state.check(params, "prompts/get", name)
+        carried = core.request_state.check(params, "prompts/get", name)
         try:
-            value = await self._run(prompt, arguments, MCPContext(session, ctx))
+            value = await self._run(prompt, arguments, MCPContext(session, ctx, carried, self.read), "prompt argument")
         except InputRequired as need:
             return core.input_required(rules, need, "prompts/get", name, params)
         except ToolError as exc:

@@ -47,6 +47,8 @@ class LifespanRunner:
         self._users = 0
         self._cm: Any = None
         self._lock: asyncio.Lock | None = None
+        #: The lifespans of mounted servers, run inside this one.
+        self.children: list[LifespanRunner] = []
 
     @property
     def active(self) -> bool:
@@ -56,7 +58,26 @@ class LifespanRunner:
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Any]:
         """Startup on the first entry (raises :class:`LifespanError` when it fails), shutdown when
-        the last entry leaves; yields the lifespan's value."""
+        the last entry leaves; yields the lifespan's value. The lifespans of mounted servers
+        (:meth:`nest`) run inside this one: started after it, stopped before it."""
+        async with contextlib.AsyncExitStack() as stack:
+            value = await stack.enter_async_context(self._own())
+            for child in list(self.children):
+                await stack.enter_async_context(child.running())
+            yield value
+
+    def nest(self, child: LifespanRunner) -> None:
+        """Run ``child`` (a mounted server's lifespan) inside this one from the next entry on."""
+        if child.holds(self):
+            raise ValueError("a server cannot be mounted in itself (directly or through the servers mounted in it)")
+        self.children.append(child)
+
+    def holds(self, other: LifespanRunner) -> bool:
+        """Whether ``other`` is this lifespan or one nested in it, at any depth."""
+        return other is self or any(c.holds(other) for c in self.children)
+
+    @contextlib.asynccontextmanager
+    async def _own(self) -> AsyncIterator[Any]:
         if self.fn is None:
             yield None
             return

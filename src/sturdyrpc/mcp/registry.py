@@ -9,6 +9,7 @@ version's rules. Running the function is :meth:`HandlerFunction.run`, through th
 from __future__ import annotations
 
 import base64
+import copy
 import inspect
 import itertools
 import re
@@ -16,14 +17,17 @@ import types
 import typing
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor
-from typing import Any
+from typing import Any, Self
 
 from .. import codec, pydantic_bridge
+from ..dispatch import Context
+from ..errors import InvalidParams
 from ..execute import Outcome, call_now, execute
 from ..params import Binder, Mismatch, compile_binder, value_checker
 from .content import ToolResult, is_content, older_block, text_content, to_content
 from .context import MCPContext
 from .docstrings import describe_function
+from .param_headers import param_headers
 from .schema import DIALECT, input_schema, output_schema, wraps_output
 from .versions import VersionRules
 
@@ -39,6 +43,7 @@ __all__ = [
     "TEMPLATE_WRAPPED",
     "TEMPLATE_TEXT",
 ]
+
 
 #: Template kinds of :attr:`Tool.template_kind`.
 TEMPLATE_WRAPPED = "wrapped"
@@ -112,9 +117,10 @@ def _output_check(ret: Any, name: str) -> Callable[[Any], Any]:
 
 
 def is_context_hint(hint: Any) -> bool:
-    """Whether a parameter annotated ``hint`` receives the context: ``MCPContext`` (or a subclass), also as ``MCPContext | None``."""
+    """Whether a parameter annotated ``hint`` receives the context: ``MCPContext`` (or a subclass)
+    or :class:`sturdyrpc.Context` (which ``MCPContext`` is), also as ``MCPContext | None``."""
     if isinstance(hint, type):
-        return issubclass(hint, MCPContext)
+        return hint is Context or issubclass(hint, MCPContext)
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
         return any(is_context_hint(a) for a in typing.get_args(hint) if a is not type(None))
@@ -145,6 +151,37 @@ def _compile(fn: Callable[..., Any], hints: dict[str, Any], coerce_json_strings:
     return compile_binder(shim, coerce_json_strings=coerce_json_strings, by_position=False), ctx_name
 
 
+def _from_text(name: str, text: str, check: Callable[[Any], Any], what: str) -> Any:
+    """``text`` as the value ``check`` admits: itself, or its JSON reading (see ``bind_text``)."""
+    try:
+        check(text)
+        return text
+    except Mismatch as m:
+        first = m
+    except ValueError:  # a pydantic check's complaint: the binder says it again, in full
+        return text
+    decoded: Any = _NOT_JSON
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        decoded = lowered == "true"
+    else:
+        try:
+            decoded = codec.decode(text.encode())
+        except Exception:
+            pass
+    if decoded is not _NOT_JSON:
+        try:
+            check(decoded)
+            return decoded
+        except ValueError:
+            pass
+    reason = first.reason or f"must be {first.expected}"
+    raise InvalidParams(f"Invalid params: {what} {name!r} {reason}, got {text!r}", {"param": name})
+
+
+_NOT_JSON = object()
+
+
 def _by_position(b: Binder) -> tuple[tuple[str, Callable[[Any], Any] | None], ...] | None:
     """The parameters as ``((name, check), ...)`` when an object holding exactly those names may
     be passed by position (all required, positional-or-keyword, no ``*args``/``**kwargs``)."""
@@ -164,6 +201,9 @@ class HandlerFunction:
     process's bounded daemon pool, the rest inline), so the error policy and ``max_threads``
     are the same as for every other handler.
     """
+
+    #: What the protocol calls it (a tool's or prompt's name, a resource's name).
+    name: str
 
     def __init__(self, fn: Callable[..., Any], blocking: bool | None, coerce_json_strings: bool = False) -> None:
         self.fn = fn
@@ -199,6 +239,27 @@ class HandlerFunction:
         if self.ctx_name is not None:
             kwargs[self.ctx_name] = ctx
         return await execute(self.fn, args, kwargs, is_async=self.is_async, blocking=self.blocking, pool=pool)
+
+    def bind_text(self, values: dict[str, Any], what: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """Bind ``values`` that arrive as text (URI variables, prompt arguments), each converted
+        to its parameter's annotated type first: a text the type admits stays text, else it is
+        read as JSON (``5``, ``2.5``, ``true``, ``[1, 2]``; ``True``/``False`` too). A value that
+        fits neither way is ``InvalidParams`` naming the ``what`` (``"URI variable"``)."""
+        checks = self.binder.by_name
+        converted: dict[str, Any] = {}
+        for k, v in values.items():
+            check = checks.get(k)
+            if check is not None and type(v) is str:
+                v = _from_text(k, v, check, what)
+            converted[k] = v
+        return self.bind(converted)
+
+    def aliased(self, name: str) -> Self:
+        """The same record under another ``name`` (a mounted server's, see :mod:`.mounting`):
+        the function, its binder and schemas shared, not compiled again."""
+        alias = copy.copy(self)
+        alias.name = name
+        return alias
 
     def run_now(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Outcome:
         """Run an :attr:`inline` function right here and return its outcome."""
@@ -267,6 +328,9 @@ class Tool(HandlerFunction):
         self.meta = meta
         self.explicit_schema = schema is not None
         self.input_schema = schema if schema is not None else {"$schema": DIALECT, **input_schema(fn, is_context_hint, self.hints, arg_docs)}
+        #: SEP-2243: the parameters mirrored into ``Mcp-Param-*`` headers (lower-case header
+        #: name -> (parameter, JSON type)); an annotation that breaks the rules is refused here.
+        self.header_params = param_headers(self.input_schema)
         ret = self.hints.get("return", inspect.Parameter.empty)
         declared = ret is not inspect.Parameter.empty and ret is not None and ret is not type(None) and ret is not Any and ret is not ToolResult
         if structured is None:
@@ -401,7 +465,23 @@ class Resource(HandlerFunction):
         self.title = title
         self.icons = check_icons(icons)
         self.is_template = "{" in uri
-        self.pattern = _template_regex(uri) if self.is_template else None
+        self.template = UriTemplate(uri) if self.is_template else None
+        if self.template is not None:
+            self._check_variables(self.template)
+
+    def _check_variables(self, template: UriTemplate) -> None:
+        """Each variable names a parameter; each required parameter is a path variable."""
+        b = self.binder
+        names = set(template.path_names) | set(template.query_names)
+        unknown = sorted(n for n in names if n not in b.by_name) if not b.has_var_keyword else []
+        if unknown:
+            raise ValueError(f"resource template {self.uri!r}: the function {self.name!r} has no parameter "
+                             f"{', '.join(repr(n) for n in unknown)} (each URI variable is passed by that name)")
+        missing = sorted(n for n in b.required if n not in template.path_names)
+        if missing:
+            raise ValueError(f"resource template {self.uri!r}: the function's required parameter(s) "
+                             f"{', '.join(repr(n) for n in missing)} are not path variables of the URI "
+                             f"(give them defaults, or add them to the URI)")
 
     def describe(self, rules: VersionRules) -> dict[str, Any]:
         d: dict[str, Any] = {("uriTemplate" if self.is_template else "uri"): self.uri, "name": self.name}
@@ -414,39 +494,108 @@ class Resource(HandlerFunction):
             d["mimeType"] = self.mime_type
         return d
 
+    def moved(self, uri: str) -> Resource:
+        """The same resource (or template) at another ``uri`` (a mounted server's)."""
+        alias = copy.copy(self)
+        alias.uri = uri
+        alias.template = UriTemplate(uri) if self.is_template else None
+        return alias
+
     def match(self, uri: str) -> dict[str, str] | None:
-        if self.pattern is None:
+        """The variables of ``uri`` if this resource serves it, else None."""
+        if self.template is None:
             return {} if uri == self.uri else None
-        m = self.pattern.fullmatch(uri)
-        return m.groupdict() if m else None
+        return self.template.match(uri)
 
     def contents(self, uri: str, value: Any) -> list[dict[str, Any]]:
-        items = value if type(value) is list else [value]
-        out: list[dict[str, Any]] = []
-        for item in items:
-            if isinstance(item, str):
-                out.append({"uri": uri, "mimeType": self.mime_type or "text/plain", "text": item})
-            elif isinstance(item, (bytes, bytearray)):
-                out.append({"uri": uri, "mimeType": self.mime_type or "application/octet-stream", "blob": base64.b64encode(bytes(item)).decode()})
-            elif type(item) is dict:
-                c = {"uri": uri, **item}
-                if "mimeType" not in c and self.mime_type:
-                    c["mimeType"] = self.mime_type
-                out.append(c)
-            else:
-                out.append({"uri": uri, "mimeType": "application/json", "text": codec.encode(pydantic_bridge.to_builtins(item)).decode()})
-        return out
+        """The ``contents`` of a read that returned ``value``: one item, always schema-valid (a
+        ``str`` is text, ``bytes`` a blob, anything else JSON text)."""
+        if isinstance(value, str):
+            return [{"uri": uri, "mimeType": self.mime_type or "text/plain", "text": value}]
+        if isinstance(value, (bytes, bytearray)):
+            return [{"uri": uri, "mimeType": self.mime_type or "application/octet-stream", "blob": base64.b64encode(bytes(value)).decode()}]
+        return [{"uri": uri, "mimeType": self.mime_type or "application/json", "text": codec.encode(pydantic_bridge.to_builtins(value)).decode()}]
 
 
-def _template_regex(template: str) -> re.Pattern[str]:
-    out = []
-    pos = 0
-    for m in re.finditer(r"\{([+#]?)([A-Za-z0-9_]+)\}", template):
-        out.append(re.escape(template[pos : m.start()]))
-        out.append(f"(?P<{m.group(2)}>{'.+' if m.group(1) else '[^/?#]+'})")
-        pos = m.end()
-    out.append(re.escape(template[pos:]))
-    return re.compile("".join(out))
+#: RFC 6570 expressions: an operator, then variables (each maybe with a ``*`` or ``:N`` modifier).
+_EXPRESSION = re.compile(r"\{([+#./;?&=,!@|]?)([^}]*)\}")
+_VARNAME = re.compile(r"[A-Za-z0-9_]+")
+_SUPPORTED = "{name}, {+name}, {#name}, {name*}, {?a,b} and {&a,b}"
+
+
+class UriTemplate:
+    """A resource template's URI template, compiled once: ``match(uri)`` gives its variables.
+
+    Supported (RFC 6570): ``{name}`` (one segment: no ``/``, ``?``, ``#``), ``{+name}`` and
+    ``{name*}`` (may hold ``/``), ``{#name}`` (a fragment), and one ``{?a,b}`` or ``{&a,b}`` at
+    the end (query parameters, each optional, in any order). Other operators and modifiers
+    raise ``ValueError`` when the template is registered: a template that could never match is
+    never listed.
+    """
+
+    def __init__(self, template: str) -> None:
+        self.template = template
+        #: Path (and fragment) variables, in order; then query variables.
+        self.path_names: list[str] = []
+        self.query_names: list[str] = []
+        has_query = "{?" in template or "{&" in template
+        # with query parameters, a value stops where they start
+        narrow, wide = ("[^/?#&]+", "[^?#&]+") if has_query else ("[^/?#]+", ".+")
+        out: list[str] = []
+        pos = 0
+        query_op: str | None = None
+        for m in _EXPRESSION.finditer(template):
+            op, names, expr = m.group(1), m.group(2).split(","), m.group(0)
+            if query_op is not None:
+                raise ValueError(f"resource template {template!r}: {{{query_op}...}} must come last")
+            out.append(re.escape(template[pos : m.start()]))
+            pos = m.end()
+            if op in ("?", "&"):
+                query_op = op
+                self.query_names.extend(self._name(n, expr) for n in names)
+                continue
+            if op not in ("", "+", "#") or len(names) != 1:
+                raise ValueError(f"resource template {template!r}: {expr} is not supported (supported: {_SUPPORTED})")
+            explode = names[0].endswith("*")
+            name = self._name(names[0][:-1] if explode else names[0], expr)
+            self.path_names.append(name)
+            if op == "#":
+                out.append("\\#")
+            out.append(f"(?P<{name}>{wide if op or explode else narrow})")
+        rest = template[pos:]
+        if query_op is not None and rest:
+            raise ValueError(f"resource template {template!r}: {{{query_op}...}} must come last")
+        if "{" in rest or "}" in rest:
+            raise ValueError(f"resource template {template!r}: an unclosed or stray brace")
+        out.append(re.escape(rest))
+        if query_op is not None:
+            out.append("(?P<_query>[?&][^#]*)?" if query_op == "&" else "(?P<_query>\\?[^#]*)?")
+        self.pattern = re.compile("".join(out))
+        every = self.path_names + self.query_names
+        if len(set(every)) != len(every):
+            raise ValueError(f"resource template {template!r}: a variable appears twice")
+
+    def _name(self, raw: str, expr: str) -> str:
+        if not _VARNAME.fullmatch(raw):
+            raise ValueError(f"resource template {self.template!r}: {expr} is not supported (supported: {_SUPPORTED})")
+        return raw
+
+    def match(self, uri: str) -> dict[str, str] | None:
+        """The variables of ``uri`` (percent-decoded), or None when it does not match. A query
+        parameter that ``uri`` leaves out is absent (the function's default applies)."""
+        from urllib.parse import parse_qsl, unquote
+
+        m = self.pattern.fullmatch(uri)
+        if m is None:
+            return None
+        found = {n: unquote(m.group(n)) for n in self.path_names}
+        query = m.group("_query") if self.query_names else None
+        if query:
+            wanted = set(self.query_names)
+            for k, v in parse_qsl(query[1:], keep_blank_values=True):
+                if k in wanted:
+                    found[k] = v
+        return found
 
 
 class Prompt(HandlerFunction):

@@ -6,7 +6,8 @@ When a handler needs input from the client, the ``input_required`` result carrie
     base64url(payload) "." key-id "." base64url(HMAC-SHA256(key, payload)[:16])
 
 where the payload names the method, its target (tool name, resource URI, prompt name), a digest
-of the arguments, a digest of the principal's identity (:func:`~sturdyrpc.auth.identity_of` of
+of the arguments, what the next round must get back (the answers of earlier rounds, by input
+key: a client repeating a request sends only the last round's ``inputResponses``), a digest of the principal's identity (:func:`~sturdyrpc.auth.identity_of` of
 :func:`~sturdyrpc.request_context.request_principal`: another client of the same user, or a token
 of another issuer with the same subject, cannot use it; a refreshed token of the same client can),
 an expiry time (``ttl``, 10 minutes by default) and a nonce. A token that does not verify, has
@@ -132,21 +133,32 @@ class RequestStateSigner:
             self.active, self._pending = p[0], None
         return self.active
 
-    def sign(self, method: str, name: str, params: Any = None) -> str:
+    def sign(self, method: str, name: str, params: Any = None, carry: Mapping[str, Any] | None = None) -> str:
         """A fresh token for a request to ``method`` on ``name`` with request ``params`` (their
-        ``arguments`` are bound), for the current principal."""
+        ``arguments`` are bound), for the current principal. ``carry``: what the next round gets
+        back from :meth:`check` (the answers of the rounds so far, by input key), signed with it."""
         args = params.get("arguments") if type(params) is dict else None
         payload = codec.encode([method, name, _digest(args), _digest(identity_of(request_principal())),
-                                int(time.time() + self.ttl), os.urandom(8).hex()])
+                                int(time.time() + self.ttl), os.urandom(8).hex(), dict(carry or {})])
+        given = params.get("inputResponses")
+        if given is not None and (type(given) is not dict or any(type(v) is not dict for v in given.values())):
+            raise InvalidParams("Invalid params: 'inputResponses' must map each key to a response object",
+                                {"param": "inputResponses"})
         kid = self._signing_kid()
         return f"{_b64(payload)}.{kid}.{_b64(_mac(self.keys[kid], payload))}"
 
-    def check(self, params: dict[str, Any], method: str, name: str) -> None:
+    def check(self, params: dict[str, Any], method: str, name: str) -> dict[str, Any]:
         """Raise ``InvalidParams`` unless ``params`` has no ``requestState`` or a valid one for
-        ``method`` on ``name`` with these arguments, from this principal, not expired."""
+        ``method`` on ``name`` with these arguments, from this principal, not expired, and
+        ``inputResponses`` (if any) is an object of objects. Returns what the token carries
+        (``sign(carry=...)``; empty without a token)."""
+        given = params.get("inputResponses")
+        if given is not None and (type(given) is not dict or any(type(v) is not dict for v in given.values())):
+            raise InvalidParams("Invalid params: 'inputResponses' must map each key to a response object",
+                                {"param": "inputResponses"})
         state = params.get("requestState")
         if state is None:
-            return
+            return {}
         import hmac
 
         try:
@@ -155,12 +167,14 @@ class RequestStateSigner:
             key = self.keys.get(kid)
             if key is None or not hmac.compare_digest(_mac(key, payload), _unb64(mac)):
                 raise ValueError
-            m, n, args, who, expires, _nonce = codec.decode(payload)
+            m, n, args, who, expires, _nonce, *rest = codec.decode(payload)
         except Exception:
             raise InvalidParams(_INVALID, {"param": "requestState"}) from None
         if (m != method or n != name or type(expires) is not int or expires < time.time()
                 or args != _digest(params.get("arguments")) or who != _digest(identity_of(request_principal()))):
             raise InvalidParams(_INVALID, {"param": "requestState"})
+        carried = rest[0] if rest else {}  # a token of an older release carries nothing
+        return carried if type(carried) is dict else {}
 
     # -------------------------------------------------------------- shared keys
 

@@ -9,32 +9,16 @@ One :class:`MCPServer` object serves any number of connections, over any transpo
 - :meth:`MCPServer.serve_stateless` / :meth:`MCPServer.handle_stateless`: one 2026-07-28 request
   on its own, its progress and log notifications passed to a callback (Streamable HTTP 2026-07-28).
 
-Tools::
+Tools: ``@server.tool`` over ``async def add(a: int, b: int) -> int``: the input schema from the
+type hints, arguments checked before the function runs, an ``outputSchema`` from a declared
+return type; an exception is an ``isError`` result naming an incident id (its message only with
+``MCPServer(mask_errors=False)``); :class:`ToolError` tells the model what went wrong on purpose;
+a parameter annotated :class:`MCPContext` (or ``sturdyrpc.Context``) receives the context.
 
-    server = MCPServer("demo", "1.0")
-
-    @server.tool()
-    async def add(a: int, b: int) -> int:
-        \"\"\"Add two integers.\"\"\"
-        return a + b
-
-The input schema comes from the type hints (JSON Schema 2020-12); arguments are checked
-before the function runs. A declared return type gives an ``outputSchema`` and
-``structuredContent`` (non-object values are wrapped as ``{"result": value}``). An exception
-inside a tool becomes a result with ``isError: true`` and a generic text naming an incident
-id (the traceback goes to the log under that id; no exception text reaches the client);
-raise :class:`ToolError` to show a message on purpose. A parameter annotated
-:class:`MCPContext` receives the request context (progress, logging, sampling, elicitation,
-roots).
-
-The work is split by job: :mod:`.core` (:class:`~.core.ServerCore`: the registries, the
-server's info, capabilities, finishing results, the ``requestState`` signer, tasks, listen
-streams, the lifespan, the live sessions: what every other part receives), :mod:`.registry`
-(tool, resource and prompt records), :mod:`.content` (content blocks, :class:`ToolResult`,
-:class:`ToolError`), :mod:`.context` (:class:`MCPContext`), :mod:`.session_state`
-(per-connection state), :mod:`.handlers` (the protocol methods), :mod:`.tools_call` (the one
-``tools/call`` path) and :mod:`.stateless` (2026-07-28 requests). This module is the facade:
-the decorators and the serving entry points, over one core; nothing below imports it.
+The work is split by job (docs/MCP.md has the table): :mod:`.core` (what every part shares),
+:mod:`.registry` (the records), :mod:`.handlers` (the protocol methods), :mod:`.tools_call`
+(the one ``tools/call`` path), :mod:`.stateless` (2026-07-28 requests)... This module is the
+facade: the decorators and the serving entry points, over one core; nothing below imports it.
 """
 
 from __future__ import annotations
@@ -44,13 +28,14 @@ import contextlib
 import logging
 import os
 from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
 
 from ..dispatch import Dispatcher, Middleware
 from ..envelope import read
 from ..limits import DEFAULT_LIMITS, Limits
 from ..peer import MessageTransport, Peer
 from ..store import Store
+from . import serving
 from .content import (
     ToolError,
     ToolResult,
@@ -61,9 +46,11 @@ from .content import (
 )
 from .context import LOG_LEVELS, MCPContext
 from .core import ServerCore
+from .decorating import PromptOptions, ToolOptions, check_function, sort_out
 from .handlers import ProtocolHandlers
 from .lifespan import Lifespan, LifespanRunner
 from .listen import META_SUBSCRIPTION_ID, ListenStreams
+from .mounting import Mount
 from .pages import Pages
 from .profile import MCPProfile
 from .registry import Prompt, Resource, Tool
@@ -125,13 +112,14 @@ class MCPServer:
         page_size: int | None = None,
         coerce_json_strings: bool = False,
         lifespan: Lifespan | None = None,
+        mask_errors: bool = True,
     ) -> None:
         # What every part shares is the core's (see :mod:`.core`); this object registers on it
         # and serves it.
         self._core = core = ServerCore(
             name, version, lifespan=LifespanRunner(self, lifespan), limits=limits, instructions=instructions, title=title,
             supported_versions=supported_versions, cache_ttl_ms=cache_ttl_ms, cache_scope=cache_scope, page_size=page_size,
-            coerce_json_strings=coerce_json_strings,
+            coerce_json_strings=coerce_json_strings, mask_errors=mask_errors,
         )
         #: ``tools/call``: the one path from request to reply (see :mod:`.tools_call`).
         self.tools_call = ToolsCall(core)
@@ -206,6 +194,16 @@ class MCPServer:
     @coerce_json_strings.setter
     def coerce_json_strings(self, value: bool) -> None:
         self._core.coerce_json_strings = value
+
+    @property
+    def mask_errors(self) -> bool:
+        """A tool's unexpected exception is sent as a generic text with an incident id (True, the
+        default) or as its message alone (False). :class:`ToolError` is always shown as is."""
+        return self._core.mask_errors
+
+    @mask_errors.setter
+    def mask_errors(self, value: bool) -> None:
+        self._core.mask_errors = value
 
     @property
     def cache_ttl_ms(self) -> int:
@@ -290,24 +288,27 @@ class MCPServer:
         return self._core.request_state
 
     def share(self, store: Store, *, worker: str, fanout: Fanout | None = None) -> None:
-        """Serve as one of several workers of this server that share ``store`` (Streamable HTTP
-        with a shared store does this: :func:`~sturdyrpc.mcp_http.mcp_http_app`).
-
-        Tasks are kept in ``store``, so any worker polls, fetches and cancels them (``worker``:
-        this worker's name in task records, whose heartbeat ``alive:<worker>`` says its tasks
-        still run). ``fanout(method, params)``: session notifications (``resources/updated``,
-        ``list_changed``) go to every worker through it, and each worker delivers them to its
-        own sessions and listen streams (None: to this worker's only).
-        """
+        """Serve as one of several workers sharing ``store`` (as :func:`~sturdyrpc.mcp_http.mcp_http_app`
+        does): tasks are kept there, so any worker polls, fetches and cancels them (``worker``:
+        this worker's name in task records, its heartbeat ``alive:<worker>``). ``fanout(method,
+        params)`` takes session notifications to every worker, each delivering them to its own
+        sessions and listen streams (None: this worker's only)."""
         self._core.tasks.use_store(store, worker)
         self._fanout = fanout
 
     # ------------------------------------------------------------------ decorators
 
+    @overload
+    def tool(self, fn: F, /, **options: Unpack[ToolOptions]) -> F: ...
+    @overload
+    def tool(self, fn: str | None = None, /, **options: Unpack[ToolOptions]) -> Callable[[F], F]: ...
+
     def tool(
         self,
-        name: str | None = None,
+        fn: Any = None,
+        /,
         *,
+        name: str | None = None,
         description: str | None = None,
         title: str | None = None,
         annotations: dict[str, Any] | None = None,
@@ -319,31 +320,20 @@ class MCPServer:
         timeout: float | None = None,
         scopes: Iterable[str] | None = None,
         task_support: str = "forbidden",
-    ) -> Callable[[F], F]:
-        """Register a tool. The description defaults to the docstring (without its ``Args:`` /
-        ``:param:`` part, which describes the parameters in the input schema).
+    ) -> Any:
+        """Register a tool: ``@server.tool``, ``@server.tool("name", ...)`` or
+        ``server.tool(fn, name=...)``. The name defaults to the function's; the description to
+        its docstring (without its ``Args:`` / ``:param:`` part, which describes the parameters
+        in the input schema). A parameter annotated :class:`MCPContext` (or
+        :class:`sturdyrpc.Context`) receives the request's context and is not in the schema.
 
-        ``timeout`` (seconds): a call still running then ends as a tool error (``isError``)
-        naming the limit; the tool must be async or blocking (a sync tool on the pool is left
-        to finish on its thread, its result dropped).
-
-        ``input_schema`` replaces the generated schema (arguments then go to the function by
-        name, unchecked beyond names). ``structured=False`` turns off ``outputSchema`` /
-        ``structuredContent`` for a declared return type. Sync functions run on the bounded
-        pool of daemon threads (``Limits.max_threads``) unless ``blocking=False``, which runs
-        them inline (the fastest path, for functions that return at once). ``title`` (2025-06-18+)
-        and ``icons`` (2025-11-25+, ``[{"src": URL, "mimeType"?, "sizes"?, "theme"?}]``) are sent
-        to clients whose negotiated version has them. ``scopes``: OAuth scopes a caller's token must
-        hold over authenticated HTTP (else the tool is not listed and calling it is 403
-        ``insufficient_scope``; see ``docs/AUTH.md``).
-
-        ``task_support`` (``execution.taskSupport``, see :mod:`.tasks`): ``"optional"`` lets a
-        client call the tool as a task (2025-11-25 ``params.task``; on 2026-07-28 a client that
-        declares the tasks extension gets a task), ``"required"`` makes a plain 2025-11-25 call
-        an error (-32601); the default ``"forbidden"`` is not announced.
+        The options are described on :class:`~.decorating.ToolOptions`.
         """
 
+        now, name = sort_out("tool", fn, name)
+
         def register(fn: F) -> F:
+            check_function(fn, "@server.tool")
             t = Tool(fn, name or fn.__name__, description, title, annotations, input_schema, structured, blocking, meta, icons=icons, coerce_json_strings=self._core.coerce_json_strings,
                      scopes=scopes)
             if timeout is not None:
@@ -353,11 +343,12 @@ class MCPServer:
             self._changed("tools")
             return fn
 
-        return register
+        return register if now is None else register(now)
 
     def resource(
         self,
         uri: str,
+        /,
         *,
         name: str | None = None,
         description: str | None = None,
@@ -367,10 +358,21 @@ class MCPServer:
         icons: list[Any] | None = None,
         scopes: Iterable[str] | None = None,
     ) -> Callable[[F], F]:
-        """Register a resource; a URI with ``{variables}`` registers a template whose variables
-        are passed to the function by name. ``title``/``icons``/``scopes`` as for :meth:`tool`."""
+        """Register a resource: ``@server.resource("data://config")``; ``title``/``icons``/``scopes``
+        as for :meth:`tool`. A URI with variables is a template (:class:`.registry.UriTemplate`:
+        ``{name}``, ``{+name}``, ``{name*}``, ``{#name}``, ``{?a,b}``, ``{&a,b}``; other operators
+        are refused here). Each variable is a parameter of the function, its text converted to the
+        parameter's annotated type (``int``, ``float``, ``bool``, ``Literal``...: a value that does
+        not convert is an error naming the variable); query parameters left out take defaults.
+        A ``str`` return is one text content (``mime_type`` or ``text/plain``), ``bytes`` one blob,
+        anything else (``dict``, ``list``, a model) one JSON text content (``application/json``).
+        """
+        if not isinstance(uri, str):
+            raise TypeError("@server.resource needs the resource's URI: @server.resource('data://config') "
+                            "or @server.resource('users://{user_id}/profile') over the function")
 
         def register(fn: F) -> F:
+            check_function(fn, f"@server.resource({uri!r})")
             r = Resource(fn, uri, name or fn.__name__, description, mime_type, title, blocking, icons=icons, scopes=scopes)
             (self._core.templates if r.is_template else self._core.resources)[uri] = r
             self._changed("resources")
@@ -378,66 +380,93 @@ class MCPServer:
 
         return register
 
+    @overload
+    def prompt(self, fn: F, /, **options: Unpack[PromptOptions]) -> F: ...
+    @overload
+    def prompt(self, fn: str | None = None, /, **options: Unpack[PromptOptions]) -> Callable[[F], F]: ...
+
     def prompt(
         self,
-        name: str | None = None,
+        fn: Any = None,
+        /,
         *,
+        name: str | None = None,
         description: str | None = None,
         title: str | None = None,
         arguments: dict[str, str] | None = None,
         icons: list[Any] | None = None,
         scopes: Iterable[str] | None = None,
-    ) -> Callable[[F], F]:
-        """Register a prompt; ``arguments`` maps parameter names to descriptions (the docstring's
-        ``Args:`` section fills the others). ``title``/``icons``/``scopes`` as for :meth:`tool`."""
+    ) -> Any:
+        """Register a prompt: ``@server.prompt``, ``@server.prompt("name", ...)`` or
+        ``server.prompt(fn, name=...)``; ``arguments`` maps parameter names to descriptions (the
+        docstring's ``Args:`` section fills the others). ``title``/``icons``/``scopes`` as for
+        :meth:`tool`. Arguments arrive as strings and are converted to the parameters' annotated
+        types (a value that does not convert is an error naming the argument)."""
+        now, name = sort_out("prompt", fn, name)
 
         def register(fn: F) -> F:
+            check_function(fn, "@server.prompt")
             p = Prompt(fn, name or fn.__name__, description, title, arguments, icons=icons, scopes=scopes)
             self._core.prompts[p.name] = p
             self._changed("prompts")
             return fn
 
-        return register
+        return register if now is None else register(now)
 
     def remove_tool(self, name: str) -> bool:
         """Unregister the tool ``name`` (listeners are told the list changed); False if absent."""
-        if self._core.tools.pop(name, None) is None:
-            return False
-        self._changed("tools")
-        return True
+        return self._remove(self._core.tools, "tools", name)
+
+    def remove_prompt(self, name: str) -> bool:
+        """Unregister the prompt ``name`` (listeners are told the list changed); False if absent."""
+        return self._remove(self._core.prompts, "prompts", name)
+
+    def _remove(self, table: dict[str, Any], kind: str, name: str) -> bool:
+        found = table.pop(name, None) is not None
+        if found:
+            self._changed(kind)
+        return found
+
+    def mount(self, other: MCPServer, namespace: str | None = None) -> None:
+        """Serve ``other``'s tools, resources and prompts here, under ``namespace``, live
+        (:mod:`.mounting`); ``other``'s lifespan runs inside this one's."""
+        self._core.lifespan.nest(other.lifespan)
+        Mount(self._core, other._core, namespace).attach(self._changed)
 
     def middleware(self, fn: Middleware) -> Middleware:
         """Add ``async def fn(ctx, call_next)`` to the middleware chain (usable as a decorator).
 
-        It runs around every request and notification this server handles, on every transport
-        (stdio, HTTP sessions, 2026-07-28 HTTP, the test client), in the order added. ``ctx``
-        has ``method``, ``params``, ``id``, ``session_id``, ``principal``, ``lifespan``,
-        ``headers`` (HTTP) and ``state``. Return ``await call_next(ctx)`` to go on, or a result
-        of your own, or raise an ``RPCError``; any other exception is answered as a handler's
-        (-32603, or ``isError`` for ``tools/call``, naming an incident id).
+        It runs around every request and notification, on every transport, in the order
+        added. ``ctx`` has ``method``, ``params``, ``id``, ``session_id``, ``principal``,
+        ``lifespan``, ``headers`` (HTTP) and ``state``. Return ``await call_next(ctx)``, a
+        result of your own, or raise an ``RPCError``; any other exception is answered as a
+        handler's (-32603, or ``isError`` for ``tools/call``, naming an incident id).
         """
         return self._core.dispatcher.middleware(fn)
 
     def test_client(self, protocol: str | None = None, **options: Any) -> contextlib.AbstractAsyncContextManager[MCPClient]:
         """``async with server.test_client() as client``: an :class:`~sturdyrpc.mcp.client.MCPClient`
-        connected in memory to this server, with the lifespan entered and exited around it.
-
-        ``protocol`` forces a version (default: negotiated as a real client would); ``options``
-        go to the client (``sampling=``, ``elicitation=``, ``roots=``, ``on_log=``, ``log_level=``,
-        ``timeout=``). Requests take the same path as on stdio, middleware included.
-        """
+        connected in memory to this server (the same path as stdio), the lifespan entered around
+        it. ``protocol`` forces a version; ``options`` go to the client (``sampling=``,
+        ``elicitation=``, ``roots=``, ``on_log=``, ``log_level=``, ``timeout=``)."""
         from .testing import connect_in_memory
 
         return connect_in_memory(self.create_peer, self._core.lifespan, protocol, **options)
 
-    def completion(self) -> Callable[[F], F]:
-        """Register the completion handler ``fn(ref, argument, context) -> list[str] | dict``."""
+    @overload
+    def completion(self, fn: F, /) -> F: ...
+    @overload
+    def completion(self, fn: None = None, /) -> Callable[[F], F]: ...
+
+    def completion(self, fn: Any = None, /) -> Any:
+        """Register ``fn(ref, argument, context) -> list[str] | dict``, bare or called."""
 
         def register(fn: F) -> F:
+            check_function(fn, "@server.completion")
             self._core.completer = fn
             return fn
 
-        return register
+        return register if fn is None else register(fn)
 
     # ------------------------------------------------------------------ notifications
 
@@ -446,6 +475,8 @@ class MCPServer:
         return [s for p, s in list(self._core.sessions_by_peer.items()) if not p.is_closing]
 
     def _changed(self, kind: str) -> None:
+        for hook in self._core.mounted_in:  # the servers this one is mounted in follow at once
+            hook(kind)
         if not self._core.sessions_by_peer and not len(self._core.listeners) and self._fanout is None:
             return
         try:
@@ -497,12 +528,11 @@ class MCPServer:
         """A :class:`~sturdyrpc.peer.Peer` (not started) serving one MCP session on ``transport``.
 
         The session (version, capabilities, log level, subscriptions, ``ctx.state``) lives as
-        long as the peer. Start it with ``async with peer:`` and wait with ``await peer.wait_closed()``.
-        A transport that knows more passes it on: ``session_id`` (default: a random one),
-        ``principal`` (its security step's, for the session), ``on_enqueue(data)`` (the peer's:
-        called with each message queued for sending, where the handler that queued it runs).
-        Each request's own principal and headers are the transport's to make current
-        (:mod:`sturdyrpc.request_context`).
+        long as the peer: ``async with peer:``, then ``await peer.wait_closed()``. A transport
+        that knows more passes ``session_id`` (default: random), ``principal`` (its security
+        step's), ``on_enqueue(data)`` (called with each message queued for sending, where the
+        handler that queued it runs); each request's own principal and headers are the
+        transport's to make current (:mod:`sturdyrpc.request_context`).
         """
         core = self._core
         peer = SessionPeer(transport, core.dispatcher, profile=MCPProfile(supported=core.supported_versions), lifespan=core.lifespan,
@@ -533,16 +563,26 @@ class MCPServer:
     async def handle_stateless(self, body: bytes, send_related: Callable[[bytes], Awaitable[None]]) -> bytes | None:
         """Serve one 2026-07-28 message (``body``: its JSON bytes); return the reply bytes.
 
-        Progress and log notifications of the request are passed, encoded, to
-        ``send_related`` before the reply is returned. Returns None for a notification.
-        Errors in the message itself (bad JSON, missing ``_meta`` fields, unsupported
-        version) come back as error replies; the caller picks the HTTP status. The handler
-        runs through the one executor: whatever it raises (``SystemExit`` included) is a
-        -32603 reply with an incident id, or a tool's ``isError`` result. Cancel by cancelling
-        the task that awaits this coroutine (nothing is returned then).
+        Progress and log notifications go, encoded, to ``send_related`` before the reply is
+        returned (None for a notification). Errors in the message itself (bad JSON, missing
+        ``_meta`` fields, unsupported version) are error replies; the caller picks the HTTP
+        status. What the handler raises is answered as on every path. Cancel by cancelling the
+        task that awaits this coroutine (nothing is returned then).
         """
         request = self.serve_stateless(read(body, self._core.dispatcher.limits), send_related)
         return request.value if request.done else await request.wait()
+
+    def run(self, transport: str = "stdio", **options: Any) -> int:
+        """Serve until stopped: ``server.run()`` on stdio (as :func:`~sturdyrpc.mcp.run_mcp_stdio`),
+        ``server.run("http", host="127.0.0.1", port=8000)`` on Streamable HTTP at ``/mcp`` (one
+        process; other ``options`` as :func:`sturdyrpc.mcp_http.workers.serve_mcp_workers`:
+        ``stateless``, ``store``, ``allow_remote``...). Returns the exit code."""
+        return serving.run(self, transport, options)
+    def param_headers(self, tool: str) -> dict[str, tuple[str, str]]:
+        """The ``Mcp-Param-*`` headers (SEP-2243) a 2026-07-28 ``tools/call`` of ``tool`` must carry
+        for its arguments: lower-case header name -> (parameter, JSON type); empty for an unknown tool."""
+        found = self._core.tools.get(tool)
+        return found.header_params if found is not None else {}
 
     def required_scopes(self, method: str, params: Any) -> frozenset[str]:
         """The OAuth scopes a ``method`` request with ``params`` needs (the ``scopes=`` of the

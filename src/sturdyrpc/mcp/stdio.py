@@ -22,6 +22,7 @@ from ..transports.loopwatch import DEFAULT_STALL_WARNING
 from ..transports.stdio import StdioTransport, claim_stdout, hold_closed_stdout, run_until_signalled
 from .lifespan import LifespanError
 from .server import MCPServer
+from .serving import register
 
 __all__ = ["serve_mcp_stdio", "run_mcp_stdio"]
 
@@ -76,3 +77,13 @@ def run_mcp_stdio(server: MCPServer, *, stall_warning: float | None = DEFAULT_ST
         sys.stderr.flush()
         return 1
     return 0
+
+
+def _run(server: MCPServer, **options: object) -> int:
+    """``server.run()`` / ``server.run("stdio")``."""
+    if options:
+        raise TypeError(f"server.run('stdio') takes no {', '.join(sorted(options))} (host= and port= are for transport='http')")
+    return run_mcp_stdio(server)
+
+
+register("stdio", _run)

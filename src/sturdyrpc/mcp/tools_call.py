@@ -121,8 +121,8 @@ class ToolsCall:
             if arguments is not None:
                 raise InvalidParams("Invalid params: 'arguments' must be an object", {"param": "arguments"})
             arguments = {}
-        if "requestState" in params:
-            self.core.request_state.check(params, "tools/call", tool.name)
+        if "requestState" in params or "inputResponses" in params:
+            self.core.request_state.check(params, "tools/call", tool.name)  # merges earlier rounds' answers
         one = tool.one_param
         if one is not None and len(arguments) == 1:
             # the commonest case of all, bound as below without calling the check: a value of
@@ -194,7 +194,9 @@ class ToolsCall:
         if type(p) is not tuple:
             return p
         rules, tool, args, kwargs = p
-        mctx = MCPContext(session, ctx)
+        # the answers of earlier rounds (2026-07-28), checked by prepare() already
+        carried = self.core.request_state.check(params, "tools/call", tool.name) if "requestState" in params else None
+        mctx = MCPContext(session, ctx, carried, self.core.reader)
         try:
             running = tool.run(args, kwargs, mctx, shared_pool(self.core.dispatcher.limits.max_threads))
             if tool.timeout is None:
@@ -241,7 +243,8 @@ class ToolsCall:
 
     def failed(self, rules: VersionRules, name: str, exc: BaseException) -> dict[str, Any]:
         """The ``isError`` result of a tool that raised ``exc``: a :class:`ToolError`'s message
-        as is, anything else a generic text naming an incident id (the traceback is logged)."""
+        as is, anything else a generic text naming an incident id (the traceback is logged),
+        or its message alone when the server does not mask errors (``mask_errors=False``)."""
         if isinstance(exc, ToolError):
             return self.core.finish(rules, {"content": [text_content(exc.message)], "isError": True})
         incident = incident_of(exc)
@@ -249,7 +252,9 @@ class ToolsCall:
             log.error("incident %s: %s", incident, exc)
         else:
             log.error("incident %s: tool %r raised", incident, name, exc_info=exc)
-        text = f"The tool failed with an internal error (incident {incident})."
+        message = str(exc).strip() if not self.core.mask_errors else ""
+        # unmasked, the message alone (a message-less exception stays the generic text)
+        text = message or f"The tool failed with an internal error (incident {incident})."
         return self.core.finish(rules, {"content": [text_content(text)], "isError": True})
 
     def result(self, rules: VersionRules, tool: Tool, value: Any) -> Any:

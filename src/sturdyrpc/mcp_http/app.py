@@ -61,4 +61,5 @@ def mcp_http_app(server: MCPServer, *, store: Store | str | None = None, **optio
     options.setdefault("limits", server.dispatcher.limits)  # the same limits as the server has on stdio
     options.setdefault("lifespan", server.lifespan.running)
     options.setdefault("scopes_for", server.required_scopes)  # per-tool/resource/prompt scopes= (over auth only)
+    options.setdefault("param_headers", server.param_headers)  # SEP-2243 Mcp-Param-* headers of tools/call
     return StreamableHTTPApp(open_peer, **options)

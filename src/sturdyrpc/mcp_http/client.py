@@ -27,13 +27,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import httpx
 
 from .. import codec
 from ..framing import BadHeader, FrameTooLarge
+from ..mcp.param_headers import header_values
 from ..mcp.versions import META_PROTOCOL_VERSION, MODERN_VERSIONS
 from ..oauth import HTTPAuth, OAuthError
 from .modern import NAME_SOURCE, encode_header_value
@@ -87,6 +88,10 @@ class StreamableHTTPClientTransport:
         self.max_resume_attempts = max_resume_attempts
         self.session_id: str | None = None
         self.protocol_version: str | None = None
+        #: SEP-2243: a tool's ``Mcp-Param-*`` headers by tool name (lower-case header name ->
+        #: (parameter, JSON type)), sent with each 2026-07-28 ``tools/call``; :func:`connect_http`
+        #: sets it to what the client learnt from ``tools/list``.
+        self.param_headers: Callable[[str], Mapping[str, tuple[str, str]] | None] | None = None
         self._inbox: asyncio.Queue[bytes | None] = asyncio.Queue()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._modern_posts: dict[tuple[type, Any], asyncio.Task[Any]] = {}
@@ -190,6 +195,9 @@ class StreamableHTTPClientTransport:
                 params = obj.get("params")
                 if field is not None and type(params) is dict and type(params.get(field)) is str:
                     h["mcp-name"] = encode_header_value(params[field])
+                    if method == "tools/call" and self.param_headers is not None:
+                        for header, text in header_values(self.param_headers(params[field]) or {}, params.get("arguments")).items():
+                            h[header] = encode_header_value(text)
             return h
         if self.session_id is not None:
             h["mcp-session-id"] = self.session_id

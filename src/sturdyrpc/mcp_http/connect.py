@@ -62,6 +62,7 @@ async def connect_http(
         log_level=log_level,
     )
     t = transport or StreamableHTTPClientTransport(url, headers=headers, auth=auth)
+    t.param_headers = client.tool_headers.get  # SEP-2243: what tools/list said each tool mirrors
     peer = Peer(t, client.dispatcher(), profile=profile, default_timeout=timeout, name="mcp-http-client")
     client.peer = peer
     async with peer:

@@ -17,7 +17,7 @@ import base64
 import binascii
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .. import codec
@@ -33,7 +33,7 @@ from .responses import HEADER_DELAY
 if TYPE_CHECKING:
     from ..mcp.stateless import StatelessRequest
 
-__all__ = ["HeaderProblem", "check_modern_headers", "decode_header_value", "encode_header_value", "NAME_SOURCE",
+__all__ = ["HeaderProblem", "check_modern_headers", "ParamHeaders", "decode_header_value", "encode_header_value", "NAME_SOURCE",
            "ModernPost", "ModernHandler", "send_problem", "is_modern_request"]
 
 log = logging.getLogger("sturdyrpc.http")
@@ -45,7 +45,13 @@ log = logging.getLogger("sturdyrpc.http")
 ModernHandler = Callable[[Any, Callable[[bytes], Awaitable[None]]], "StatelessRequest"]
 
 #: Methods whose target is mirrored in ``Mcp-Name``, and the params field it comes from.
-NAME_SOURCE: dict[str, str] = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+NAME_SOURCE: dict[str, str] = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri",
+                               # SEP-2663: the tasks extension routes its requests by task id
+                               "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
+
+#: A tool's ``Mcp-Param-*`` headers (SEP-2243), given its name: lower-case header name ->
+#: (parameter, JSON type) (:meth:`sturdyrpc.mcp.MCPServer.param_headers` has this shape).
+ParamHeaders = Callable[[str], Mapping[str, tuple[str, str]]]
 
 _PREFIX = "=?base64?"
 #: Control characters a header value must not hold (a tab is allowed); one C-level search per value.
@@ -103,7 +109,8 @@ def decode_header_value(raw: bytes) -> str:
 
 def _decode_header_value(raw: bytes) -> str:
     try:
-        text = raw.decode("ascii")
+        # RFC 9110 5.5: whitespace around a field value is not part of it
+        text = raw.decode("ascii").strip(" \t")
     except UnicodeDecodeError:
         raise ValueError("non-ASCII header value") from None
     if _CONTROL.search(text) is not None:
@@ -117,11 +124,13 @@ def _decode_header_value(raw: bytes) -> str:
 
 
 def check_modern_headers(method: str, params: Any, is_request: bool, version: str, supported: list[str],
-                         headers: dict[bytes, bytes]) -> None:
+                         headers: dict[bytes, bytes], param_headers: ParamHeaders | None = None) -> None:
     """Raise :class:`HeaderProblem` unless the headers of a modern POST agree with its body (the
     message's ``method`` and ``params``; ``is_request``: it has an id).
 
-    ``version`` is the ``MCP-Protocol-Version`` header; ``headers`` maps lower-case names to values.
+    ``version`` is the ``MCP-Protocol-Version`` header; ``headers`` maps lower-case names to values;
+    ``param_headers``: the ``Mcp-Param-*`` headers of a tool, checked against a ``tools/call``'s
+    arguments (SEP-2243).
     """
     if version not in supported:
         raise HeaderProblem(400, -32022, "Unsupported protocol version", {"supported": supported, "requested": version})
@@ -151,11 +160,48 @@ def check_modern_headers(method: str, params: Any, is_request: bool, version: st
                 raise HeaderProblem(400, -32020, "Header mismatch: Mcp-Name header is malformed") from None
             if hdr_name != body_name:
                 raise HeaderProblem(400, -32020, "Header mismatch: Mcp-Name header does not match the body")
+        if param_headers is not None and method == "tools/call" and type(body_name) is str:
+            _check_param_headers(param_headers(body_name), params.get("arguments"), headers)
     meta = params.get("_meta") if is_dict else None
     if type(meta) is not dict or META_PROTOCOL_VERSION not in meta or META_CLIENT_CAPABILITIES not in meta:
         raise HeaderProblem(400, -32602, "Invalid params: _meta must carry the protocol version and client capabilities")
     if meta[META_PROTOCOL_VERSION] != version:
         raise HeaderProblem(400, -32020, "Header mismatch: MCP-Protocol-Version header does not match _meta")
+
+
+def _check_param_headers(wanted: Mapping[str, tuple[str, str]], arguments: Any, headers: dict[bytes, bytes]) -> None:
+    """SEP-2243: each ``Mcp-Param-<Name>`` header of the tool is present exactly when its argument
+    is (and not null), and its decoded value is that argument's."""
+    if not wanted:
+        return
+    args = arguments if type(arguments) is dict else {}
+    for header, (param, kind) in wanted.items():
+        raw = headers.get(header.encode("latin-1"))
+        value = args.get(param)
+        if raw is None:
+            if value is not None:
+                raise HeaderProblem(400, -32020, f"Header mismatch: {header} header is required")
+            continue
+        try:
+            text = decode_header_value(raw)
+        except ValueError:
+            raise HeaderProblem(400, -32020, f"Header mismatch: {header} header is malformed") from None
+        if not _same_value(text, value, kind):
+            raise HeaderProblem(400, -32020, f"Header mismatch: {header} header does not match the body")
+
+
+def _same_value(text: str, value: Any, kind: str) -> bool:
+    """Whether header text ``text`` is the argument ``value`` (of the parameter's JSON ``kind``)."""
+    if value is None:
+        return False
+    if type(value) is bool:
+        return text == ("true" if value else "false")
+    if type(value) in (int, float) and kind in ("integer", "number"):
+        try:
+            return bool(float(text) == value)
+        except ValueError:
+            return False
+    return type(value) is str and text == value
 
 
 async def send_problem(send: Send, p: HeaderProblem, id_: Any) -> None:
@@ -181,8 +227,10 @@ class ModernPost:
     """
 
     def __init__(self, handler: ModernHandler, admission: Admission, *, versions: list[str],
-                 check_scopes: Callable[[Any, list[Envelope]], None] | None, keepalive: float) -> None:
+                 check_scopes: Callable[[Any, list[Envelope]], None] | None, keepalive: float,
+                 param_headers: ParamHeaders | None = None) -> None:
         self.handler = handler
+        self.param_headers = param_headers
         self.admission = admission
         self.versions = versions
         self.check_scopes = check_scopes
@@ -202,7 +250,7 @@ class ModernPost:
         if id_ is UNSET:
             id_ = None
         try:
-            check_modern_headers(method, got.params, kind == "request", version, self.versions, hx)
+            check_modern_headers(method, got.params, kind == "request", version, self.versions, hx, self.param_headers)
         except HeaderProblem as p:
             await send_problem(send, p, id_)
             return

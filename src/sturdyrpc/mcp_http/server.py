@@ -50,7 +50,7 @@ from ..transports.http_layer import JSON, SSE, http_layer
 from .events import REPLAY_WINDOW, EventStore, MemoryEventStore
 from .get_delete import SessionStreams
 from .local import LocalSessions
-from .modern import HeaderProblem, ModernHandler, ModernPost, is_modern_request, send_problem
+from .modern import HeaderProblem, ModernHandler, ModernPost, ParamHeaders, is_modern_request, send_problem
 from .post import HandshakePost, params_of
 from .responses import KEEPALIVE_INTERVAL
 from .session import HTTPSession
@@ -95,7 +95,8 @@ class StreamableHTTPApp:
     :func:`~sturdyrpc.mcp_http.mcp_http_app` gives a :class:`~.shared.SharedSessions` for
     ``store="redis://..."``), ``keepalive_interval`` (seconds of silence after which an open SSE
     stream gets a comment line, so that proxies and clients with idle timeouts keep it; default
-    :data:`~.responses.KEEPALIVE_INTERVAL`).
+    :data:`~.responses.KEEPALIVE_INTERVAL`), ``param_headers`` (a tool's SEP-2243 ``Mcp-Param-*``
+    headers by tool name, checked against a 2026-07-28 ``tools/call``'s arguments; None: not checked).
     """
 
     def __init__(
@@ -123,6 +124,7 @@ class StreamableHTTPApp:
         table: TableFactory | None = None,
         scopes_for: Callable[[str, Any], frozenset[str]] | None = None,
         keepalive_interval: float | None = None,
+        param_headers: ParamHeaders | None = None,
     ) -> None:
         if keepalive_interval is not None and not keepalive_interval > 0:
             raise ValueError("keepalive_interval must be positive")
@@ -158,7 +160,8 @@ class StreamableHTTPApp:
                                         check_scopes=check, retry_ms=retry_ms, keepalive=self.keepalive_interval)
         self._streams = SessionStreams(self.table, retry_ms=retry_ms, keepalive=self.keepalive_interval)
         self._modern = None if modern is None else ModernPost(modern, self.admission, versions=list(self.modern_versions),
-                                                                  check_scopes=check, keepalive=self.keepalive_interval)
+                                                                  check_scopes=check, keepalive=self.keepalive_interval,
+                                                                  param_headers=param_headers)
         # MCP over HTTP: an error body that answers no readable message has no id (the spec allows
         # it on HTTP from 2025-03-26 on; the schemas from 2025-11-25 have no null id).
         self._layer = http_layer(self.table.guard(self._endpoint), security=self.security, admission=self.admission,
@@ -189,12 +192,14 @@ class StreamableHTTPApp:
                 await self._get_or_delete(scope["method"], hx, receive, send, principal)
                 return
             sse_ok, json_ok = scope["sturdyrpc.media"]  # as the layer negotiated them (_POST_TYPES; one at least)
+            got = read(scope["sturdyrpc.body"], self._read_limits)  # the one decode of this POST (the layer read it whole)
             try:
                 version, modern = self._versions_seen.get(hx.get(b"mcp-protocol-version")) or self._header_version(hx)
             except _Problem as p:
-                await send_problem(send, p.problem, None)
+                # the error answers the request: it carries its id when the body has a readable one
+                sent_id = got.id if type(got) is Envelope else None
+                await send_problem(send, p.problem, sent_id if type(sent_id) in (str, int) else None)
                 return
-            got = read(scope["sturdyrpc.body"], self._read_limits)  # the one decode of this POST (the layer read it whole)
             if type(got) is Refused:
                 await self._refused(send, got.error)
             elif modern:

@@ -121,6 +121,9 @@ class Stream:
     def detach(self, conn: SSEResponse) -> None:
         if self.conn is conn:
             self.conn = None
+            home = self.session.home
+            if not self.finished and home is not None:
+                home.left(self.session, self.id)
 
     def finish(self) -> None:
         self.finished = True
@@ -265,6 +268,10 @@ class SessionHome(Protocol):
 
     async def ended(self, session: HTTPSession) -> None:
         """The session ended (its streams are closed, its peer stopped)."""
+
+    def left(self, session: HTTPSession, stream_id: str) -> None:
+        """A client connection left the stream ``stream_id`` before it finished (a resume, on any
+        worker, may follow at once)."""
 
 
 class HTTPSession:

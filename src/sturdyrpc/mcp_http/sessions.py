@@ -241,6 +241,10 @@ class SessionTable(abc.ABC):
             del self.sessions[session.id]
         self._forget(session)
 
+    def left(self, session: HTTPSession, stream_id: str) -> None:
+        """:meth:`~.session.SessionHome.left`: nothing to do where events are stored as they are sent."""
+        return None
+
     def _forget(self, session: HTTPSession) -> None:
         """What the table keeps of a session beside the session itself, dropped when it ends."""
         return None

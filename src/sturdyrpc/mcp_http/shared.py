@@ -99,6 +99,8 @@ class SharedSessions(SessionTable):
         #: This worker's name in ids and channels (random per process).
         self.tag = os.urandom(4).hex()
         self._synced: dict[str, tuple[str | None, tuple[str, ...], bytes]] = {}
+        #: Per replica: the record it last applied (as the store returned it) and the identity in it.
+        self._seen: dict[str, tuple[bytes, Any]] = {}
         self._gets: dict[str, tuple[str, SSEResponse]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -232,6 +234,13 @@ class SharedSessions(SessionTable):
             if local is not None:
                 self.end_session(local)  # ended elsewhere (DELETE, expiry)
             raise not_found()
+        seen = self._seen.get(sid)
+        if seen is not None and seen[0] == data and local is not None and not local.ended:
+            # The record this replica last applied, unchanged: only the principal is left to check.
+            if seen[1] != identity_of(principal):
+                raise not_found()
+            local.principal = principal
+            return local
         record = codec.decode(data)
         if type(record) is not dict or record.get("p") != identity_of(principal):
             raise not_found()
@@ -245,6 +254,7 @@ class SharedSessions(SessionTable):
             finally:
                 self._locks.pop(sid, None)
         self._apply(local, record)
+        self._seen[sid] = (data, record.get("p"))
         local.principal = principal  # the same principal; this request's token (see LocalSessions.find)
         return local
 
@@ -311,10 +321,16 @@ class SharedSessions(SessionTable):
         except StoreUnavailable as exc:
             store_warning(log, "state not saved", "session state not saved: %s", exc)
 
+    def left(self, session: HTTPSession, stream_id: str) -> None:
+        """A connection left an open stream: its events are written now, not after the write delay."""
+        if session.id is not None:
+            self.events.detached(session.id, stream_id)
+
     def _forget(self, session: HTTPSession) -> None:
         """This worker's replica ended (the session may live on elsewhere)."""
         if session.id is not None:
             self._synced.pop(session.id, None)
+            self._seen.pop(session.id, None)
             held = self._gets.get(session.id)
             if held is not None:
                 held[1].end()

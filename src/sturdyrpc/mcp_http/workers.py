@@ -20,10 +20,12 @@ from ..auth.options import AUTH_KEYS as AUTH_KEYS  # the --auth-* options a work
 from ..dispatch import Dispatcher
 from ..mcp.request_state import KEYS_ENV, new_keys_env
 from ..mcp.server import MCPServer
+from ..mcp.serving import register as register_transport
 from ..store import is_memory_url, open_store
 from ..targets import TargetError, load_target
 from ..transports.asgi import HTTPSecurity
 from ..transports.http import JSONRPCHTTPApp
+from ..transports.loops import event_loop
 from ..transports.serve_http import run_uvicorn, serving_security
 from .app import mcp_http_app
 from .server import StreamableHTTPApp
@@ -35,8 +37,9 @@ _TARGET, _STORE, _STATELESS, _REMOTE = ("STURDYRPC_WORKER_TARGET", "STURDYRPC_WO
                                         "STURDYRPC_WORKER_ALLOW_REMOTE")
 _AUTH, _URL, _HTTP = "STURDYRPC_WORKER_AUTH", "STURDYRPC_WORKER_URL", "STURDYRPC_WORKER_HTTP"
 #: The keys of ``http=``: ``allow_hosts`` and ``trusted_proxies`` (lists of strings, the
-#: ``--allow-host`` and ``--trusted-proxy`` options) and ``keepalive`` (seconds, ``--keepalive``).
-HTTP_KEYS = ("allow_hosts", "trusted_proxies", "keepalive")
+#: ``--allow-host`` and ``--trusted-proxy`` options), ``keepalive`` (seconds, ``--keepalive``)
+#: and ``loop`` (``--loop``: auto, asyncio or uvloop; the launcher's, given to every worker).
+HTTP_KEYS = ("allow_hosts", "trusted_proxies", "keepalive", "loop")
 
 
 class WorkersRefused(ValueError):
@@ -170,7 +173,8 @@ def serve_mcp_workers(target: Any, host: str, port: int, *, workers: int = 1, st
     of an HTTP app of ours) on ``host:port`` with ``workers`` processes and sessions in ``store``
     (``"memory"``/None or ``"redis://host:port/db"``). ``auth``: the ``--auth-*`` options
     (:data:`AUTH_KEYS`), ``http``: ``--allow-host``, ``--trusted-proxy`` and ``--keepalive``
-    (:data:`HTTP_KEYS`); every worker applies them (:func:`build_app`). Raises
+    (:data:`HTTP_KEYS`); every worker applies them (:func:`build_app`) and runs on the event
+    loop of ``http["loop"]`` (:mod:`sturdyrpc.transports.loops`). Raises
     :class:`WorkersRefused` for several workers without a shared store unless ``stateless`` or
     the target is a Dispatcher, ``ValueError`` for an unknown store URL or a bad option,
     ``ImportError`` without the ``redis`` package, and
@@ -178,6 +182,8 @@ def serve_mcp_workers(target: Any, host: str, port: int, *, workers: int = 1, st
     without ``allow_remote``. Returns when the server stops (SIGINT/SIGTERM)."""
     base_url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
     http = {k: v for k, v in dict(http or {}).items() if v}
+    loop = http.pop("loop", None)  # uvicorn's, not the app's
+    event_loop(loop)  # an unknown loop, or uvloop not installed, fails here once
     # What does not fit fails here, once, not in every worker.
     auth_security(auth, base_url + "/mcp", http, bind_host=host, allow_remote=allow_remote)
     if workers > 1:
@@ -196,7 +202,7 @@ def serve_mcp_workers(target: Any, host: str, port: int, *, workers: int = 1, st
     if workers == 1:
         run_uvicorn(build_app(target, store=store, stateless=stateless, allow_remote=allow_remote, auth=auth,
                               base_url=base_url, bind_host=host, http=http), host, port, allow_remote=allow_remote,
-                    log_level=log_level)
+                    log_level=log_level, loop=loop)
         return
     os.environ[_TARGET] = target
     os.environ[_STORE] = store or "memory"
@@ -207,4 +213,14 @@ def serve_mcp_workers(target: Any, host: str, port: int, *, workers: int = 1, st
     os.environ[_HTTP] = json.dumps({**http, "bind_host": host})
     # One key ring for all workers of this launch (a shared store replaces it with its own).
     os.environ.setdefault(KEYS_ENV, new_keys_env())
-    run_uvicorn(f"{__name__}:worker_app", host, port, allow_remote=allow_remote, workers=workers, log_level=log_level)
+    run_uvicorn(f"{__name__}:worker_app", host, port, allow_remote=allow_remote, workers=workers, log_level=log_level, loop=loop)
+
+
+def _run(server: Any, *, host: str = "127.0.0.1", port: int = 8000, **options: Any) -> int:
+    """``server.run("http", host=, port=, ...)``: one process on ``host:port`` (``/mcp``);
+    ``options`` as :func:`serve_mcp_workers` takes them (``stateless``, ``store``, ``auth``...)."""
+    serve_mcp_workers(server, host, port, **options)
+    return 0
+
+
+register_transport("http", _run)

@@ -211,6 +211,11 @@ class OAuthClientProvider:
                 scope = step_up_scope(tokens.scope if tokens else self.scope, challenge)
             else:
                 scope = None
+                if tokens is not None:
+                    # SEP-2352: a token the server took before is refused: the resource may name
+                    # another authorization server now, so its metadata is read again (and a new
+                    # authorization server means a new registration: clients are kept per issuer)
+                    self._discovered.pop(key, None)
             await self._authorize(url, challenge, scope)
             return True
 

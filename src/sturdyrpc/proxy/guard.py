@@ -1,23 +1,48 @@
 """What ``sturdyrpc guard`` lets through, sans I/O.
 
 :class:`GuardCore` is fed the client's frames, the server's frames, clock ticks and the server's
-death; it answers with what to write to each side and what to log. It uses a
-:class:`~.monitor.Monitor` to know what each frame is, and adds the guard's own decisions: drop
-what must not reach the client, answer requests the server left too long (and cancel them on the
-server), hold requests beyond ``max_in_flight`` in arrival order, answer everything pending when
-the server dies.
+death; it answers with what to write to each side and what to log.
+
+The client's messages are read as a correct server reads them: by the core's one decode
+(:func:`sturdyrpc.envelope.read`) and admission (:meth:`sturdyrpc.dispatch.Dispatcher.accept`),
+under the protocol's profile (:class:`~sturdyrpc.mcp.profile.MCPProfile` with the negotiated
+version's rules, or plain JSON-RPC). What a correct server would refuse is answered by guard with
+the error that server would send; only valid messages reach the server. A batch reaches the
+server as single messages, and their replies go back as one array.
+
+Every request reaches the server under a small integer id of guard's own (and a progress token
+of guard's own), so the server never sees an id it could mangle; the reply goes back with the
+client's id exactly as it came. Requests of the server to the client are mapped the same way.
+
+The server's frames are judged by a :class:`~.monitor.Monitor` (the rules of ``check``): what
+must not reach the client is dropped, a malformed reply is replaced by an error, an error (or a
+failed tool's result) that reveals the server's insides is replaced by a plain one with an
+incident id. Requests the server leaves past the deadline, or pending when it dies, are answered
+by guard. :attr:`GuardCore.contained` counts what was contained, by the rule ``check`` names.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+from collections import Counter, OrderedDict, deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
+
+import msgspec
 
 from ..check.verdicts import show
 from ..codec import DecodeFailure, decode, encode
-from ..framing import Frame
-from .monitor import C2S, CANCEL_METHODS, S2C, Direction, Event, Key, Monitor, key_of
+from ..dispatch import BatchJob, Call, Dispatcher
+from ..envelope import UNSET, Envelope, read, unreadable_frame_error
+from ..errors import InvalidRequest
+from ..framing import BadHeader, Frame, FrameTooLarge
+from ..limits import DEFAULT_LIMITS, Limits
+from ..mcp.profile import MCPProfile
+from ..mcp.versions import RULES
+from ..messages import ErrorResponse, InvalidMessage, Response
+from ..profile import Profile
+from .monitor import C2S, CANCEL_METHODS, S2C, Event, Key, Monitor, key_of
+from .scrub import plain_error, plain_tool_result, rule_of
 
 __all__ = ["Actions", "GuardCore", "DEADLINE_CODE", "SERVER_GONE_CODE", "INVALID_REPLY_CODE"]
 
@@ -26,6 +51,13 @@ DEADLINE_CODE = -32001
 SERVER_GONE_CODE = -32002
 INVALID_REPLY_CODE = -32003
 _GIVEN_UP_KEEP = 4096
+#: Requests to the client the server may have open at once (bounded memory).
+_S2C_KEEP = 4096
+_DUPLICATE = InvalidRequest("Invalid Request", {"reason": "duplicate id of a request in flight"})
+_MCP_PREFIXES = ("tools/", "resources/", "prompts/", "completion/", "logging/", "tasks/", "notifications/", "sampling/",
+                 "elicitation/", "roots/")
+
+Protocol = Literal["auto", "mcp", "jsonrpc"]
 
 
 @dataclass
@@ -42,12 +74,46 @@ class Actions:
         self.log += other.log
 
 
-@dataclass
-class _Waiting:
-    payload: bytes
-    value: Any  # the payload decoded
-    requests: list[tuple[Any, str]]  # (id, method) of the requests it holds
-    arrived: float
+class _Batch:
+    """A client's batch whose requests are in flight one by one."""
+
+    __slots__ = ("job", "open")
+
+    def __init__(self, job: BatchJob, open: int) -> None:
+        self.job = job
+        self.open = open
+
+
+class _Forwarded(msgspec.Struct, gc=False):
+    """A client request under guard's id: whom to answer, and how. (A struct made in C: one is
+    made per request.)"""
+
+    client_id: Any
+    key: Key  # key_of(client_id)
+    method: str
+    started: float
+    payload: bytes  # what the server gets (kept while it waits for a slot)
+    token: Any = UNSET  # the client's progress token, when it sent one
+    batch: _Batch | None = None
+    sent: bool = False
+
+
+class _Request(msgspec.Struct, gc=False):
+    """A request as guard forwards it (params as the client sent them, or absent)."""
+
+    jsonrpc: str
+    id: int
+    method: str
+    params: Any = UNSET
+
+
+#: Guard's own messages to the server are encoded by msgspec directly: their params were read by
+#: the strict decoder, so they hold no NaN or infinity for the codec's check to find.
+_encode_request = msgspec.json.Encoder().encode
+
+
+def _forwarded(params: Any, ctx: Any) -> None:
+    """The gate's fallback entry: never run (guard forwards the call instead)."""
 
 
 class GuardCore:
@@ -57,6 +123,9 @@ class GuardCore:
     None. ``max_in_flight``: requests passed to the server at once, or None. ``cancel``: the
     protocol's cancel notification to send for a request given up (``"mcp"``, ``"lsp"``,
     ``"none"``, or ``"auto"``: MCP when the traffic shows MCP, LSP with Content-Length framing).
+    ``protocol``: the rules the client's messages are read by (``"auto"``: MCP when the first
+    message is MCP's, else plain JSON-RPC). ``keep_tool_errors``: pass failed tools' results
+    as they are, even when they reveal the server's insides.
     """
 
     def __init__(
@@ -67,161 +136,430 @@ class GuardCore:
         cancel: str = "auto",
         content_length: bool = False,
         monitor: Monitor | None = None,
+        protocol: Protocol = "auto",
+        limits: Limits = DEFAULT_LIMITS,
+        keep_tool_errors: bool = False,
     ) -> None:
         self.deadline = deadline
         self.max_in_flight = max_in_flight
         self.cancel = cancel
         self.content_length = content_length
         self.monitor = monitor or Monitor()
-        # Answered by guard at their deadline: a late reply is dropped quietly (the newest kept).
-        self._given_up: OrderedDict[Key, None] = OrderedDict()
-        self._queue: deque[_Waiting] = deque()
-        # The client's requests passed to the server and not settled are the monitor's pending
-        # ones, in arrival order (the queue is first in, first out), each started when it arrived.
-        self._sent = self.monitor.pending[C2S]
-
-    # -- runs of plain frames ----------------------------------------------------------------------
-
-    def passes_on(self, requests: int) -> bool:
-        """Whether :meth:`from_client` passes frames holding at most ``requests`` requests on to
-        the server as they are, whatever they hold: nothing is held back and none of them would
-        wait for ``max_in_flight``. Then it adds exactly those frames, in order, to ``to_server``
-        (and nothing else anywhere), so the proxy may write them before the decisions are made."""
-        return not self._queue and (self.max_in_flight is None or len(self._sent) + requests <= self.max_in_flight)
-
-
-    def pass_plain(self, dir: Direction, frames: list[Frame], start: int, now: float, out: Actions) -> int:
-        """Pass on ``frames[start:]`` (from the side ``dir`` names) for as long as the monitor finds
-        them plain (:meth:`Monitor.feed_plain`: nothing in them for guard to drop or replace) and
-        none has to wait for ``max_in_flight``; the index of the first frame left for
-        :meth:`from_client` / :meth:`from_server` (``len(frames)`` when none is)."""
-        if dir == C2S:
-            if self._queue:
-                return start  # held requests go first, in order
-            room = -1 if self.max_in_flight is None else max(self.max_in_flight - len(self._sent), 0)
-            end = self.monitor.feed_plain(C2S, frames, now, start, room)
-            if end > start:
-                out.to_server += frames[start:end]  # type: ignore[arg-type]  # plain frames are bytes
-            return end
-        end = self.monitor.feed_plain(S2C, frames, now, start)
-        if end > start:
-            out.to_client += frames[start:end]  # type: ignore[arg-type]
-            self._release(now, out)
-        return end
+        self.keep_tool_errors = keep_tool_errors
+        #: What guard answered for the server or repaired, by the rule ``check`` names.
+        self.contained: Counter[str] = Counter()
+        # The gate admits what a correct server admits; every method is the server's to know.
+        self.gate = Dispatcher(limits)
+        self.gate.fallback = self.gate.make_entry(_forwarded, "*", raw=True)
+        self.profile: Profile | None = MCPProfile() if protocol == "mcp" else Profile() if protocol == "jsonrpc" else None
+        self._mcp = protocol == "mcp"  # the profile is MCP's (kept with it)
+        self._next_id = 0
+        self._replies: list[Any] = []  # what Dispatcher.accept hands to on_response
+        # The client's requests under guard's ids, in arrival order (deadlines count from there):
+        # sent to the server, or waiting for a slot (``_queue``, first in, first out).
+        self._inflight: dict[int, _Forwarded] = {}
+        self._by_client: dict[Key, int] = {}
+        self._queue: deque[int] = deque()
+        self._sent = 0
+        # Answered by guard (deadline): a late reply is dropped quietly (the newest kept).
+        self._given_up: OrderedDict[int, None] = OrderedDict()
+        # The server's requests to the client: guard's id toward the client -> the server's id.
+        self._s2c: OrderedDict[int, Any] = OrderedDict()
+        self._s2c_by_server: dict[Key, int] = {}
+        self._next_s2c = 0
 
     # -- the client's frames ---------------------------------------------------------------------
 
     def from_client(self, frame: bytes, now: float, out: Actions | None = None) -> Actions:
         """A frame the client wrote; what to do is added to ``out`` (a new one by default)."""
+        return self.from_client_frames([frame], now, out)
+
+    def from_client_frames(self, frames: Sequence[Frame], now: float, out: Actions | None = None) -> Actions:
+        """Frames the client wrote, in order (unreadable ones as the framer reports them)."""
         out = Actions() if out is None else out
-        try:
-            value = decode(frame)
-        except DecodeFailure:
-            out.to_server.append(frame)  # the server answers it (parse error): not guard's job
-            self.monitor.feed(C2S, frame, now)
-            return out
-        requests = self._requests_in(value)
-        if requests and (self._queue or not self._fits(len(requests))):
-            self._queue.append(_Waiting(frame, value, requests, now))
-            return out
-        if self._queue and type(value) is dict and value.get("method") in CANCEL_METHODS and self._withdraw(value, out):
-            return out
-        self._send(frame, value, now, out)
+        mark = len(out.to_server)
+        for frame in frames:
+            if type(frame) is bytes:
+                self._client_frame(frame, now, out)
+            else:
+                self._unreadable(frame, out)  # type: ignore[arg-type]  # not bytes
+        self._judge_sent(out.to_server, mark, now)
         return out
 
-    def _withdraw(self, cancel: dict[str, Any], out: Actions) -> bool:
-        """The client cancels a request still held back: it never reaches the server (nor does the cancel)."""
-        params = cancel.get("params")
-        if type(params) is not dict:
-            return False
-        key = key_of(params.get(CANCEL_METHODS[cancel["method"]]))
-        for w in self._queue:
-            if len(w.requests) == 1 and key_of(w.requests[0][0]) == key:
-                self._queue.remove(w)
-                out.log.append(f"guard: {w.requests[0][1]} (id {show(w.requests[0][0], 40)}) was cancelled while held back: not sent")
-                return True
-        return False
+    def _client_frame(self, frame: bytes, now: float, out: Actions) -> None:
+        gate = self.gate
+        got = read(frame, gate.limits)
+        if self.profile is None:
+            self._choose_profile(got)
+        # The client's replies (to the server's requests) are collected, then mapped back.
+        replies = self._replies
+        received = gate.accept(got, self.profile, replies.append) if type(got) is Envelope else gate.accept_read(got, self.profile, replies.append)
+        t = type(received)
+        if t is Call:
+            self._forward(received, frame, now, out)  # type: ignore[arg-type]
+        elif t is bytes:
+            out.to_client.append(received)  # type: ignore[arg-type]
+            self._refused(received, out)  # type: ignore[arg-type]
+        elif t is BatchJob:
+            self._forward_batch(received, now, out)  # type: ignore[arg-type]
+        if replies:
+            for r in replies:
+                self._client_reply(r, now, out)
+            replies.clear()
 
-    @staticmethod
-    def _requests_in(value: Any) -> list[tuple[Any, str]]:
-        if type(value) is dict:  # the everyday case, without building a list to scan
-            return [(value["id"], value["method"] if type(value["method"]) is str else "?")] if "id" in value and "method" in value else []
-        items = value if type(value) is list else [value]
-        return [
-            (m["id"], m["method"] if type(m["method"]) is str else "?")
-            for m in items
-            if type(m) is dict and "method" in m and "id" in m
-        ]
+    def _unreadable(self, frame: FrameTooLarge | BadHeader, out: Actions) -> None:
+        """A frame of the client's the framer could not read: answered as a server answers it."""
+        omit = self.profile is not None and self.profile.omit_unreadable_id()
+        reply = self.gate.error_reply(unreadable_frame_error(frame), omit_id=omit)
+        out.to_client.append(reply)
+        self._refused(reply, out)
 
-    def _fits(self, n: int) -> bool:
-        if self.max_in_flight is None:
-            return True
-        # A batch larger than the limit goes alone, or it would wait forever.
-        in_flight = len(self._sent)
-        return in_flight + n <= self.max_in_flight or in_flight == 0
+    def _judge_sent(self, sent: list[bytes], start: int, now: float) -> None:
+        """Show the monitor what went to the server (``sent[start:]``): every payload once, in
+        order, the everyday ones in runs (:meth:`Monitor.feed_plain`), the rest one by one."""
+        monitor = self.monitor
+        i, n = start, len(sent)
+        while i < n:
+            i = monitor.feed_plain(C2S, sent, now, i)
+            if i < n:
+                monitor.feed(C2S, sent[i], now)
+                i += 1
 
-    def _send(self, frame: bytes, value: Any, arrived: float, out: Actions) -> None:
-        self.monitor.feed_value(C2S, value, arrived)  # pending from ``arrived``: deadlines count from there
+    def _choose_profile(self, got: Any) -> None:
+        first = got[0] if type(got) is list and got else got
+        if type(first) is not Envelope or first.method is UNSET:
+            return  # decided by the first message that names a method
+        method: str = first.method  # type: ignore[assignment]  # a method: checked above
+        params = first.params
+        meta = params.get("_meta") if type(params) is dict else None
+        mcp = (
+            (method == "initialize" and type(params) is dict and "protocolVersion" in params)
+            or method == "server/discover"
+            or (type(meta) is dict and "io.modelcontextprotocol/protocolVersion" in meta)
+            or method.startswith(_MCP_PREFIXES)
+        )
+        self.profile = MCPProfile() if mcp else Profile()
+        self._mcp = mcp
+
+    def _refused(self, reply: bytes, out: Actions) -> None:
+        """Count (and log) a message guard answered because the server must not see it."""
+        try:
+            value = decode(reply)
+        except DecodeFailure:  # pragma: no cover - guard's own replies are JSON
+            return
+        for v in value if type(value) is list else [value]:
+            err = v.get("error") if type(v) is dict else None
+            if type(err) is dict:
+                rule = rule_of(err)
+                self.contained[rule] += 1
+                out.log.append(f"guard: answered for the server ({rule}): {show(v, 160)}")
+
+    def _forward(self, call: Call, frame: bytes | None, now: float, out: Actions) -> None:
+        if call.is_notification:
+            self._forward_notification(call, frame, out)
+            return
+        cid = call.id
+        t = type(cid)
+        key = cid if t is int or t is str else key_of(cid)
+        profile = self.profile
+        if profile is not None and profile.refuse_duplicate_ids and key in self._by_client:
+            reply = self.gate.failure(call, _DUPLICATE)
+            if reply is not None:
+                out.to_client.append(reply)
+            self.contained["mcp.duplicate-id"] += 1
+            out.log.append(f"guard: refused a second request with the id {show(call.id, 40)} while the first is in flight")
+            return
+        self._next_id += 1
+        gid = self._next_id
+        params = call.params
+        token: Any = UNSET
+        if type(params) is dict:
+            meta = params.get("_meta")
+            if type(meta) is dict and "progressToken" in meta:
+                token = meta["progressToken"]
+                params = {**params, "_meta": {**meta, "progressToken": gid}}
+        method = call.method
+        payload = _encode_request(_Request("2.0", gid, method, UNSET if params is None else params))
+        job = call.job
+        # a batch's element: job.origin is its _Batch (set by _forward_batch)
+        f = _Forwarded(cid, key, method, now, payload, token, None if job is None else job.origin)
+        self._inflight[gid] = f
+        self._by_client[key] = gid
+        if self._queue or (self.max_in_flight is not None and self._sent >= self.max_in_flight):
+            self._queue.append(gid)
+            return
+        f.sent = True
+        self._sent += 1
+        out.to_server.append(payload)
+
+    def _send(self, f: _Forwarded, out: Actions) -> None:
+        f.sent = True
+        self._sent += 1
+        out.to_server.append(f.payload)
+
+    def _forward_notification(self, call: Call, frame: bytes | None, out: Actions) -> None:
+        method = call.method
+        if method in CANCEL_METHODS and type(call.params) is dict:
+            member = CANCEL_METHODS[method]
+            gid = self._by_client.get(key_of(call.params.get(member)), 0)
+            f = self._inflight.get(gid)  # guard's ids start at 1
+            if f is None:
+                out.log.append(f"guard: a cancel for no request in flight ({show(call.params.get(member), 40)}): not sent")
+                return
+            if not f.sent:
+                self._queue.remove(gid)
+                self._drop(gid, f)
+                out.log.append(f"guard: {f.method} (id {show(f.client_id, 40)}) was cancelled while held back: not sent")
+                return
+            out.to_server.append(encode({"jsonrpc": "2.0", "method": method, "params": {**call.params, member: gid}}))
+            # The client expects no reply now (MCP: it ignores one): a reply that comes anyway is
+            # dropped quietly, as after a deadline.
+            self._drop(gid, f)
+            self._give_up(gid)
+            return
+        if frame is None:
+            msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+            if call.params is not None:
+                msg["params"] = call.params
+            frame = encode(msg)
         out.to_server.append(frame)
 
-    def _release(self, now: float, out: Actions) -> None:
-        while self._queue and self._fits(len(self._queue[0].requests)):
-            w = self._queue.popleft()
-            self._send(w.payload, w.value, w.arrived, out)
+    def _forward_batch(self, job: BatchJob, now: float, out: Actions) -> None:
+        requests = sum(1 for c in job.calls if not c.is_notification)
+        batch = _Batch(job, requests)
+        job.origin = batch
+        for c in job.calls:
+            self._forward(c, None, now, out)
+        # Refused as duplicates, answered in the job at once: no longer open.
+        batch.open = sum(1 for f in self._inflight.values() if f.batch is batch)
+        if batch.open == 0:
+            reply = job.finish()
+            if reply is not None:
+                out.to_client.append(reply)
+
+    def _client_reply(self, msg: Response | ErrorResponse | InvalidMessage, now: float, out: Actions) -> None:
+        """The client answered a request of the server's: back to the server under its own id."""
+        if type(msg) is InvalidMessage:
+            out.log.append("guard: dropped a malformed response of the client")
+            return
+        sid = self._s2c.pop(msg.id, _ABSENT) if type(msg.id) is int else _ABSENT
+        if sid is _ABSENT:
+            out.log.append(f"guard: dropped a reply of the client to no request of the server's (id {show(msg.id, 40)})")
+            return
+        self._s2c_by_server.pop(key_of(sid), None)
+        if type(msg) is Response:
+            back: dict[str, Any] = {"jsonrpc": "2.0", "id": sid, "result": msg.result}
+        else:
+            back = {"jsonrpc": "2.0", "id": sid, "error": msg.error.to_dict()}  # type: ignore[union-attr]
+        out.to_server.append(encode(back))
 
     # -- the server's frames ---------------------------------------------------------------------
 
     def from_server(self, frame: bytes, now: float, out: Actions | None = None) -> Actions:
-        """A frame the server wrote: passed on, or dropped (and logged), or replaced; added to ``out``."""
+        """A frame the server wrote: passed on (mapped to the client's ids), dropped (and logged),
+        or replaced; added to ``out``."""
+        return self.from_server_frames([frame], now, out)
+
+    def from_server_frames(self, frames: Sequence[Frame], now: float, out: Actions | None = None) -> Actions:
+        """Frames the server wrote, in order (unreadable ones as the framer reports them)."""
         out = Actions() if out is None else out
-        ev = self.monitor.feed(S2C, frame, now)
-        if ev.kind == "batch":
-            kept = [p.value for p in ev.parts if self._keep(p, out)]
-            if len(kept) == len(ev.parts) and ev.parts:
-                out.to_client.append(frame)
-            elif kept:
-                out.to_client.append(encode(kept))
-        elif self._keep(ev, out):
-            out.to_client.append(frame)
+        mark = len(out.to_server)
+        monitor = self.monitor
+        i, n = 0, len(frames)
+        while i < n:
+            # The everyday replies in runs: the monitor settles them; each is then only mapped.
+            end = monitor.feed_plain(S2C, frames, now, i)
+            for k in range(i, end):
+                self._plain_reply(frames[k], out)  # type: ignore[arg-type]  # plain frames are bytes
+            if end == n:
+                break
+            frame = frames[end]
+            i = end + 1
+            if type(frame) is not bytes:
+                what = f"over {frame.limit} bytes" if isinstance(frame, FrameTooLarge) else frame.reason if isinstance(frame, BadHeader) else "?"
+                for v in monitor.feed_unreadable(S2C, what, now).violations:
+                    self.contained[v.spec.id] += 1
+                    out.log.append(v.line())
+                out.log.append(f"guard: dropped an unreadable frame from the server ({what})")
+                continue
+            ev = monitor.feed(S2C, frame, now)
+            if ev.kind == "batch":
+                for p in ev.parts:
+                    self._server_message(p, None, out)
+            else:
+                self._server_message(ev, frame, out)
         self._release(now, out)
+        self._judge_sent(out.to_server, mark, now)
         return out
 
-    def _keep(self, ev: Event, out: Actions) -> bool:
+    def _plain_reply(self, frame: bytes, out: Actions) -> None:
+        """A frame the monitor found plain. A success reply to a request in flight under guard's
+        id: the client gets it under its own id, the result as the server wrote it."""
+        reply = _read_plain_reply(frame)
+        if reply.method is not UNSET:  # a request or notification of the server's
+            value = decode(frame)
+            self._server_message(Event(S2C, "request" if "id" in value else "notification", value), frame, out)
+            return
+        gid = reply.id
+        f = self._inflight.pop(gid)
+        self._sent -= 1  # plain: a reply to a request sent
+        if self._by_client.get(f.key) == gid:
+            del self._by_client[f.key]
+        raw = reply.result
+        if f.batch is not None or type(f.client_id) not in _PLAIN_IDS or (b'"isError"' in frame and f.method == "tools/call") or (
+            self._mcp and b'"resultType"' not in frame and self._modern()
+        ):
+            self._settle(f, decode(bytes(raw)), out)  # the rare cases: the result is looked at
+            return
+        out.to_client.append(_encode_plain_reply(_PlainReply("2.0", f.client_id, raw)))
+
+    def _server_message(self, ev: Event, frame: bytes | None, out: Actions) -> None:
         for v in ev.violations:
+            self.contained[v.spec.id] += 1
             out.log.append(v.line())
-        if ev.kind == "junk":
+        kind = ev.kind
+        if kind == "junk":
             # The line itself, as the server wrote it (bounded): usually a log line meant for stderr.
             out.log.append("guard: server stdout (not JSON-RPC): " + bytes(ev.value[:4096]).decode("utf-8", "replace"))
-            return False
-        if ev.kind == "invalid":
+            return
+        if kind == "invalid":
             out.log.append("guard: dropped a message that is no JSON-RPC message: " + show(ev.value, 200))
-            return False
-        if ev.kind != "response":
-            for v in ev.violations:
-                # A malformed request or notification would confuse the client; progress that
-                # breaks the rules (after the reply, unknown token, not increasing) too.
-                if v.spec.id in ("messages.invalid-message", "mcp.progress"):
-                    out.log.append(f"guard: dropped a {ev.kind} of the server that breaks {v.spec.id}: {show(ev.value, 200)}")
-                    return False
-            return True
-        if ev.settled is not None and ev.settled.dir == C2S:
-            if ev.violations and any(v.spec.id == "messages.response-shape" for v in ev.violations):
-                out.to_client.append(self._error(ev.settled.id, INVALID_REPLY_CODE, "sturdyrpc guard: the server's reply was not a valid JSON-RPC response"))
-                out.log.append(f"guard: answered {ev.settled.method} (id {show(ev.settled.id, 40)}) with an error: its reply was malformed")
-                return False
-            return True
-        if ev.unmatched:
-            key = key_of(ev.id)
-            if key in self._given_up:
+            return
+        if kind == "response":
+            self._server_response(ev, out)
+            return
+        for v in ev.violations:
+            # A malformed request or notification would confuse the client; progress that
+            # breaks the rules (after the reply, unknown token, not increasing) too.
+            if v.spec.id in ("messages.invalid-message", "mcp.progress"):
+                out.log.append(f"guard: dropped a {kind} of the server that breaks {v.spec.id}: {show(ev.value, 200)}")
+                return
+        value: dict[str, Any] = ev.value
+        if kind == "request":
+            if len(self._s2c) >= _S2C_KEEP:
+                old, sid = self._s2c.popitem(last=False)
+                self._s2c_by_server.pop(key_of(sid), None)
+            self._next_s2c += 1
+            cid = self._next_s2c
+            self._s2c[cid] = value["id"]
+            self._s2c_by_server[key_of(value["id"])] = cid
+            out.to_client.append(encode({**value, "id": cid}))
+            return
+        params = value.get("params")
+        method = value.get("method")
+        if method == "notifications/progress" and type(params) is dict:
+            t = params.get("progressToken")
+            f = self._inflight.get(t) if type(t) is int else None
+            if f is None or f.token is UNSET:
+                out.log.append(f"guard: dropped progress for a token of no request in flight: {show(value, 200)}")
+                return
+            out.to_client.append(encode({**value, "params": {**params, "progressToken": f.token}}))
+            return
+        if method in CANCEL_METHODS and type(params) is dict:
+            member = CANCEL_METHODS[method]  # the server gives up a request of its own
+            cid2 = self._s2c_by_server.pop(key_of(params.get(member)), None)
+            if cid2 is None:
+                out.log.append(f"guard: dropped a cancel of the server for no request of its own: {show(value, 200)}")
+                return
+            self._s2c.pop(cid2, None)
+            out.to_client.append(encode({**value, "params": {**params, member: cid2}}))
+            return
+        out.to_client.append(frame if frame is not None else encode(value))
+
+    def _server_response(self, ev: Event, out: Actions) -> None:
+        settled = ev.settled
+        if settled is None or settled.dir != C2S or type(settled.id) is not int:
+            key = ev.id
+            if type(key) is int and key in self._given_up:
                 del self._given_up[key]
-                out.log.append(f"guard: dropped the late reply to id {show(ev.id, 40)} (already answered at its deadline)")
+                out.log.append(f"guard: dropped the late reply to id {key} (already answered at its deadline)")
             else:
                 out.log.append(f"guard: dropped a reply the client cannot expect: {show(ev.value, 200)}")
-            return False
+            return
+        gid = settled.id
+        f = self._inflight.get(gid)
+        if f is None:
+            return
+        self._drop(gid, f)
+        value: dict[str, Any] = ev.value
         if any(v.spec.id == "messages.response-shape" for v in ev.violations):
-            out.log.append("guard: dropped a malformed response: " + show(ev.value, 200))
+            self._answer(f, "error", {"code": INVALID_REPLY_CODE, "message": "sturdyrpc guard: the server's reply was not a valid JSON-RPC response"}, out)
+            out.log.append(f"guard: answered {f.method} (id {show(f.client_id, 40)}) with an error: its reply was malformed")
+            return
+        if "error" in value:
+            self._answer(f, "error", self._plain_error(value["error"], f, out), out)
+            return
+        self._settle(f, value.get("result"), out)
+
+    def _settle(self, f: _Forwarded, result: Any, out: Actions) -> None:
+        """Answer the client's request ``f`` with the server's ``result`` (repaired where needed)."""
+        if f.method == "initialize" and type(result) is dict and isinstance(self.profile, MCPProfile):
+            version = result.get("protocolVersion")
+            if type(version) is str and version in RULES:  # the version the server chose
+                self.profile.set_version(version)
+        elif type(result) is dict and "resultType" not in result and self._modern():
+            # Every 2026-07-28 result names its type; one without is a complete one.
+            result = {**result, "resultType": "complete"}
+            self.contained["mcp.result-type"] += 1
+        if f.method == "tools/call" and not self.keep_tool_errors and type(result) is dict and result.get("isError") is True:
+            result = self._plain_tool_error(result, f, out)
+        self._answer(f, "result", result, out)
+
+    def _modern(self) -> bool:
+        profile = self.profile
+        if not isinstance(profile, MCPProfile) or profile.version is None:
             return False
-        return True  # the answer to a message the client could not have matched anyway (id null)
+        return RULES[profile.version].result_type
+
+    def _plain_error(self, err: Any, f: _Forwarded, out: Actions) -> Any:
+        plain = plain_error(err)
+        if plain is None:
+            return err
+        self.contained["errors.no-leak-probe"] += 1
+        out.log.append(f"guard: incident {plain.incident}: the server's error to {f.method} (id {show(f.client_id, 40)}) revealed "
+                       f"{'; '.join(plain.found)}; the client got a plain one. The original: {show(err, 2000)}")
+        return plain.value
+
+    def _plain_tool_error(self, result: dict[str, Any], f: _Forwarded, out: Actions) -> Any:
+        plain = plain_tool_result(result)
+        if plain is None:
+            return result
+        self.contained["mcp.tool-fail-no-leak"] += 1
+        out.log.append(f"guard: incident {plain.incident}: the failed tool's result (id {show(f.client_id, 40)}) revealed "
+                       f"{'; '.join(plain.found)}; the client got a plain one. The original: {show(result, 2000)}")
+        return plain.value
+
+    def _answer(self, f: _Forwarded, member: str, value: Any, out: Actions) -> None:
+        answer = {"jsonrpc": "2.0", "id": f.client_id, member: value}
+        batch = f.batch
+        if batch is None:
+            out.to_client.append(encode(answer))
+            return
+        batch.job.add_answer(answer)
+        batch.open -= 1
+        if batch.open == 0:
+            reply = batch.job.finish()
+            if reply is not None:
+                out.to_client.append(reply)
+
+    def _drop(self, gid: int, f: _Forwarded) -> None:
+        del self._inflight[gid]
+        if f.sent:
+            self._sent -= 1
+        if self._by_client.get(f.key) == gid:
+            del self._by_client[f.key]
+
+    def _give_up(self, gid: int) -> None:
+        """The request ``gid`` is settled by guard: its reply, if it comes, is dropped quietly."""
+        self.monitor.forget(C2S, gid)
+        self._given_up[gid] = None
+        if len(self._given_up) > _GIVEN_UP_KEEP:
+            self._given_up.popitem(last=False)
+
+    def _release(self, now: float, out: Actions) -> None:
+        queue = self._queue
+        while queue and (self.max_in_flight is None or self._sent < self.max_in_flight):
+            self._send(self._inflight[queue.popleft()], out)
 
     # -- time and death --------------------------------------------------------------------------
 
@@ -229,10 +567,9 @@ class GuardCore:
         """The monotonic time of the next deadline, or None."""
         if self.deadline is None:
             return None
-        # The oldest request in flight arrived before everything held in the queue.
-        for p in self._sent.values():
-            return p.started + self.deadline
-        return self._queue[0].arrived + self.deadline if self._queue else None
+        for f in self._inflight.values():  # arrival order: the oldest first
+            return f.started + self.deadline
+        return None
 
     def tick(self, now: float) -> Actions:
         """Answer the requests whose deadline has passed; cancel them on the server."""
@@ -242,71 +579,87 @@ class GuardCore:
         limit = now - self.deadline
         message = f"sturdyrpc guard: no reply within the deadline of {self.deadline:g} s"
         expired = []
-        for p in self._sent.values():
-            if p.started > limit:
+        for gid, f in self._inflight.items():
+            if f.started > limit:
                 break  # arrival order: the rest are younger
-            expired.append(p)
-        for p in expired:
-            self.monitor.forget(C2S, p.id)
-            self._given_up[key_of(p.id)] = None
-            if len(self._given_up) > _GIVEN_UP_KEEP:
-                self._given_up.popitem(last=False)
-            out.to_client.append(self._error(p.id, DEADLINE_CODE, message))
-            cancel = self._cancel_notification(p.id)
+            expired.append((gid, f))
+        for gid, f in expired:
+            sent = f.sent
+            if not sent:
+                self._queue.remove(gid)
+            self._drop(gid, f)
+            self._answer(f, "error", {"code": DEADLINE_CODE, "message": message}, out)
+            if not sent:
+                out.log.append(f"guard: {f.method} (id {show(f.client_id, 40)}) waited for a free slot past the deadline: answered with {DEADLINE_CODE}")
+                continue
+            self._give_up(gid)
+            cancel = self._cancel_notification(gid)
             if cancel is not None:
                 out.to_server.append(cancel)
-            out.log.append(f"guard: {p.method} (id {show(p.id, 40)}) got no reply within {self.deadline:g} s: answered with {DEADLINE_CODE}"
+            out.log.append(f"guard: {f.method} (id {show(f.client_id, 40)}) got no reply within {self.deadline:g} s: answered with {DEADLINE_CODE}"
                            + (", cancelled on the server" if cancel is not None else ""))
-        while self._queue and self._queue[0].arrived <= limit:
-            w = self._queue.popleft()
-            for rid, method in w.requests:
-                out.to_client.append(self._error(rid, DEADLINE_CODE, message))
-                out.log.append(f"guard: {method} (id {show(rid, 40)}) waited for a free slot past the deadline: answered with {DEADLINE_CODE}")
         self._release(now, out)
+        self._judge_sent(out.to_server, 0, now)
         return out
 
     def server_gone(self, code: int | None) -> Actions:
         """The server exited (``code``) or closed its stdout: answer everything pending now."""
         out = Actions()
         why = f"sturdyrpc guard: the server exited (code {code})" if code is not None else "sturdyrpc guard: the server closed its output"
-        pending = list(self.monitor.pending[C2S].values())
-        for p in pending:
-            self.monitor.forget(C2S, p.id)
-            out.to_client.append(self._error(p.id, SERVER_GONE_CODE, why))
-        for w in self._queue:
-            for rid, _ in w.requests:
-                out.to_client.append(self._error(rid, SERVER_GONE_CODE, why))
-        n = len(pending) + sum(len(w.requests) for w in self._queue)
+        pending = list(self._inflight.items())
         self._queue.clear()
-        if n:
-            out.log.append(f"guard: the server is gone; answered {n} pending request(s) with {SERVER_GONE_CODE}")
+        for gid, f in pending:
+            if f.sent:
+                self.monitor.forget(C2S, gid)
+            self._drop(gid, f)
+            self._answer(f, "error", {"code": SERVER_GONE_CODE, "message": why}, out)
+        if pending:
+            out.log.append(f"guard: the server is gone; answered {len(pending)} pending request(s) with {SERVER_GONE_CODE}")
         return out
 
     @property
     def waiting(self) -> int:
         """Requests held back by ``max_in_flight``."""
-        return sum(len(w.requests) for w in self._queue)
+        return len(self._queue)
 
     @property
     def in_flight(self) -> int:
         """Client requests passed to the server and not settled."""
-        return len(self._sent)
+        return self._sent
+
+    @property
+    def open(self) -> int:
+        """Client requests not answered yet (in flight or held back)."""
+        return len(self._inflight)
 
     # -- messages guard writes -------------------------------------------------------------------
 
-    @staticmethod
-    def _error(id: Any, code: int, message: str) -> bytes:
-        if type(id) not in (str, int, float):
-            id = None  # a request id JSON-RPC does not allow: answered as unreadable (§5)
-        return encode({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
-
-    def _cancel_notification(self, id: Any) -> bytes | None:
+    def _cancel_notification(self, gid: int) -> bytes | None:
         kind = self.cancel
         if kind == "auto":
-            kind = "mcp" if self.monitor.mcp else "lsp" if self.content_length else "none"
+            kind = "mcp" if isinstance(self.profile, MCPProfile) or self.monitor.mcp else "lsp" if self.content_length else "none"
         if kind == "mcp":
             return encode({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                           "params": {"requestId": id, "reason": f"sturdyrpc guard: deadline of {self.deadline:g} s"}})
+                           "params": {"requestId": gid, "reason": f"sturdyrpc guard: deadline of {self.deadline:g} s"}})
         if kind == "lsp":
-            return encode({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": id}})
+            return encode({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": gid}})
         return None
+
+
+_ABSENT: Any = object()
+
+
+class _PlainReply(msgspec.Struct, gc=False):
+    """A frame the monitor's runs passed: a success reply (the result kept as the server wrote
+    it), or a request or notification (``method`` set; the rest not read here)."""
+
+    jsonrpc: str
+    id: Any = None
+    result: msgspec.Raw = msgspec.Raw(b"null")
+    method: Any = UNSET
+
+
+_read_plain_reply = msgspec.json.Decoder(_PlainReply).decode
+_encode_plain_reply = msgspec.json.Encoder().encode
+#: Client ids written by msgspec as they came (others, a float id say, go through the codec).
+_PLAIN_IDS = (int, str)

@@ -5,10 +5,11 @@ on stderr."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import sys
 import time
 
-from ..framing import BadHeader, Frame, FrameTooLarge
 from .guard import Actions, GuardCore
 from .monitor import C2S, S2C, Direction
 from .pump import Proxy, frame_payload, make_framer
@@ -18,6 +19,10 @@ __all__ = ["GuardProxy"]
 
 #: Frames decided before what they produced is written out.
 SLICE = 1024
+#: Client requests guard keeps unanswered (in flight or held back) before it stops reading the client.
+MAX_OPEN = 4096
+#: Seconds guard waits at stdin EOF for the replies in flight when no deadline is set.
+SETTLE_WAIT = 60.0
 
 
 class GuardProxy(Proxy):
@@ -32,14 +37,18 @@ class GuardProxy(Proxy):
         view: LiveView,
         grace: float = 2.0,
         terminal: bool = False,
+        report: str | None = None,
     ) -> None:
         super().__init__(cmd, framing=framing, grace=grace)
+        self.report = report
         self.core = core
         self.view = view
         self.terminal = terminal
         self._framers = {C2S: make_framer(framing), S2C: make_framer(framing)}
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
+        self._idle = asyncio.Event()
+        self._holding = False
 
     def _apply(self, act: Actions) -> None:
         # Written at once, not at the end of the loop's turn: every read is one decision anyway.
@@ -49,7 +58,25 @@ class GuardProxy(Proxy):
             self.to_client.write_now(self._framed(act.to_client))
         for line in act.log:
             self.view.text(line, warn=True)
+        unanswered = self.core.open
+        if unanswered == 0:
+            self._idle.set()
+        else:
+            self._idle.clear()
+        # Bounded memory whatever the client sends: at MAX_OPEN requests unanswered, guard stops
+        # reading the client until replies free room (a server's backpressure, not a refusal).
+        if (unanswered >= MAX_OPEN) != self._holding:
+            self._holding = not self._holding
+            self.hold_client(self._holding)
         self._arm()
+
+    async def settle(self) -> None:
+        # Every request forwarded is answered before the server sees EOF (a server may drop
+        # what is in flight at EOF); bounded by the deadline, or SETTLE_WAIT without one.
+        if self.core.open:
+            self.view.text(f"guard: stdin EOF; waiting for {self.core.open} request(s) in flight before closing the server's stdin")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._idle.wait(), self.core.deadline or SETTLE_WAIT)
 
     def _framed(self, payloads: list[bytes]) -> bytes:
         if self.framing == "line":
@@ -64,48 +91,12 @@ class GuardProxy(Proxy):
         self._frames(S2C, data, now)
 
     def _frames(self, dir: Direction, data: bytes, now: float) -> None:
-        core = self.core
-        decide = core.from_client if dir == C2S else core.from_server
+        decide = self.core.from_client_frames if dir == C2S else self.core.from_server_frames
         frames = self._framers[dir].feed(data)
-        written = dir == C2S and self._pass_on(frames)
         for at in range(0, len(frames), SLICE):
             # Out in slices: the other side starts on the first messages of a large read while
             # guard decides about the rest.
-            part = frames[at : at + SLICE] if len(frames) > SLICE else frames
-            act = Actions()
-            i, end = 0, len(part)
-            while i < end:
-                i = core.pass_plain(dir, part, i, now, act)  # the everyday frames, in runs
-                if i == end:
-                    break
-                frame = part[i]
-                i += 1
-                if type(frame) is bytes:
-                    decide(frame, now, act)
-                else:
-                    what = f"over {frame.limit} bytes" if isinstance(frame, FrameTooLarge) else frame.reason if isinstance(frame, BadHeader) else "?"
-                    for v in self.core.monitor.feed_unreadable(dir, what, now).violations:
-                        act.log.append(v.line())
-                    act.log.append(f"guard: dropped an unreadable frame from the {'client' if dir == C2S else 'server'} ({what})")
-            if written:
-                act.to_server.clear()  # these very frames, already written by _pass_on
-            self._apply(act)
-
-    def _pass_on(self, frames: list[Frame]) -> bool:
-        """Write the client's ``frames`` to the server before deciding about them when the core
-        passes them all on as they are (:meth:`GuardCore.passes_on`): the server starts on them
-        while guard keeps its books. True if written."""
-        if not frames or self.to_server is None:
-            return False
-        try:
-            payload = self._framed(list(frames))  # type: ignore[arg-type]  # TypeError: an unreadable frame (dropped)
-        except TypeError:
-            return False
-        # Each request is an object, so it holds a "{": the count bounds the requests.
-        if not self.core.passes_on(payload.count(b"{")):
-            return False
-        self.to_server.write_now(payload)
-        return True
+            self._apply(decide(frames[at : at + SLICE] if len(frames) > SLICE else frames, now))
 
     def _arm(self) -> None:
         at = self.core.next_deadline()
@@ -133,3 +124,13 @@ class GuardProxy(Proxy):
 
     def finish(self, code: int) -> None:
         print_summary(sys.stderr, self.core.monitor.summary(time.monotonic()), title="sturdyrpc guard summary", code=code, terminal=self.terminal)
+        contained = dict(sorted(self.core.contained.items()))
+        if contained:
+            sys.stderr.write("guard contained (by rule, as check names them): "
+                             + ", ".join(f"{rule} x{n}" for rule, n in contained.items()) + "\n")
+        else:
+            sys.stderr.write("guard contained nothing: every message was valid\n")
+        if self.report is not None:
+            with open(self.report, "w", encoding="utf-8") as f:
+                json.dump({"sturdyrpc": "guard", "exit_code": code, "contained": contained}, f, indent=2)
+                f.write("\n")

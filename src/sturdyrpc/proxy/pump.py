@@ -51,6 +51,8 @@ class Proxy:
         self._client_in = FdReader(0, self._client_data, self._client_eof)
         self._server_out: FdReader | None = None
         self._client_gone = False
+        self._server_full = False
+        self._held = False
         self._server_eof = asyncio.Event()
         self._exited = asyncio.Event()
         self._stopping: asyncio.Task[None] | None = None
@@ -76,6 +78,10 @@ class Proxy:
 
     def housekeeping(self) -> None:
         """Called twice a second while the proxy runs."""
+
+    async def settle(self) -> None:
+        """At the client's stdin EOF, before the server's stdin is closed: wait for what must be
+        answered first (nothing, by default)."""
 
     # -- plumbing --------------------------------------------------------------------------------
 
@@ -153,10 +159,13 @@ class Proxy:
             return
         self._client_gone = True
         self.client_gone(why)
-        self._stopping = asyncio.get_running_loop().create_task(self._stop_child())
+        self._stopping = asyncio.get_running_loop().create_task(self._stop_child(settle=why == "stdin EOF"))
 
-    async def _stop_child(self) -> None:
+    async def _stop_child(self, *, settle: bool) -> None:
         assert self.child is not None and self.to_server is not None
+        if settle:
+            # An EOF ends the client's input, not its wait for replies: a signal stops at once.
+            await self.settle()
         self.to_server.close()
         # What was written leaves first; a server that stops reading gets no more than the grace.
         with contextlib.suppress(TimeoutError):
@@ -180,7 +189,18 @@ class Proxy:
             (self._server_out.pause if paused else self._server_out.resume)()
 
     def _server_pressure(self, paused: bool) -> None:
-        (self._client_in.pause if paused else self._client_in.resume)()
+        self._server_full = paused
+        self._reading_client()
+
+    def hold_client(self, held: bool) -> None:
+        """Stop (or go on) reading the client, for the subclass's own reason (requests it holds
+        are at their bound): the client's writes then wait in the pipe, as a server's would."""
+        self._held = held
+        self._reading_client()
+
+    def _reading_client(self) -> None:
+        # Two reasons to stop reading the client: resumed only when neither holds.
+        (self._client_in.pause if self._server_full or self._held else self._client_in.resume)()
 
 
 def check_command(tool: str, command: list[str]) -> str | None:

@@ -168,14 +168,57 @@ class _Transport(Protocol):
 
 
 class _Conn(asyncio.Protocol):
-    def __init__(self) -> None:
+    """One connection: commands written per event-loop turn, replies matched to waiters in order.
+
+    Commands sent in one turn leave in one write at its end (under load, many sessions' commands
+    share a system call and a read on Redis's side). One watchdog timer per connection, not one
+    per command, bounds the replies: checked every ``reply_timeout / 2`` seconds while commands
+    wait, a connection whose oldest waiting command was the oldest at the previous check too
+    (no reply in between) is dropped, so no command waits more than ``reply_timeout`` for
+    Redis to answer the ones before it and itself."""
+
+    def __init__(self, reply_timeout: float = 2.0) -> None:
         self.parser = ReplyParser()
         self.waiters: deque[asyncio.Future[Any]] = deque()
         self.transport: _Transport | None = None
         self.lost = False
+        self.reply_timeout = reply_timeout
+        self._out: list[bytes] = []
+        self._watch: asyncio.TimerHandle | None = None
+        self._head: asyncio.Future[Any] | None = None  # the oldest waiter at the last check
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(_Transport, transport)
+
+    def send(self, loop: asyncio.AbstractEventLoop, commands: list[tuple[Any, ...]]) -> list[asyncio.Future[Any]]:
+        """Queue ``commands`` for this turn's write; their replies' futures, in order."""
+        futs = [loop.create_future() for _ in commands]
+        self.waiters.extend(futs)
+        if not self._out:
+            loop.call_soon(self._flush)
+        self._out.extend(encode(a) for a in commands)
+        if self._watch is None:
+            self._watch = loop.call_later(self.reply_timeout / 2, self._check)
+        return futs
+
+    def _flush(self) -> None:
+        out, self._out = self._out, []
+        if not self.lost and self.transport is not None:
+            self.transport.write(b"".join(out))
+
+    def _check(self) -> None:
+        self._watch = None
+        if self.lost or not self.waiters:
+            self._head = None
+            return
+        head = self.waiters[0]
+        if head is self._head:
+            # Redis slow or gone without a word: every waiter fails, the next command connects
+            # again. (A caller that stopped waiting does not drop it: others share the connection.)
+            self.abort(ConnectionError("Redis did not answer in time"))
+            return
+        self._head = head
+        self._watch = asyncio.get_running_loop().call_later(self.reply_timeout / 2, self._check)
 
     def data_received(self, data: bytes) -> None:
         if self.lost:
@@ -203,17 +246,16 @@ class _Conn(asyncio.Protocol):
 
     def abort(self, exc: Exception) -> None:
         self.lost = True
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
+        self._out = []
         while self.waiters:
             fut = self.waiters.popleft()
             if not fut.done():
                 fut.set_exception(exc)
         if self.transport is not None:
             self.transport.abort()
-
-
-def _expire(conn: _Conn, fut: asyncio.Future[Any]) -> None:
-    if not fut.done():
-        conn.abort(ConnectionError("Redis did not answer in time"))
 
 
 class RespClient:
@@ -237,7 +279,7 @@ class RespClient:
         self._connecting: asyncio.Future[_Conn] | None = None
 
     async def _connect(self) -> _Conn:
-        conn = _Conn()
+        conn = _Conn(self.reply_timeout)
         try:
             await self._open(conn)
         except BaseException:
@@ -277,22 +319,7 @@ class RespClient:
         return conn
 
     def _send(self, conn: _Conn, args: tuple[Any, ...]) -> asyncio.Future[Any]:
-        return self._send_all(conn, [args])[0]
-
-    def _send_all(self, conn: _Conn, commands: list[tuple[Any, ...]]) -> list[asyncio.Future[Any]]:
-        loop = asyncio.get_running_loop()
-        futs: list[asyncio.Future[Any]] = []
-        for _ in commands:
-            fut: asyncio.Future[Any] = loop.create_future()
-            conn.waiters.append(fut)
-            futs.append(fut)
-        assert conn.transport is not None
-        conn.transport.write(b"".join(encode(a) for a in commands))
-        # Redis slow or gone without a word: drop the connection (every waiter fails, the next
-        # command connects again). A caller that stops waiting does not: others share the connection.
-        timer = loop.call_later(self.reply_timeout, _expire, conn, futs[-1])
-        futs[-1].add_done_callback(lambda _f: timer.cancel())
-        return futs
+        return conn.send(asyncio.get_running_loop(), [args])[0]
 
     async def call(self, *args: Any) -> Any:
         """One command's reply (an error reply raises :class:`RespError`)."""
@@ -300,7 +327,8 @@ class RespClient:
 
     async def pipeline(self, commands: list[tuple[Any, ...]]) -> list[Any]:
         """Several commands in one write; their replies in order (an error reply raises)."""
-        return list(await asyncio.gather(*self._send_all(await self._get(), commands)))
+        conn = await self._get()
+        return list(await asyncio.gather(*conn.send(asyncio.get_running_loop(), commands)))
 
     def close(self) -> None:
         if self._conn is not None:

@@ -12,6 +12,9 @@ httptools, so it is imported only when serving). Both the plain JSON-RPC and the
 A :class:`~sturdyrpc.transports.loopwatch.LoopWatch` runs on the server's loop while its
 lifespan does (``stall_warning=``: seconds the loop may be blocked before a warning is logged;
 None: off), in every worker.
+
+The event loop is :func:`~sturdyrpc.transports.loops.event_loop`'s choice (``loop=``, else
+``STURDYRPC_LOOP``, else uvloop when installed), in every worker too.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .asgi import LOCAL_HOSTS, ASGIApp, BearerAuth, HTTPSecurity, Receive, Scope, Send
+from .loops import event_loop
 from .loopwatch import DEFAULT_STALL_WARNING, LoopWatch
 
 __all__ = ["parse_host_port", "is_loopback", "run_uvicorn", "uvicorn_config", "RemoteBindRefused", "serving_security"]
@@ -86,12 +90,13 @@ def serving_security(*, bind_host: str, allow_remote: bool = False, allow_hosts:
 
 
 def _uvicorn_options(host: str, port: int, allow_remote: bool, log_level: str, max_header_bytes: int | None,
-                     header_timeout: float | None, uvicorn_options: dict[str, Any]) -> dict[str, Any]:
+                     header_timeout: float | None, loop: str | None, uvicorn_options: dict[str, Any]) -> dict[str, Any]:
     if not allow_remote and not is_loopback(host):
         raise RemoteBindRefused(f"refusing to bind {host!r}: not a loopback address (pass allow_remote)")
     # proxy_headers off: a direct server must not believe X-Forwarded-For from any client.
+    # The loop by name, resolved here: uvicorn hands the same name to every worker it spawns.
     options: dict[str, Any] = {"host": host, "port": port, "log_level": log_level, "lifespan": "on", "access_log": False,
-                               "proxy_headers": False}
+                               "proxy_headers": False, "loop": event_loop(loop)}
     bounded = False
     if uvicorn_options.get("http", "auto") in ("auto", "httptools"):
         try:
@@ -141,27 +146,28 @@ def _watched_app() -> ASGIApp:
 
 def uvicorn_config(app: ASGIApp, host: str, port: int, *, allow_remote: bool = False, log_level: str = "warning",
                    max_header_bytes: int | None = None, header_timeout: float | None = None,
-                   stall_warning: float | None = DEFAULT_STALL_WARNING, **uvicorn_options: Any) -> Any:
+                   stall_warning: float | None = DEFAULT_STALL_WARNING, loop: str | None = None, **uvicorn_options: Any) -> Any:
     """The ``uvicorn.Config`` :func:`run_uvicorn` serves with, for running ``uvicorn.Server(config)``
     yourself (in a thread, in tests, beside other tasks)."""
     import uvicorn
 
-    options = _uvicorn_options(host, port, allow_remote, log_level, max_header_bytes, header_timeout, uvicorn_options)
+    options = _uvicorn_options(host, port, allow_remote, log_level, max_header_bytes, header_timeout, loop, uvicorn_options)
     return uvicorn.Config(_Watched(app, stall_warning) if stall_warning is not None else app, **options)
 
 
 def run_uvicorn(app: ASGIApp | str, host: str, port: int, *, allow_remote: bool = False, workers: int = 1,
                 log_level: str = "warning", max_header_bytes: int | None = None,
                 header_timeout: float | None = None, stall_warning: float | None = DEFAULT_STALL_WARNING,
-                **uvicorn_options: Any) -> None:
+                loop: str | None = None, **uvicorn_options: Any) -> None:
     """Serve ``app`` (an app, or an ``"module:factory"`` string for several workers) until stopped.
 
     ``max_header_bytes`` bounds each request's line + headers (431 beyond it; None: 64 KiB) and
     ``header_timeout`` the seconds a client has to send them (408 after it; None: 10 s).
     ``stall_warning``: seconds the event loop may be blocked before a warning is logged
-    (:mod:`.loopwatch`; None: off).
+    (:mod:`.loopwatch`; None: off). ``loop``: ``"auto"``, ``"asyncio"`` or ``"uvloop"`` (None:
+    ``STURDYRPC_LOOP``, else auto; see :mod:`.loops`).
     """
-    options = _uvicorn_options(host, port, allow_remote, log_level, max_header_bytes, header_timeout, uvicorn_options)
+    options = _uvicorn_options(host, port, allow_remote, log_level, max_header_bytes, header_timeout, loop, uvicorn_options)
     import uvicorn
 
     if workers > 1:

@@ -23,6 +23,7 @@ from ...request_context import current_call, current_principal
 from ...store import Store, StoreUnavailable, Subscription
 from ...store.memory import MemoryStore
 from ..pages import Pages
+from ..profile import MissingRequiredClientCapability
 from ..session_state import SessionState
 from ..versions import META_CLIENT_CAPABILITIES, VersionRules
 from .context import TaskContext
@@ -41,6 +42,10 @@ from .states import (
     transition,
 )
 from .store import CHANNEL, TaskStore
+
+
+def _extension_missing(message: str) -> MissingRequiredClientCapability:
+    return MissingRequiredClientCapability({"extensions": {TASKS_EXTENSION: {}}}, message)
 
 if TYPE_CHECKING:
     from ..registry import Tool
@@ -158,7 +163,8 @@ class TaskService:
     def mode(self, session: SessionState, ctx: Context, params: dict[str, Any], rules: VersionRules, tool: Tool | None) -> str | None:
         """How this ``tools/call`` runs: ``"task"`` (2025-11-25 ``params.task``), ``"ext"``
         (2026-07-28, the server decides), None (a plain call). Raises -32601 for a task call to
-        a tool that forbids it."""
+        a tool that forbids it, -32021 for a 2026-07-28 call to a tool that requires tasks from a
+        client without the extension."""
         if tool is None:
             return None
         if rules.tasks:
@@ -171,11 +177,26 @@ class TaskService:
                                      {"tool": tool.name, "taskSupport": "forbidden"})
             return "task"
         if rules.stateless and tool.task_support != "forbidden":
-            caps = ctx.meta.get(META_CLIENT_CAPABILITIES)
-            ext = caps.get("extensions") if type(caps) is dict else None
-            if type(ext) is dict and TASKS_EXTENSION in ext:
+            if self.declared(ctx.meta):
                 return "ext"
+            if tool.requires_task:
+                # SEP-2663: a call the server cannot serve without a task, from a client that did
+                # not declare the extension (it must never get a task): -32021
+                raise _extension_missing(f"The tool {tool.name!r} runs only as a task")
         return None
+
+    @staticmethod
+    def declared(meta: dict[str, Any]) -> bool:
+        """Whether the request's ``_meta`` client capabilities declare the tasks extension (2026-07-28)."""
+        caps = meta.get(META_CLIENT_CAPABILITIES)
+        ext = caps.get("extensions") if type(caps) is dict else None
+        return type(ext) is dict and TASKS_EXTENSION in ext
+
+    def require_extension(self, rules: VersionRules, meta: dict[str, Any]) -> None:
+        """Refuse a 2026-07-28 ``tasks/*`` request from a client that did not declare the tasks
+        extension (-32021, naming it in ``requiredCapabilities``)."""
+        if rules.stateless and not self.declared(meta):
+            raise _extension_missing("The tasks methods need the client's tasks extension")
 
     # ------------------------------------------------------------------ creating and running
 
