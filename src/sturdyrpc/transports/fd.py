@@ -75,6 +75,7 @@ class FdReader:
         self._running.set()
         self._thread: threading.Thread | None = None
         self._thread_loop: asyncio.AbstractEventLoop | None = None  # the loop the thread hands data to
+        self._delivered = threading.Event()  # the thread's last chunk was handled on the loop
 
     @property
     def mode(self) -> str:
@@ -122,8 +123,11 @@ class FdReader:
 
     def _deliver(self, data: bytes) -> None:
         # On the loop: a chunk the thread read before close() is dropped, as the loop's path drops it.
-        if not self._closed:
-            self.on_data(data)
+        try:
+            if not self._closed:
+                self.on_data(data)
+        finally:
+            self._delivered.set()
 
     def _stop_watching(self) -> None:
         if self._watching:
@@ -138,9 +142,15 @@ class FdReader:
                 data = os.read(self.fd, READ_SIZE)
                 if not data:
                     break
+                # One chunk at a time, as on the loop's path: the next read waits until this one
+                # was handled, so a pause() it caused stops reading at once (bounded read-ahead).
+                self._delivered.clear()
                 loop.call_soon_threadsafe(self._deliver, data)
-        except OSError:
-            pass
+                while not self._delivered.wait(0.5):
+                    if self._closed or loop.is_closed():
+                        return
+        except (OSError, RuntimeError):
+            pass  # RuntimeError: the loop was closed under us
         finally:
             try:
                 loop.call_soon_threadsafe(self.on_eof)
@@ -177,6 +187,7 @@ class FdReader:
         elif self._thread_loop is not None:
             self._closed = True
             self._running.set()
+            self._delivered.set()
             self._thread_loop.call_soon(self.on_eof)
 
 
