@@ -3,9 +3,10 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+DOCS_STAMP := $(VENV)/.docs-installed
 CACHE  ?= $(CURDIR)/.cache
 
-.PHONY: all demo test fuzz lint bench perf-check clean peers
+.PHONY: all demo test fuzz lint docs bench perf-check clean peers
 
 # Third-party peers (official MCP SDKs from npm, the conformance suite, Node 22) go into $(CACHE).
 # Each scripts/install_*.sh installs one group and is idempotent (fast when already there).
@@ -35,9 +36,18 @@ fuzz: $(STAMP)
 	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q -m hypothesis --timeout=3600 tests
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src
-	$(VENV)/bin/mypy --strict src
+	$(VENV)/bin/ruff check src examples
+	$(VENV)/bin/mypy --strict src examples
 	$(VENV)/bin/lint-imports --no-cache  # the import layers of pyproject.toml [tool.importlinter]
+
+# The documentation site (mkdocs.yml) into site/; --strict: a broken link or anchor, or a
+# docstring the API reference cannot read, fails the build. The docs extra is installed first.
+$(DOCS_STAMP): $(STAMP)
+	$(PY) -m pip install -q -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 bench: $(STAMP) peers
 	$(PY) bench/run_all.py
@@ -49,4 +59,4 @@ perf-check: $(STAMP)
 	$(PY) bench/perf_check.py
 
 clean:
-	rm -rf $(VENV) $(CACHE) .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache .grimp_cache
+	rm -rf $(VENV) $(CACHE) site .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache .grimp_cache

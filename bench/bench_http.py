@@ -455,7 +455,7 @@ def main(seconds: float = SECONDS, rounds: int = ROUNDS, against: str | None = N
 
 
 def markdown(out: dict[str, Any]) -> str:
-    """The README table of one run."""
+    """The performance table of one run (docs/reference/performance.md)."""
     lines = ["| server | req/s | vs bare ASGI: req/s (CPU) | p50 / p99 ms | server CPU µs/req | peak RSS MiB |",
              "|---|---|---|---|---|---|"]
     for t in out.get("table", []):

@@ -15,8 +15,9 @@ from support.process import DEMO_CMD, ServerProcess
 from sturdyrpc.demos.jsonrpc import make_demo
 from sturdyrpc.dispatch import Dispatcher
 
-#: Fixtures of the helpers shared by several modules (a real redis-server per module).
-pytest_plugins = ["support.redis"]
+#: Fixtures of the helpers shared by several modules (a real redis-server per module), and
+#: pytest's own pytester (a pytest run in a subprocess, for the sturdyrpc_check plugin).
+pytest_plugins = ["support.redis", "pytester"]
 
 
 def _hypothesis_profiles() -> None:

@@ -1,5 +1,6 @@
 """sturdyrpc: JSON-RPC 2.0 that never crashes, never leaks, and settles every request."""
 
+from ._version import __version__
 from .dispatch import BatchJob, Call, Context, Dispatcher
 from .errors import (
     ApplicationError,
@@ -14,8 +15,6 @@ from .errors import (
 from .limits import DEFAULT_LIMITS, Limits
 from .messages import ErrorResponse, Notification, Request, Response, classify
 from .transports.stdio import run_stdio, serve_stdio
-
-__version__ = "0.1.0"
 
 # The peer and client helpers load on first use, so that a plain server starts without them.
 _LAZY = {
@@ -47,6 +46,7 @@ def __getattr__(name: str) -> object:
     return getattr(importlib.import_module(module, __name__), name)
 
 __all__ = [
+    "__version__",
     "Dispatcher",
     "Call",
     "BatchJob",

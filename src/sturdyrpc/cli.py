@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from ._version import __version__
 from .commands import MODULES
 
 __all__ = ["main", "build_parser"]
@@ -66,6 +67,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser; ``only`` names the one subcommand to register (start-up: import no other)."""
     p = _Parser(prog="sturdyrpc", description="JSON-RPC 2.0 and MCP: servers, clients and a conformance checker.")
     p.add_argument("-v", "--verbose", action="count", default=0, help="more log output on stderr")
+    p.add_argument("--version", action="version", version=f"sturdyrpc {__version__}")
     # prog given, as argparse would work it out: else it builds a help formatter now (importing shutil).
     sub = p.add_subparsers(dest="command", required=True, prog="sturdyrpc")
     for name in MODULES if only is None else [only]:

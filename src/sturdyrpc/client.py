@@ -6,7 +6,10 @@
         print(await conn.peer.request("subtract", [42, 23]))
 
 The subprocess is shut down politely when the block ends: its stdin is closed, it gets
-``shutdown_grace`` seconds to exit, then SIGTERM, then SIGKILL. If it dies (or closes its
+``shutdown_grace`` seconds to exit, then ``terminate()`` (SIGTERM), then ``kill()`` (SIGKILL).
+Its pipes go through asyncio's subprocess transport, or on the portable path
+(:func:`sturdyrpc.portable.portable`: Windows, or ``STURDYRPC_PORTABLE_STDIO=1``) through the
+threads of :mod:`sturdyrpc.transports.fd`. If it dies (or closes its
 stdout) while calls are in flight, they all fail at once with
 :class:`~sturdyrpc.peer.ConnectionClosed`, whose message names the exit code. Its stderr is
 kept (the last ``stderr_limit`` bytes) for diagnostics: :meth:`StdioConnection.stderr_text`.
@@ -19,13 +22,17 @@ import contextlib
 import logging
 import os
 import signal
+import subprocess
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from .dispatch import Dispatcher
 from .limits import DEFAULT_LIMITS
-from .peer import Peer
+from .peer import MessageTransport, Peer
+from .portable import portable
 from .profile import Profile
+from .transports.fd import FdReader
+from .transports.stdio import StdioTransport
 from .transports.streams import Framing, StreamTransport, open_tcp, open_unix
 
 __all__ = ["connect_stdio", "connect_tcp", "connect_unix", "StdioConnection", "Connection"]
@@ -43,10 +50,60 @@ class Connection:
         await self.peer.close(deadline)
 
 
+class _FdStream:
+    """A pipe read by :class:`~sturdyrpc.transports.fd.FdReader`, read as a stream (``read()``;
+    ``b""`` at the end): the child's stderr on the portable path."""
+
+    def __init__(self, fd: int) -> None:
+        self._chunks: asyncio.Queue[bytes] = asyncio.Queue()
+        self.reader = FdReader(fd, self._chunks.put_nowait, lambda: self._chunks.put_nowait(b""))
+
+    async def read(self, n: int = -1) -> bytes:
+        return await self._chunks.get()
+
+
+class _ThreadedProcess:
+    """The child on the portable path: a ``subprocess.Popen`` whose pipes the fd layer's
+    threads read and write, seen as an asyncio ``Process`` is (returncode, signals, stderr)."""
+
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        assert popen.stderr is not None
+        self.popen = popen
+        self.pid = popen.pid
+        self.stderr = _FdStream(popen.stderr.fileno())
+
+    @property
+    def returncode(self) -> int | None:
+        return self.popen.poll()
+
+    def send_signal(self, sig: int) -> None:
+        self.popen.send_signal(sig)
+
+    def terminate(self) -> None:
+        self.popen.terminate()
+
+    def kill(self) -> None:
+        self.popen.kill()
+
+    def end_input(self) -> None:
+        """EOF for the child (asyncio's transport gives it when the peer closes its writer)."""
+        if self.popen.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.popen.stdin.close()
+
+    def close_pipes(self) -> None:
+        self.end_input()
+        self.stderr.reader.close()
+        for f in (self.popen.stdout, self.popen.stderr):
+            if f is not None:
+                with contextlib.suppress(OSError):
+                    f.close()
+
+
 class StdioConnection(Connection):
     """A peer talking to a subprocess over its stdin/stdout."""
 
-    def __init__(self, peer: Peer, process: asyncio.subprocess.Process, stderr_limit: int) -> None:
+    def __init__(self, peer: Peer, process: asyncio.subprocess.Process | _ThreadedProcess, stderr_limit: int) -> None:
         super().__init__(peer)
         self.process = process
         self._stderr = bytearray()
@@ -114,19 +171,25 @@ class StdioConnection(Connection):
         """Close the peer (drain within ``deadline``), then stop the process politely."""
         await self.peer.close(deadline)
         proc = self.process
+        if isinstance(proc, _ThreadedProcess):
+            proc.end_input()
         if proc.returncode is None:
             await self.wait_exit(shutdown_grace)
-        for sig in (signal.SIGTERM, signal.SIGKILL):
+        # terminate(), then kill(): SIGTERM and SIGKILL on POSIX, TerminateProcess on Windows.
+        for stop in (proc.terminate, proc.kill):
             if proc.returncode is not None:
                 break
             with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(sig)
+                stop()
             await self.wait_exit(shutdown_grace)
         for t in (self._watch_task, self._stderr_task):
             if t is not None:
                 with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
                     await asyncio.wait_for(t, 0.3)
         # A grandchild may still hold the pipes open: close our ends now, not at interpreter exit.
+        if isinstance(proc, _ThreadedProcess):
+            proc.close_pipes()
+            return
         transport = getattr(proc, "_transport", None)
         if transport is not None:
             with contextlib.suppress(Exception):
@@ -168,17 +231,7 @@ async def connect_stdio(
     """
     if not argv:
         raise ValueError("argv must name a program")
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=dict(env) if env is not None else None,
-        cwd=cwd,
-        limit=65536 * 4,
-    )
-    assert proc.stdout is not None and proc.stdin is not None
-    transport = StreamTransport(proc.stdout, proc.stdin, framing=framing, max_frame=max_frame)
+    proc, transport = await _start(argv, env, cwd, framing, max_frame)
     peer_kwargs.setdefault("name", f"client:{os.path.basename(str(argv[0]))}")
     peer = Peer(transport, dispatcher, profile=profile, **peer_kwargs)
     conn = StdioConnection(peer, proc, stderr_limit)
@@ -190,6 +243,28 @@ async def connect_stdio(
         yield conn
     finally:
         await conn.aclose(close_deadline, shutdown_grace)
+
+
+async def _start(argv: Sequence[str], env: Mapping[str, str] | None, cwd: str | os.PathLike[str] | None, framing: Framing,
+                 max_frame: int) -> tuple[asyncio.subprocess.Process | _ThreadedProcess, MessageTransport]:
+    """The child and the transport to it: asyncio's subprocess pipes, or on the portable path
+    ``subprocess.Popen`` and the stdio transport over its pipes (read and written by threads)."""
+    env_ = dict(env) if env is not None else None
+    if portable():
+        popen = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 env=env_, cwd=cwd, bufsize=0)
+        assert popen.stdin is not None and popen.stdout is not None
+        threaded = _ThreadedProcess(popen)
+        pipes = StdioTransport(popen.stdout.fileno(), popen.stdin.fileno(), framing=framing, max_frame=max_frame)
+        await pipes.start()
+        await threaded.stderr.reader.start()
+        return threaded, pipes
+    proc = await asyncio.create_subprocess_exec(
+        *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env=env_, cwd=cwd, limit=65536 * 4,
+    )
+    assert proc.stdout is not None and proc.stdin is not None
+    return proc, StreamTransport(proc.stdout, proc.stdin, framing=framing, max_frame=max_frame)
 
 
 @contextlib.asynccontextmanager

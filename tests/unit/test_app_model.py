@@ -359,7 +359,7 @@ def test_timing_logs_method_outcome_and_duration(caplog: pytest.LogCaptureFixtur
     assert timing.stats["add"][:2] == [1, 0]
 
 
-# ---------------------------------------------------------------- the fixture the README shows
+# ---------------------------------------------------------------- the fixture docs/how-to/app-model.md shows
 # (anyio's pytest plugin, installed with the test extra, runs async tests and fixtures)
 
 
@@ -390,17 +390,17 @@ def test_application_error_in_a_plain_handler_is_untouched_by_an_empty_chain() -
     assert call(rpc, "fail")["error"] == {"code": 7, "message": "nope"}
 
 
-def test_the_readme_example_runs_as_documented() -> None:
+def test_the_app_model_page_example_runs_as_documented() -> None:
     import re
     import types
 
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "how-to" / "app-model.md").read_text()
     block = re.search(r"<!-- app-model-example[^>]*-->\n```python\n(.*?)```", readme, re.S)
     assert block is not None
     code = block.group(1)
     assert len(code.strip().splitlines()) < 40
     shop = types.ModuleType("shop")
-    exec(compile(code, "README.md", "exec"), shop.__dict__)
+    exec(compile(code, "docs/how-to/app-model.md", "exec"), shop.__dict__)
     server = shop.server
 
     async def main() -> None:

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
+
+from .._version import __version__
 
 __all__ = [
     "Config",
@@ -17,15 +20,22 @@ __all__ = [
     "id_key",
     "same_id",
     "modern_meta",
+    "is_local_url",
 ]
 
 SENTINEL_METHOD = "sturdyrpc.check/no-such-method"
-CLIENT_INFO = {"name": "sturdyrpc-check", "version": "0.1.0"}
+CLIENT_INFO = {"name": "sturdyrpc-check", "version": __version__}
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 MODERN_VERSION = "2026-07-28"
 KNOWN_VERSIONS = (*HANDSHAKE_VERSIONS, MODERN_VERSION)
 #: How long a freshly started server may take to answer its first request.
 STARTUP_TIMEOUT = 30.0
+
+def is_local_url(url: str) -> bool:
+    """True for http(s) URLs on 127.0.0.1, ::1 or localhost."""
+    host = (urlsplit(url).hostname or "").lower()
+    return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
+
 
 def id_key(value: Any) -> tuple[str, Any]:
     """A hashable key that tells ``"7"``, ``7``, ``7.0`` and ``True`` apart."""

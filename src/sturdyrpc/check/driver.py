@@ -15,12 +15,15 @@ import queue
 import select
 import signal
 import subprocess
+import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
+
+from ..portable import portable
 
 __all__ = ["Frame", "ServerProcess", "WriteTimeout", "trim"]
 
@@ -83,6 +86,51 @@ def _decode_line(line: bytes, terminated: bool, at: float) -> Frame:
     return Frame(line, at, value, True, strict_error, terminated, lenient=True)
 
 
+@dataclass
+class _Write:
+    data: bytes
+    written: int = 0
+    error: OSError | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+class _StdinThread:
+    """The portable path's stdin: blocking writes in a thread, one job after another; a caller
+    waits for its job at most its timeout (the bytes still go when the server reads them)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.broken = False
+        self._jobs: queue.SimpleQueue[_Write | None] = queue.SimpleQueue()
+        threading.Thread(target=self._run, daemon=True, name="check-stdin").start()
+
+    def _run(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            view = memoryview(job.data)
+            try:
+                while view:
+                    n = os.write(self.fd, view[: 1 << 16])
+                    view = view[n:]
+                    job.written += n
+            except OSError as exc:
+                job.error = exc
+                self.broken = True
+            job.done.set()
+
+    def write(self, data: bytes, timeout: float) -> None:
+        if self.broken:
+            raise WriteTimeout("the server closed its stdin")
+        job = _Write(data)
+        self._jobs.put(job)
+        if not job.done.wait(timeout):
+            raise WriteTimeout(f"the server read only {job.written} of {len(data)} bytes within {timeout:.1f}s")
+        if job.error is not None:
+            raise WriteTimeout(f"the server closed its stdin after {job.written} of {len(data)} bytes")
+
+    def close(self) -> None:
+        self._jobs.put(None)
+
+
 class ServerProcess:
     """One run of the server command."""
 
@@ -93,7 +141,11 @@ class ServerProcess:
             full_env.update(env)
         self.argv = argv
         self.started = time.monotonic()
-        # A new session so that SIGKILL can reach the whole process group (wrappers like npx, sh).
+        # A new session (on Windows, process group) so that a kill reaches the whole group
+        # (wrappers like npx, sh).
+        group: dict[str, Any] = {"start_new_session": True}
+        if sys.platform == "win32":
+            group = {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}
         self.proc = subprocess.Popen(
             argv,
             stdin=subprocess.PIPE,
@@ -102,11 +154,15 @@ class ServerProcess:
             env=full_env,
             cwd=cwd,
             bufsize=0,
-            start_new_session=True,
+            **group,
         )
         assert self.proc.stdin is not None
         self._stdin_fd = self.proc.stdin.fileno()
-        os.set_blocking(self._stdin_fd, False)
+        # Writes with a deadline: select on a non-blocking pipe, or on the portable path (no
+        # select on Windows pipes) a writer thread.
+        self._stdin_thread = _StdinThread(self._stdin_fd) if portable() else None
+        if self._stdin_thread is None:
+            os.set_blocking(self._stdin_fd, False)
         self.messages: queue.Queue[Frame | None] = queue.Queue()
         self.frames: list[Frame] = []  # every line, in order (messages and noise)
         self.noise: list[Frame] = []
@@ -196,6 +252,9 @@ class ServerProcess:
         """Write all of ``data`` to stdin within ``timeout`` seconds, or raise :class:`WriteTimeout`."""
         if self.stdin_closed:
             raise WriteTimeout("stdin is already closed")
+        if self._stdin_thread is not None:
+            self._stdin_thread.write(data, timeout)
+            return
         view = memoryview(data)
         deadline = time.monotonic() + timeout
         while view:
@@ -221,6 +280,8 @@ class ServerProcess:
         if self.stdin_closed:
             return
         self.stdin_closed = True
+        if self._stdin_thread is not None:
+            self._stdin_thread.close()
         try:
             assert self.proc.stdin is not None
             self.proc.stdin.close()
@@ -243,6 +304,18 @@ class ServerProcess:
         except subprocess.TimeoutExpired:
             return None
 
+    def _kill_group(self) -> None:
+        if sys.platform == "win32":
+            # No signals to a group there: TerminateProcess for the server itself.
+            if self.proc.poll() is None:
+                self.proc.kill()
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            if self.proc.poll() is None:
+                self.proc.kill()
+
     def signal(self, sig: int) -> None:
         self.signalled = True
         try:
@@ -254,17 +327,11 @@ class ServerProcess:
         """Kill the process (and its group) and release the pipes. Safe to call twice."""
         self.close_stdin()
         if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                self.proc.kill()
+            self._kill_group()
             self.wait(5)
         else:
             # The server exited; children it left in its group must not outlive the check.
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            self._kill_group()
         for t in self._threads:
             t.join(1)
         for f in (self.proc.stdout, self.proc.stderr):

@@ -15,10 +15,9 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 from . import http, jsonrpc, mcp, robustness, tasks
-from .config import Config
+from .config import Config, is_local_url
 from .connect import new_probe
 from .driver import Frame
-from .http_probe import is_local_url
 from .model import AREAS, Check, CheckFailed, CheckSkipped, Level, Outcome, Report, Status
 from .probe import Probe
 from .rules import REGISTRY

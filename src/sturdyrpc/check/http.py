@@ -5,16 +5,19 @@ Spec files are relative to docs/specification/ of the MCP spec.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 
-from .config import HANDSHAKE_VERSIONS, MODERN_VERSION, Config
+from .config import CLIENT_INFO, HANDSHAKE_VERSIONS, MODERN_VERSION, Config
 from .driver import trim
-from .http_probe import HTTPProbe, HTTPReply
 from .model import CheckFailed, CheckSkipped, Level
 from .probe import Probe
 from .rules import NULL, check, expect_error, leaks
+
+if TYPE_CHECKING:
+    # Types only: the probe module brings httpx, which a stdio run must not need (connect.new_probe).
+    from .http_probe import HTTPProbe, HTTPReply
 
 _encode = msgspec.json.encode
 MUST, SHOULD = Level.MUST, Level.SHOULD
@@ -47,9 +50,10 @@ def _http_modern(cfg: Config) -> str | None:
 
 
 def _hs(s: Probe) -> HTTPProbe:
-    if not isinstance(s, HTTPProbe):
+    # connect.new_probe opens an HTTPProbe exactly when the run has a URL.
+    if not s.cfg.url:
         raise CheckSkipped("HTTP only")
-    return s
+    return cast("HTTPProbe", s)
 
 
 def _probe(s: HTTPProbe, id: str) -> dict[str, Any]:
@@ -80,7 +84,7 @@ def _fresh_session(s: HTTPProbe) -> tuple[HTTPReply, str | None]:
     """initialize without a session id (a new session); returns the reply and the issued id."""
     version = s.cfg.version or HANDSHAKE_VERSIONS[-1]
     body = _encode({"jsonrpc": "2.0", "id": s.new_id("init"), "method": "initialize",
-                    "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "sturdyrpc-check", "version": "0.1.0"}}})
+                    "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": CLIENT_INFO}})
     reply = s.http("POST", body, drop=("mcp-session-id", "mcp-protocol-version"))
     sid = reply.headers.get("mcp-session-id")
     if sid:

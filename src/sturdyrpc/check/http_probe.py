@@ -19,7 +19,6 @@ import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, cast
-from urllib.parse import urlsplit
 
 import httpx
 import msgspec
@@ -29,7 +28,7 @@ from .driver import Frame, ServerProcess, _decode_line, trim
 from .model import CheckFailed
 from .probe import Probe
 
-__all__ = ["HTTPProbe", "HTTPReply", "is_local_url"]
+__all__ = ["HTTPProbe", "HTTPReply"]
 
 _encode = msgspec.json.encode
 #: How long ``send`` waits for a POST to complete before moving on (a slow call keeps running).
@@ -37,12 +36,6 @@ HOLD = 0.5
 _NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri",
           # SEP-2663: the tasks extension's requests are routed by task id
           "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
-
-
-def is_local_url(url: str) -> bool:
-    """True for http(s) URLs on 127.0.0.1, ::1 or localhost."""
-    host = (urlsplit(url).hostname or "").lower()
-    return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
 
 
 def _header_value(v: str) -> str:

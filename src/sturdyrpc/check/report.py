@@ -9,7 +9,7 @@ from typing import IO, Any
 
 from .model import AREAS, Outcome, Report, Status
 
-__all__ = ["print_report", "write_json", "write_junit", "ProgressLine"]
+__all__ = ["print_report", "text_report", "problem_lines", "write_json", "write_junit", "ProgressLine"]
 
 _STYLE = {
     Status.PASS: ("PASS", "green"),
@@ -91,27 +91,43 @@ def print_report(report: Report, stream: IO[str] | None = None, *, verbose: bool
     print(report.summary(), file=out, flush=True)
 
 
+def problem_lines(o: Outcome) -> list[tuple[str, str]]:
+    """One failure or warning as ``(text, rich style)`` lines: what was found, the rule, the fix,
+    what was sent and received, the server's last stderr lines. Both the table report and
+    :func:`text_report` write these."""
+    label, style = _STYLE[o.status]
+    level = (o.level or o.spec.level).value
+    lines = [
+        (f"{label} {o.spec.id} ({level}): {o.spec.title}", f"bold {style}"),
+        (f"  found: {o.detail}", ""),
+        (f"  rule:  {o.spec.rule}", ""),
+        (f"  fix:   {o.spec.hint}", ""),
+    ]
+    lines += [(f"  sent:     {s}", "cyan") for s in o.sent]
+    lines += [(f"  received: {r}", "cyan") for r in o.received] or [("  received: (nothing)", "cyan")]
+    if o.stderr_tail.strip():
+        lines.append(("  server stderr (last lines):", "dim"))
+        lines += [(f"    {line[:200]}", "dim") for line in o.stderr_tail.rstrip().splitlines()[-8:]]
+    return lines
+
+
 def _print_problem(console: Any, o: Outcome) -> None:
     from rich.markup import escape
 
-    label, style = _STYLE[o.status]
-    level = (o.level or o.spec.level).value
     console.print()
-    console.print(f"[{style}]{label}[/] [bold]{escape(o.spec.id)}[/] ({level}): {escape(o.spec.title)}")
-    console.print(f"  found: {escape(o.detail)}")
-    console.print(f"  rule:  {escape(o.spec.rule)}")
-    console.print(f"  fix:   {escape(o.spec.hint)}")
-    for s in o.sent:
-        console.print(f"  sent:     {escape(s)}", style="cyan")
-    if not o.received:
-        console.print("  received: (nothing)", style="cyan")
-    for r in o.received:
-        console.print(f"  received: {escape(r)}", style="cyan")
-    if o.stderr_tail.strip():
-        lines = o.stderr_tail.rstrip().splitlines()[-8:]
-        console.print("  server stderr (last lines):", style="dim")
-        for line in lines:
-            console.print(f"    {escape(line[:200])}", style="dim")
+    for text, style in problem_lines(o):
+        console.print(escape(text), style=style or None)
+
+
+def text_report(report: Report) -> str:
+    """The report as plain text without the table: the command, each failure and warning in
+    detail, the summary line (for a test failure, a log; needs no ``rich``)."""
+    out = [f"sturdyrpc check: {' '.join(report.command)}", *(f"  {note}" for note in report.notes)]
+    for o in report.outcomes:
+        if o.status in (Status.FAIL, Status.WARN, Status.ERROR):
+            out += ["", *(text for text, _ in problem_lines(o))]
+    out += ["", report.summary()]
+    return "\n".join(out)
 
 
 def write_json(report: Report, path: str) -> None:

@@ -34,6 +34,7 @@ import os
 import sys
 from typing import Any
 
+from .._version import __version__
 from ..mcp_http.client import StreamableHTTPClientTransport
 from ..mcp_http.connect import connect_http
 from ..oauth import FollowRedirectHandler, OAuthClientProvider
@@ -108,7 +109,7 @@ async def _session(url: str, scenario: str, auth: OAuthClientProvider | None, pr
     # the server does not know it; ``protocol`` (the suite's MCP_CONFORMANCE_PROTOCOL_VERSION)
     # forces a version.
     async with connect_http(url, protocol, transport=transport, sampling=_sample, elicitation=_elicit, roots=_roots,
-                            client_info={"name": "sturdyrpc-conformance-client", "version": "0.1.0"}, timeout=30.0,
+                            client_info={"name": "sturdyrpc-conformance-client", "version": __version__}, timeout=30.0,
                             auth=auth) as client:
         tools = [t for t in await client.list_tools() if type(t) is dict]
         names = [t.get("name") for t in tools]

@@ -16,6 +16,7 @@ import base64
 import struct
 from typing import Any
 
+from .._version import __version__
 from ..mcp import (
     MCPContext,
     MCPServer,
@@ -41,7 +42,7 @@ def _tiny_wav() -> str:
 
 def make_mcp_demo() -> MCPServer:
     """Build the demo server."""
-    server = MCPServer("sturdyrpc-demo", "0.1.0", title="sturdyrpc MCP demo", instructions="A demo server: echo, add, fail, slow.")
+    server = MCPServer("sturdyrpc-demo", __version__, title="sturdyrpc MCP demo", instructions="A demo server: echo, add, fail, slow.")
     # The order of registration is the order of the lists clients see.
     _demo_tools(server)
     _content_fixtures(server)

@@ -72,20 +72,27 @@ class Child:
             return False
         return True
 
-    def signal(self, sig: int) -> None:
+    def terminate(self) -> None:
+        """SIGTERM on POSIX, ``TerminateProcess`` on Windows (subprocess's portable pair)."""
         if self.returncode is None:
             with contextlib.suppress(ProcessLookupError, OSError):
-                self.proc.send_signal(sig)
+                self.proc.terminate()
+
+    def kill(self) -> None:
+        """SIGKILL on POSIX; on Windows the same as :meth:`terminate`."""
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError, OSError):
+                self.proc.kill()
 
     async def stop(self, grace: float) -> None:
         """The client is gone: the server has had EOF on stdin; after ``grace`` seconds it gets
         SIGTERM, after ``grace`` more SIGKILL."""
         if await self.wait(grace):
             return
-        self.signal(signal.SIGTERM)
+        self.terminate()
         if await self.wait(grace):
             return
-        self.signal(signal.SIGKILL)
+        self.kill()
         await self.wait(5.0)
 
     def close_stdin(self) -> None:

@@ -95,7 +95,8 @@ class Proxy:
             return 127
         self.to_server = FdWriter(self.child.stdin_fd, self._server_pressure)
         self._server_out = FdReader(self.child.stdout_fd, self._server_data, self._server_eof_cb)
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        # Windows has no SIGHUP, and its loops no signal handlers (NotImplementedError).
+        for sig in (signal.SIGTERM, signal.SIGINT, *((signal.SIGHUP,) if sys.platform != "win32" else ())):
             with contextlib.suppress(ValueError, NotImplementedError):
                 loop.add_signal_handler(sig, self._go_away, f"signal {signal.Signals(sig).name}")
         await self.to_client.start()
@@ -131,14 +132,14 @@ class Proxy:
             self._client_in.close()
             self._server_out.close()  # before its fd is closed below
             if self.child.returncode is None:
-                self.child.signal(signal.SIGKILL)
+                self.child.kill()
             self.child.close_fds()
 
     async def _stop_now(self) -> None:
         assert self.child is not None
-        self.child.signal(signal.SIGTERM)
+        self.child.terminate()
         if not await self.child.wait(self.grace):
-            self.child.signal(signal.SIGKILL)
+            self.child.kill()
             await self.child.wait(5.0)
 
     def _client_data(self, data: bytes) -> None:

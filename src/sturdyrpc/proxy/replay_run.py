@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import queue
-import signal
 import subprocess
 import threading
 from collections.abc import Callable
@@ -104,14 +103,14 @@ def _read_replies(stdout: IO[bytes], framing: str, inbox: queue.Queue[object], o
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> int | None:
-    """End the server: close its stdin, wait, then SIGTERM, then SIGKILL; its exit code."""
+    """End the server: close its stdin, wait, then terminate() (SIGTERM), then kill(); its exit code."""
     assert proc.stdin is not None
     with contextlib.suppress(OSError):
         proc.stdin.close()
     try:
         code: int | None = proc.wait(3.0)
     except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGTERM)
+        proc.terminate()
         try:
             code = proc.wait(3.0)
         except subprocess.TimeoutExpired:

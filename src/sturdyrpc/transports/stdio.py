@@ -169,6 +169,8 @@ class StdioTransport:
         """Start reading stdin and writing stdout (on the running loop)."""
         await self._writer.start()
         await self._reader.start()
+        # Which path each side took (the loop, or the portable threads): one line at -vv.
+        log.debug("stdio: reading fd %d: %s; writing fd %d: %s", self._reader.fd, self._reader.mode, self._writer.fd, self._writer.mode)
 
     # ------------------------------------------------------------ input
 
