@@ -37,7 +37,7 @@ from urllib.parse import urlsplit
 from ..admission import Admission
 from ..auth.principal import identity_of, missing_scopes
 from ..auth.resource_server import insufficient_scope_refusal
-from ..codec import DecodeFailure, decode
+from ..codec import DecodeFailure, decode, encode
 from ..limits import DEFAULT_LIMITS, Limits
 from ..mcp.versions import HANDSHAKE_VERSIONS, META_PROTOCOL_VERSION, MODERN_VERSIONS
 from ..mcp_http.events import SSE_HEADERS, sse_event
@@ -212,7 +212,11 @@ class GuardHTTPApp:
         """Hand the POST's message to the session; answer the POST with what comes back for it."""
         keys = [key_of(i) for i in ids]
         if len(set(keys)) != len(keys) or any(k in session.waiting for k in keys):
-            raise HTTPRefusal(409, -32600, "Conflict: a request with this id is already in flight")
+            # With the request's id when there is one: the client can tell which of its requests it is.
+            conflict = {"code": -32600, "message": "Conflict: a request with this id is already in flight"}
+            await respond(send, 409, encode({"jsonrpc": "2.0", "id": ids[0], "error": conflict} if len(ids) == 1 and type(ids[0]) in (str, int)
+                                            else {"jsonrpc": "2.0", "error": conflict}), extra=extra)
+            return
         channel = Channel()
         for k in keys:
             session.waiting[k] = channel
