@@ -79,32 +79,40 @@ class Channel:
 
 
 class Upstream:
-    """The upstream MCP endpoint and the one HTTP client (httpx) guard reaches it with.
+    """The upstream MCP endpoint and the HTTP clients (httpx) guard reaches it with.
 
     ``max_bytes`` bounds each message read from it (a JSON body, an SSE line); ``timeout``: the
-    seconds to connect, and to wait for the head of a response."""
+    seconds to connect, and to wait for the head of a response. The requests take the clients in
+    turn: httpcore's pool looks at every connection it holds for every request it places, so
+    one pool for all the connections a busy guard needs costs more per request the more there
+    are; ``shards`` small pools keep that cost flat."""
 
-    def __init__(self, url: str, *, max_bytes: int, timeout: float = 30.0) -> None:
+    def __init__(self, url: str, *, max_bytes: int, timeout: float = 30.0, shards: int = 16) -> None:
         self.url = url
         self.max_bytes = max_bytes
         self.timeout = timeout
-        self._client: Any = None
+        self.shards = shards
+        self._clients: list[Any] = []
+        self._turn = 0
 
     @property
     def client(self) -> Any:
-        """The ``httpx.AsyncClient``, made on first use (in the serving loop)."""
-        if self._client is None:
+        """The next ``httpx.AsyncClient`` (they are made on first use, in the serving loop)."""
+        if not self._clients:
             import httpx
 
             # read=None: an SSE stream may stay silent for as long as a tool runs.
             timeout = httpx.Timeout(self.timeout, read=None)
-            self._client = httpx.AsyncClient(timeout=timeout, limits=httpx.Limits(max_connections=256, max_keepalive_connections=64))
-        return self._client
+            limits = httpx.Limits(max_connections=64, max_keepalive_connections=8)
+            tls = httpx.create_ssl_context()  # one for all (loading the CA store is what a context costs)
+            self._clients = [httpx.AsyncClient(timeout=timeout, limits=limits, verify=tls) for _ in range(self.shards)]
+        self._turn = (self._turn + 1) % self.shards
+        return self._clients[self._turn]
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        clients, self._clients = self._clients, []
+        for c in clients:
+            await c.aclose()
 
 
 class GuardSession:
