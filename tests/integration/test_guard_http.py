@@ -262,3 +262,40 @@ def test_auth_in_front_of_an_open_server(forward: bool) -> None:
             bob = {"authorization": "Bearer " + idp.token(url, sub="bob")}
             assert _call(url, {**h, **bob}, "echo", {"text": "x"}).status_code == 404
 
+
+
+def test_deadline_over_http() -> None:
+    """--deadline on HTTP: a call the upstream leaves too long is answered by guard (-32001) and
+    cancelled upstream; the session goes on."""
+    with guarded("fastmcp", "--deadline", "0.5") as (_, url):
+        h = _init(url)
+        r = _call(url, h, "sleep", {"seconds": 5})
+        assert r.elapsed.total_seconds() < 3
+        data = r.json() if r.headers["content-type"].startswith("application/json") else json.loads(r.text.split("data:", 1)[1].split("\n", 1)[0])
+        assert data["id"] == 3 and data["error"]["code"] == -32001
+        assert _text(_call(url, h, "echo", {"text": "still here"})) == "still here"
+
+
+def test_get_stream(everything_guarded: str) -> None:
+    h = _init(everything_guarded)
+    with httpx.stream("GET", everything_guarded, headers={**h, "accept": "text/event-stream"}, timeout=20) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        again = httpx.get(everything_guarded, headers={**h, "accept": "text/event-stream"}, timeout=20)
+        assert again.status_code == 409
+    assert httpx.get(everything_guarded, headers={**h, "mcp-session-id": "nope", "accept": "text/event-stream"}, timeout=20).status_code == 404
+
+
+def test_upstream_restart_ends_the_session() -> None:
+    """The upstream forgets its sessions (a restart): the client gets 404 for guard's session too,
+    and re-initializes through guard, as it would without it."""
+    up_port, port = free_port(), free_port()
+    up, url = f"http://127.0.0.1:{up_port}/mcp", f"http://127.0.0.1:{port}/mcp"
+    with server_process(guard_cmd(up, port), port):
+        with server_process(demo_http_cmd(up_port, mcp=True), up_port):
+            h = _init(url)
+            assert _text(_call(url, h, "echo", {"text": "one"})) == "one"
+        with server_process(demo_http_cmd(up_port, mcp=True), up_port):
+            assert _call(url, h, "echo", {"text": "two"}).status_code == 404
+            assert _call(url, h, "echo", {"text": "two"}).status_code == 404
+            h = _init(url)
+            assert _text(_call(url, h, "echo", {"text": "three"})) == "three"

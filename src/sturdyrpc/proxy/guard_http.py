@@ -139,11 +139,14 @@ class GuardHTTPApp:
         except HTTPRefusal as r:
             await refuse(send, r, with_null_id=False)
 
-    def _find(self, hx: dict[bytes, bytes], owner: str | None) -> GuardSession:
+    async def _find(self, hx: dict[bytes, bytes], owner: str | None) -> GuardSession:
         sid = session_id_of(hx.get(b"mcp-session-id"))
         session = self.sessions.get(sid)
         if session is None or session.owner != owner:
             raise not_found()  # another principal's session looks exactly like an unknown one
+        if session.upstream_lost:
+            await self._drop(session)
+            raise not_found()
         self.sessions.move_to_end(sid)
         return session
 
@@ -188,7 +191,7 @@ class GuardHTTPApp:
         elif hx.get(b"mcp-session-id") is None and type(value) is dict and value.get("method") == "initialize":
             session, created = await self._open(owner), True
         else:
-            session = self._find(hx, owner)
+            session = await self._find(hx, owner)
         try:
             await self._exchange(session, body, value, ids, hx, scope["sturdyrpc.media"], receive, send,
                                  [(b"mcp-session-id", session.sid.encode())] if created and session.sid else [])
@@ -299,7 +302,7 @@ class GuardHTTPApp:
     # -- GET and DELETE --------------------------------------------------------------------------
 
     async def _get(self, hx: dict[bytes, bytes], receive: Receive, send: Send, owner: str | None) -> None:
-        session = self._find(hx, owner)
+        session = await self._find(hx, owner)
         if session.get_stream is not None and session.get_stream.open:
             raise HTTPRefusal(409, -32600, "Conflict: the session has a GET stream open already")
         channel = session.get_stream = Channel()
@@ -324,7 +327,7 @@ class GuardHTTPApp:
             watcher.cancel()
 
     async def _delete(self, hx: dict[bytes, bytes], send: Send, owner: str | None) -> None:
-        await self._drop(self._find(hx, owner))
+        await self._drop(await self._find(hx, owner))
         await respond(send, 200)
 
     # -- deadlines and the end -------------------------------------------------------------------

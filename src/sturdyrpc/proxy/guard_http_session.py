@@ -136,6 +136,8 @@ class GuardSession:
         self.get_stream: Channel | None = None
         self.last_used = time.monotonic()
         self.closed = False
+        #: The upstream answered 404 for its session: this one ends at the client's next request.
+        self.upstream_lost = False
         self._headers: dict[str, str] = {"content-type": "application/json", "accept": _ACCEPT}
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -248,11 +250,14 @@ class GuardSession:
 
         answered: set[Key] = set()
         failure: dict[str, Any] | None = None
+        headers = self._upstream_headers()
         try:
-            async with self.upstream.client.stream("POST", self.upstream.url, content=frame, headers=self._upstream_headers()) as r:
+            async with self.upstream.client.stream("POST", self.upstream.url, content=frame, headers=headers) as r:
                 sid = r.headers.get("mcp-session-id")
                 if sid and self.upstream_sid is None:
                     self.upstream_sid = sid
+                elif r.status_code == 404 and "mcp-session-id" in headers:
+                    self.upstream_lost = True  # the upstream ended its session: so does guard (the client re-initializes)
                 failure = await self._read_reply(r, context, answered)
                 if context is not None and r.status_code >= 400:
                     context.status = r.status_code
