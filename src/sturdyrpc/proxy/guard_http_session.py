@@ -68,7 +68,10 @@ class Channel:
         if not self.open:
             return
         if n == 0 and self.queue.qsize() >= CHANNEL_BOUND:
-            self.dropped += 1  # a flood of notifications: bounded memory; replies are never dropped
+            # A flood of notifications the client does not read: bounded memory; replies are never dropped.
+            if not self.dropped:
+                log.warning("guard: a client stream holds %d undelivered messages: newer notifications are dropped", CHANNEL_BOUND)
+            self.dropped += 1
             return
         self.queue.put_nowait((payload, n))
 
@@ -134,7 +137,6 @@ class GuardSession:
         #: The POST waiting for each request id of the client.
         self.waiting: dict[Key, Channel] = {}
         self.get_stream: Channel | None = None
-        self.last_used = time.monotonic()
         self.closed = False
         #: The upstream answered 404 for its session: this one ends at the client's next request.
         self.upstream_lost = False
@@ -175,7 +177,6 @@ class GuardSession:
     def client_message(self, body: bytes, channel: Channel | None) -> list[asyncio.Task[None]]:
         """A POST body of the client: through the core, then on to where it says. Returns the
         upstream calls it started (a notification's POST waits for them: order is kept)."""
-        self.last_used = time.monotonic()
         return self.apply(self.core.from_client(body, time.monotonic()), channel)
 
     def abandon(self, ids: list[Any], channel: Channel) -> None:
