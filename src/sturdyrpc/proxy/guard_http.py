@@ -276,8 +276,8 @@ class GuardHTTPApp:
                                                                with_null_id=False), extra=extra)
             elif replies:
                 await respond(send, channel.status, _joined(replies) if batch else replies[0], extra=extra)
-            elif not watcher.done():
-                await respond(send, 500, b"", extra=extra)
+            elif not watcher.done():  # the session ended with nothing for the POST (the core answers what it ends)
+                await respond(send, 500, error_body(-32603, "Internal error", with_null_id=False), extra=extra)
         finally:
             watcher.cancel()
 
@@ -351,8 +351,9 @@ class GuardHTTPApp:
         """End every session (the upstream's too) and close the HTTP client (server shutdown)."""
         if self._ticker is not None:
             self._ticker.cancel()
-        for session in list(self.sessions.values()):
-            await self._drop(session)
+        drops = [asyncio.ensure_future(self._drop(s)) for s in list(self.sessions.values())]
+        if drops:
+            await asyncio.wait(drops, timeout=5.0)  # an upstream that does not answer its DELETEs holds no shutdown
         await self.upstream.aclose()
 
 
