@@ -299,3 +299,21 @@ def test_upstream_restart_ends_the_session() -> None:
             assert _call(url, h, "echo", {"text": "two"}).status_code == 404
             h = _init(url)
             assert _text(_call(url, h, "echo", {"text": "three"})) == "three"
+
+
+@pytest.mark.parametrize(("batch", "ids"), [
+    ([{"jsonrpc": "2.0", "method": "ping", "id": "b-1"}, {"foo": "boo"}, {"jsonrpc": "2.0", "method": "ping", "id": "b-2"}], ["b-1", None, "b-2"]),
+    ([1], [None]),
+    ([{"jsonrpc": "2.0", "method": "ping", "id": 7}], [7]),
+])
+def test_batches_2025_03_26(batch: list[Any], ids: list[Any]) -> None:
+    """On 2025-03-26 a batch through guard gets one array: a reply per request, one per unreadable element."""
+    with guarded("demo") as (_, url):
+        r = _post(url, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+        h = {"mcp-session-id": r.headers["mcp-session-id"], "mcp-protocol-version": "2025-03-26", "accept": "application/json"}
+        assert _post(url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, h).status_code == 202
+        r = _post(url, batch, h)
+        assert r.status_code == 200 and r.headers["content-type"].startswith("application/json"), r.text
+        got = r.json()
+        assert type(got) is list and sorted(map(str, (m.get("id") for m in got))) == sorted(map(str, ids)), got

@@ -47,7 +47,7 @@ from ..request_context import current_principal
 from ..transports.asgi import HTTPRefusal, HTTPSecurity, Receive, Scope, Send, error_body, header_index, refuse, respond
 from ..transports.http_layer import JSON, SSE, http_layer, wait_disconnect
 from .guard import GuardCore
-from .guard_http_session import Channel, GuardSession, Upstream, requests_in
+from .guard_http_session import UNNAMED, Channel, GuardSession, Upstream, requests_in
 from .monitor import key_of
 
 __all__ = ["GuardHTTPApp", "serve_guard_http"]
@@ -228,37 +228,50 @@ class GuardHTTPApp:
         if not ids:
             if tasks:  # a notification or the client's answer: on to the upstream before the next request
                 await asyncio.wait(tasks)
-            if not channel.queue.empty():
-                item = channel.queue.get_nowait()  # guard's own answer to the body
-                await respond(send, 400, item[0] if item else b"", extra=extra)
+            answers = [item[0] for item in _drain(channel) if item[1] == UNNAMED]
+            if answers:  # the answer to an unreadable body or batch: 400 for an error, 200 for a batch's array
+                if type(value) is list:
+                    await respond(send, 200, _joined(answers), extra=extra)
+                else:
+                    await respond(send, 200 if answers[0].startswith(b"[") else 400, answers[0], extra=extra)
             elif channel.refused is not None:  # the upstream refused it: its status and code, in guard's words
-                await respond(send, channel.status, error_body(channel.refused, _REFUSALS.get(channel.refused, "Bad Request"),
-                                                               with_null_id=False), extra=extra)
+                await respond(send, channel.status, _refusal(channel), extra=extra)
             else:
                 await respond(send, 202, extra=extra)
             return
         sse_ok, json_ok = media
         try:
-            await self._answer(channel, len(ids), type(value) is list, sse_ok, json_ok, receive, send, extra)
+            await self._answer(channel, len(ids), tasks if type(value) is list else None, sse_ok, json_ok, receive, send, extra)
         finally:
             channel.open = False
             if not session.closed:
                 session.abandon(ids, channel)  # only those still unanswered: the client left
 
-    async def _answer(self, channel: Channel, expected: int, batch: bool, sse_ok: bool, json_ok: bool, receive: Receive,
-                      send: Send, extra: list[tuple[bytes, bytes]]) -> None:
+    async def _answer(self, channel: Channel, expected: int, batch: list[asyncio.Task[None]] | None, sse_ok: bool, json_ok: bool,
+                      receive: Receive, send: Send, extra: list[tuple[bytes, bytes]]) -> None:
         """Send the POST's replies: one JSON body when they come without anything before them
-        (and JSON is accepted), else an SSE stream of everything for the POST, in order."""
+        (and JSON is accepted), else an SSE stream of everything for the POST, in order.
+        ``batch``: the upstream calls of a batch POST, whose answers to unreadable elements (id
+        null) may come after every request is answered: they are waited for, briefly."""
         watcher = asyncio.ensure_future(wait_disconnect(receive))
-        streaming = False
+        streaming, is_batch = False, batch is not None
         replies: list[bytes] = []
         try:
-            while expected > 0:
+            while expected > 0 or batch:
+                if expected <= 0:
+                    assert batch is not None
+                    await asyncio.wait(batch, timeout=1.0)
+                    pending, batch = _drain(channel), None
+                    replies += [p for p, n in pending if n and not streaming]
+                    if streaming:
+                        for p, _ in pending:
+                            await send({"type": "http.response.body", "body": sse_event(p), "more_body": True})
+                    break
                 item = await self._next(channel, watcher, send if streaming else None)
                 if item is None:
                     break  # the client left, or the session ended
                 payload, n = item
-                expected -= n
+                expected -= max(n, 0)
                 if not streaming and (n == 0 or not json_ok) and sse_ok:
                     streaming = True
                     await send({"type": "http.response.start", "status": 200, "headers": [*SSE_HEADERS, *extra]})
@@ -271,11 +284,10 @@ class GuardHTTPApp:
                     replies.append(payload)
             if streaming:
                 await send({"type": "http.response.body", "body": b""})
-            elif batch and channel.refused is not None:  # a batch refused whole: one error, as the upstream sent it
-                await respond(send, channel.status, error_body(channel.refused, _REFUSALS.get(channel.refused, "Bad Request"),
-                                                               with_null_id=False), extra=extra)
+            elif is_batch and channel.refused is not None:  # a batch refused whole: one error, as the upstream sent it
+                await respond(send, channel.status, _refusal(channel), extra=extra)
             elif replies:
-                await respond(send, channel.status, _joined(replies) if batch else replies[0], extra=extra)
+                await respond(send, channel.status, _joined(replies) if is_batch else replies[0], extra=extra)
             elif not watcher.done():  # the session ended with nothing for the POST (the core answers what it ends)
                 await respond(send, 500, error_body(-32603, "Internal error", with_null_id=False), extra=extra)
         finally:
@@ -369,6 +381,23 @@ def _modern_problem(value: Any, version: str | None, hx: dict[bytes, bytes]) -> 
     except HeaderProblem as p:
         return p
     return None
+
+
+def _drain(channel: Channel) -> list[tuple[bytes, int]]:
+    """What ``channel`` holds now (without waiting)."""
+    out = []
+    while not channel.queue.empty():
+        item = channel.queue.get_nowait()
+        if item is not None:
+            out.append(item)
+    return out
+
+
+def _refusal(channel: Channel) -> bytes:
+    """The upstream's refusal of a POST as guard words it: its code, a fixed message, its id rule."""
+    code = channel.refused
+    assert code is not None
+    return error_body(code, _REFUSALS.get(code, "Bad Request"), with_null_id=channel.refused_null_id)
 
 
 def _joined(replies: list[bytes]) -> bytes:

@@ -30,7 +30,7 @@ from ..mcp_http.sse import SSEParser
 from .guard import SERVER_GONE_CODE, Actions, GuardCore
 from .monitor import Key, key_of
 
-__all__ = ["Channel", "GuardSession", "Upstream", "requests_in"]
+__all__ = ["Channel", "GuardSession", "Upstream", "requests_in", "UNNAMED"]
 
 log = logging.getLogger("sturdyrpc.guard")
 
@@ -40,6 +40,9 @@ _ACCEPT = "application/json, text/event-stream"
 _PASSED_ON = (b"mcp-method", b"mcp-name")
 #: Messages one response stream may hold undelivered before newer ones are dropped.
 CHANNEL_BOUND = 1024
+#: The ``n`` of a reply that answers none of the ids the POST named (``"id": null``: the answer to
+#: an unreadable message or batch element of that POST).
+UNNAMED = -1
 
 
 def requests_in(value: Any) -> list[Any]:
@@ -52,7 +55,8 @@ class Channel:
     """Where the messages for one client response go: a POST's reply stream, or a GET stream.
 
     Items are ``(payload, n)``: ``n`` is how many of the POST's requests the payload answers (0
-    for a request or notification of the server). ``None`` closes it (the session ended)."""
+    for a request or notification of the server, :data:`UNNAMED` for a reply with a null id).
+    ``None`` closes it (the session ended)."""
 
     def __init__(self) -> None:
         self.queue: asyncio.Queue[tuple[bytes, int] | None] = asyncio.Queue()
@@ -63,6 +67,8 @@ class Channel:
         self.status = 200
         #: The upstream's refusal of a message without an id (its JSON-RPC error code), if any.
         self.refused: int | None = None
+        #: Whether that refusal had ``"id": null`` (kept as the upstream wrote it: the MCP schemas differ there).
+        self.refused_null_id = False
 
     def put(self, payload: bytes, n: int) -> None:
         if not self.open:
@@ -214,7 +220,7 @@ class GuardSession:
                     if ch is not None:
                         target, n = ch, n + 1
             if target is None and context is not None and context.open and first.get("id") is None:
-                target = context  # guard's answer to an unreadable body: the POST that sent it
+                target, n = context, UNNAMED  # the answer to an unreadable message: the POST that sent it
             if target is not None:
                 target.put(payload, n)
             else:
@@ -292,6 +298,8 @@ class GuardSession:
         except DecodeFailure:
             value = None
         if type(value) is dict and value.get("id") is None and type(value.get("error")) is dict:
+            if context is not None:
+                context.refused_null_id = "id" in value
             error: dict[str, Any] = value["error"]
             return error  # an HTTP-level refusal without an id: the answer to each request
         self._from_server(bytes(body), context, answered)
