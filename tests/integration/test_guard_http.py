@@ -3,9 +3,8 @@
 The upstreams are real subprocesses on 127.0.0.1: the TypeScript "everything" server from npm
 (``streamableHttp`` mode), a FastMCP server from PyPI (tests/servers/fastmcp_server.py on its own
 virtualenv), and ``sturdyrpc demo --mcp --http``; guard is ``python -m sturdyrpc guard`` in front of
-each. ``sturdyrpc check --url`` runs through guard (no HTTP-level failure may remain, and nothing
-may fail that is not among the message-level checks guard's core has yet to answer itself), the
-official Python SDK client lists and calls tools through it, and the HTTP rules are probed one by one.
+each. ``sturdyrpc check --url`` runs through guard (no MUST failure may remain, whatever the server
+alone fails), the official Python SDK client lists and calls tools through it, and the HTTP rules are probed one by one.
 """
 
 from __future__ import annotations
@@ -31,16 +30,6 @@ from sturdyrpc.check import Config, run_checks
 PY = sys.executable
 
 pytestmark = pytest.mark.timeout(240)
-
-#: Message-level checks that guard's core does not answer for the server yet (it forwards what
-#: the client sends unjudged, and the server's errors unscrubbed): the only failures allowed
-#: through guard. Never an ``http.*`` one.
-CORE_PENDING = {
-    "framing.invalid-utf8", "framing.nonfinite-literal", "framing.parse-error", "framing.trailing-garbage",
-    "messages.invalid-jsonrpc", "messages.invalid-method", "messages.invalid-params", "messages.not-an-object",
-    "ids.invalid-type", "ids.fractional", "robustness.deep-nesting", "robustness.lone-surrogate", "mcp.id-null",
-    "mcp.batch", "errors.no-leak-invalid", "mcp.tool-fail-no-leak",
-}
 
 #: The HTTP-level MUST failures of each third-party server on its own (the pinned versions):
 #: what guard is there to contain.
@@ -96,13 +85,19 @@ def test_check_through_guard(pair: tuple[str, str, str], protocol: str | None) -
     if protocol:
         opts["protocol"] = protocol
     through = run_checks(Config([url], url=url, **opts))
-    failed = {k for k, v in not_passed(through).items() if v == "fail"}
+    assert not {k for k, v in not_passed(through).items() if v == "fail"}, describe(through)
     assert not {k for k in not_passed(through) if k.startswith("http.")}, describe(through)
-    assert failed <= CORE_PENDING, describe(through)
     if kind in HTTP_BUGS and protocol is None:
         # The server alone has them: guard is what contains them.
         alone = not_passed(run_checks(Config([up], url=up, **opts)))
         assert HTTP_BUGS[kind] <= {k for k, v in alone.items() if v == "fail"}, alone
+
+
+def test_check_through_guard_2025_03_26() -> None:
+    """The era with batches: split, answered and gathered back through guard, nothing failing."""
+    with guarded("demo") as (_, url):
+        report = run_checks(Config([url], url=url, protocol="2025-03-26", **_check_options("demo")))
+        assert not not_passed(report), describe(report)
 
 
 #: A tool of each upstream, its arguments and the text it answers with.

@@ -229,15 +229,23 @@ class GuardHTTPApp:
             if tasks:  # a notification or the client's answer: on to the upstream before the next request
                 await asyncio.wait(tasks)
             answers = [item[0] for item in _drain(channel) if item[1] == UNNAMED]
-            if answers:  # the answer to an unreadable body or batch: 400 for an error, 200 for a batch's array
-                if type(value) is list:
-                    await respond(send, 200, _joined(answers), extra=extra)
-                else:
-                    await respond(send, 200 if answers[0].startswith(b"[") else 400, answers[0], extra=extra)
+            if answers:  # the answer to an unreadable body or batch
+                status, out = _whole_answer(answers, type(value) is list)
+                await respond(send, status, out, extra=extra)
             elif channel.refused is not None:  # the upstream refused it: its status and code, in guard's words
                 await respond(send, channel.status, _refusal(channel), extra=extra)
             else:
                 await respond(send, 202, extra=extra)
+            return
+        if not tasks and not channel.queue.empty():
+            # The core answered the POST itself and sent nothing upstream (a batch refused whole,
+            # invalid requests): that is all there is for it.
+            channel.open = False
+            for k in keys:
+                if session.waiting.get(k) is channel:
+                    del session.waiting[k]
+            status, out = _whole_answer([p for p, _ in _drain(channel)], type(value) is list)
+            await respond(send, status, out, extra=extra)
             return
         sse_ok, json_ok = media
         try:
@@ -381,6 +389,18 @@ def _modern_problem(value: Any, version: str | None, hx: dict[bytes, bytes]) -> 
     except HeaderProblem as p:
         return p
     return None
+
+
+def _whole_answer(answers: list[bytes], batch: bool) -> tuple[int, bytes]:
+    """The status and body of a POST the core answered alone: 400 for one error (a message, or a
+    batch refused whole), 200 for a batch's array of answers."""
+    if batch and (len(answers) > 1 or answers[0].lstrip().startswith(b"[")):
+        return 200, _joined(answers)
+    try:
+        value = decode(answers[0])
+    except DecodeFailure:
+        value = None
+    return (400 if type(value) is dict and "error" in value else 200), answers[0]
 
 
 def _drain(channel: Channel) -> list[tuple[bytes, int]]:

@@ -40,8 +40,8 @@ _ACCEPT = "application/json, text/event-stream"
 _PASSED_ON = (b"mcp-method", b"mcp-name")
 #: Messages one response stream may hold undelivered before newer ones are dropped.
 CHANNEL_BOUND = 1024
-#: The ``n`` of a reply that answers none of the ids the POST named (``"id": null``: the answer to
-#: an unreadable message or batch element of that POST).
+#: The ``n`` of a reply that answers none of the ids the POST is waiting for (``"id": null`` or
+#: an id no request of it had: the answer to an unreadable message, an invalid id, a refused batch).
 UNNAMED = -1
 
 
@@ -219,8 +219,10 @@ class GuardSession:
                     ch = self.waiting.pop(key_of(m.get("id")), None)
                     if ch is not None:
                         target, n = ch, n + 1
-            if target is None and context is not None and context.open and first.get("id") is None:
-                target, n = context, UNNAMED  # the answer to an unreadable message: the POST that sent it
+            if target is None and context is not None and context.open:
+                # An answer to what the POST sent that names none of its requests' ids (an unreadable
+                # message, an invalid id, a batch refused whole): the POST's all the same.
+                target, n = context, UNNAMED
             if target is not None:
                 target.put(payload, n)
             else:
