@@ -312,3 +312,19 @@ def test_batches_2025_03_26(batch: list[Any], ids: list[Any]) -> None:
         assert r.status_code == 200 and r.headers["content-type"].startswith("application/json"), r.text
         got = r.json()
         assert type(got) is list and sorted(map(str, (m.get("id") for m in got))) == sorted(map(str, ids)), got
+
+
+def test_report_of_what_was_contained(tmp_path: Any) -> None:
+    """--report: at shutdown, what guard answered for the server, by the rule check names."""
+    report = tmp_path / "contained.json"
+    with upstream("demo") as up:
+        port = free_port()
+        url = f"http://127.0.0.1:{port}/mcp"
+        with server_process(guard_cmd(up, port, "--report", str(report)), port):
+            h = _init(url)
+            r = httpx.post(url, content=b'{"jsonrpc": "2.0", "method": "foobar, "params": "bar", "baz]',
+                           headers={"content-type": "application/json", "accept": ACCEPT, **h}, timeout=20)
+            assert r.status_code == 400 and r.json()["error"]["code"] == -32700
+            assert _post(url, {"jsonrpc": "2.0", "id": None, "method": "ping"}, h).json()["error"]["code"] == -32600
+        contained = json.loads(report.read_text())["contained"]
+        assert contained.get("framing.parse-error") == 1 and contained.get("ids.invalid-type") == 1, contained

@@ -142,7 +142,7 @@ def _run_http(args: argparse.Namespace) -> int:
         security, _ = auth_security(auth, f"http://{host}:{port}{url.path or '/'}", http_options(args),
                                     bind_host=host, allow_remote=args.allow_remote)
         app = GuardHTTPApp(args.url, security=security, forward_authorization=args.forward_authorization,
-                           tool_scopes=tool_scopes, max_sessions=args.max_sessions,
+                           tool_scopes=tool_scopes, max_sessions=args.max_sessions, report=args.report,
                            keepalive=args.keepalive if args.keepalive is not None else 15.0,
                            core_factory=lambda: GuardCore(deadline=args.deadline, max_in_flight=args.max_in_flight,
                                                           cancel=args.cancel, protocol="mcp",

@@ -26,10 +26,12 @@ and the upstream gets no ``Authorization`` unless ``forward_authorization``.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import secrets
+import sys
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -87,7 +89,8 @@ class GuardHTTPApp:
 
     def __init__(self, upstream_url: str, *, core_factory: Callable[[], GuardCore], security: HTTPSecurity | None = None,
                  forward_authorization: bool = False, tool_scopes: Mapping[str, frozenset[str]] | None = None,
-                 limits: Limits | None = None, max_sessions: int = 1000, keepalive: float = KEEPALIVE) -> None:
+                 limits: Limits | None = None, max_sessions: int = 1000, keepalive: float = KEEPALIVE,
+                 report: str | None = None) -> None:
         if max_sessions < 1:
             raise ValueError("max_sessions must be at least 1")
         self.limits = limits or DEFAULT_LIMITS
@@ -97,6 +100,9 @@ class GuardHTTPApp:
         self.tool_scopes = dict(tool_scopes or {})
         self.max_sessions = max_sessions
         self.keepalive = keepalive
+        self.report = report
+        #: What the cores of ended sessions and requests answered for the server or repaired, by rule.
+        self.contained: Counter[str] = Counter()
         self.path = urlsplit(upstream_url).path or "/"
         self.upstream = Upstream(upstream_url, max_bytes=self.limits.max_message_bytes)
         #: Guard's sessions by its own id, least recently used first.
@@ -166,7 +172,8 @@ class GuardHTTPApp:
         if session.sid is not None:
             self.sessions.pop(session.sid, None)
         self._live.discard(session)
-        await session.end(tell_upstream=True)
+        await session.end(tell_upstream=session.sid is not None)
+        self.contained.update(session.core.contained)
 
     # -- POST ------------------------------------------------------------------------------------
 
@@ -197,8 +204,7 @@ class GuardHTTPApp:
                                  [(b"mcp-session-id", session.sid.encode())] if created and session.sid else [])
         finally:
             if session.sid is None:
-                self._live.discard(session)
-                await session.end(tell_upstream=False)
+                await self._drop(session)
 
     def _check_scopes(self, value: Any) -> None:
         if not self.tool_scopes:
@@ -375,6 +381,20 @@ class GuardHTTPApp:
         if drops:
             await asyncio.wait(drops, timeout=5.0)  # an upstream that does not answer its DELETEs holds no shutdown
         await self.upstream.aclose()
+        self._write_report()
+
+    def _write_report(self) -> None:
+        """What guard contained, by the rule check names: one line on stderr, and ``report`` as JSON."""
+        contained = dict(sorted(self.contained.items()))
+        if contained:
+            sys.stderr.write("guard contained (by rule, as check names them): "
+                             + ", ".join(f"{rule} x{n}" for rule, n in contained.items()) + "\n")
+        else:
+            sys.stderr.write("guard contained nothing: every message was valid\n")
+        if self.report is not None:
+            with open(self.report, "w", encoding="utf-8") as f:
+                json.dump({"sturdyrpc": "guard", "upstream": self.upstream.url, "contained": contained}, f, indent=2)
+                f.write("\n")
 
 
 def _modern_problem(value: Any, version: str | None, hx: dict[bytes, bytes]) -> HeaderProblem | None:
