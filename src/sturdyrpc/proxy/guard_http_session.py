@@ -29,6 +29,7 @@ from ..codec import DecodeFailure, decode, encode
 from ..mcp_http.sse import SSEParser
 from .guard import SERVER_GONE_CODE, Actions, GuardCore
 from .monitor import Key, key_of
+from .upstream_http import HTTPUpstream, UpstreamError
 
 __all__ = ["Channel", "GuardSession", "Upstream", "requests_in", "UNNAMED"]
 
@@ -88,40 +89,17 @@ class Channel:
 
 
 class Upstream:
-    """The upstream MCP endpoint and the HTTP clients (httpx) guard reaches it with.
+    """The upstream MCP endpoint: its URL, the bound on each message read from it (a JSON body,
+    an SSE line), and the keep-alive connections guard reaches it on (:class:`~.upstream_http.HTTPUpstream`;
+    ``timeout``: seconds to connect and to wait for a response's head)."""
 
-    ``max_bytes`` bounds each message read from it (a JSON body, an SSE line); ``timeout``: the
-    seconds to connect, and to wait for the head of a response. The requests take the clients in
-    turn: httpcore's pool looks at every connection it holds for every request it places, so
-    one pool for all the connections a busy guard needs costs more per request the more there
-    are; ``shards`` small pools keep that cost flat."""
-
-    def __init__(self, url: str, *, max_bytes: int, timeout: float = 30.0, shards: int = 16) -> None:
+    def __init__(self, url: str, *, max_bytes: int, timeout: float = 30.0) -> None:
         self.url = url
         self.max_bytes = max_bytes
-        self.timeout = timeout
-        self.shards = shards
-        self._clients: list[Any] = []
-        self._turn = 0
-
-    @property
-    def client(self) -> Any:
-        """The next ``httpx.AsyncClient`` (they are made on first use, in the serving loop)."""
-        if not self._clients:
-            import httpx
-
-            # read=None: an SSE stream may stay silent for as long as a tool runs.
-            timeout = httpx.Timeout(self.timeout, read=None)
-            limits = httpx.Limits(max_connections=64, max_keepalive_connections=8)
-            tls = httpx.create_ssl_context()  # one for all (loading the CA store is what a context costs)
-            self._clients = [httpx.AsyncClient(timeout=timeout, limits=limits, verify=tls) for _ in range(self.shards)]
-        self._turn = (self._turn + 1) % self.shards
-        return self._clients[self._turn]
+        self.http = HTTPUpstream(url, timeout=timeout)
 
     async def aclose(self) -> None:
-        clients, self._clients = self._clients, []
-        for c in clients:
-            await c.aclose()
+        await self.http.aclose()
 
 
 class GuardSession:
@@ -255,25 +233,23 @@ class GuardSession:
 
     async def _forward(self, frame: bytes, context: Channel | None) -> None:
         """POST one message to the upstream; feed what comes back to the core."""
-        import httpx
-
         answered: set[Key] = set()
         failure: dict[str, Any] | None = None
         headers = self._upstream_headers()
         try:
-            async with self.upstream.client.stream("POST", self.upstream.url, content=frame, headers=headers) as r:
+            async with self.upstream.http.stream("POST", headers, frame) as r:
                 sid = r.headers.get("mcp-session-id")
                 if sid and self.upstream_sid is None:
                     self.upstream_sid = sid
-                elif r.status_code == 404 and "mcp-session-id" in headers:
+                elif r.status == 404 and "mcp-session-id" in headers:
                     self.upstream_lost = True  # the upstream ended its session: so does guard (the client re-initializes)
                 failure = await self._read_reply(r, context, answered)
-                if context is not None and r.status_code >= 400:
-                    context.status = r.status_code
+                if context is not None and r.status >= 400:
+                    context.status = r.status
                     if failure is not None and type(failure.get("code")) is int:
                         context.refused = failure["code"]
-        except httpx.HTTPError as exc:
-            failure = {"code": SERVER_GONE_CODE, "message": f"sturdyrpc guard: the upstream server could not be reached ({type(exc).__name__})"}
+        except UpstreamError:
+            failure = {"code": SERVER_GONE_CODE, "message": "sturdyrpc guard: the upstream server could not be reached"}
         except ValueError:  # an SSE line beyond the bound
             failure = {"code": SERVER_GONE_CODE, "message": "sturdyrpc guard: the upstream server sent a message beyond the size limit"}
         self._settle(frame, answered, failure)
@@ -283,16 +259,16 @@ class GuardSession:
         ctype = r.headers.get("content-type", "").split(";")[0].strip().lower()
         if ctype == "text/event-stream":
             parser = SSEParser(max_line=self.upstream.max_bytes)
-            async for chunk in r.aiter_bytes():
+            async for chunk in r.chunks():
                 for ev in parser.feed(chunk):
                     self._from_server(ev.data.encode(), context, answered)
             return {"code": SERVER_GONE_CODE, "message": "sturdyrpc guard: the upstream server closed the stream without a reply"}
         body = bytearray()
-        async for chunk in r.aiter_bytes():
+        async for chunk in r.chunks():
             body += chunk
             if len(body) > self.upstream.max_bytes:
                 return {"code": SERVER_GONE_CODE, "message": "sturdyrpc guard: the upstream server's reply is beyond the size limit"}
-        status = r.status_code
+        status = r.status
         if not body:
             return {"code": SERVER_GONE_CODE, "message": f"sturdyrpc guard: the upstream server answered HTTP {status} without a reply"}
         try:
@@ -326,18 +302,16 @@ class GuardSession:
         """The upstream's GET stream, for as long as it lasts: its events through the core, to
         ``channel`` (the client's GET stream) or a POST they belong to. An upstream without one
         (405) leaves the client's stream open: guard still has messages to put there."""
-        import httpx
-
         try:
-            async with self.upstream.client.stream("GET", self.upstream.url, headers=self._upstream_headers("text/event-stream")) as r:
-                if r.status_code != 200 or not r.headers.get("content-type", "").startswith("text/event-stream"):
+            async with self.upstream.http.stream("GET", self._upstream_headers("text/event-stream")) as r:
+                if r.status != 200 or not r.headers.get("content-type", "").startswith("text/event-stream"):
                     return
                 parser = SSEParser(max_line=self.upstream.max_bytes)
                 answered: set[Key] = set()
-                async for chunk in r.aiter_bytes():
+                async for chunk in r.chunks():
                     for ev in parser.feed(chunk):
                         self._from_server(ev.data.encode(), channel, answered)
-        except (httpx.HTTPError, ValueError) as exc:
+        except (UpstreamError, ValueError) as exc:
             log.info("guard: the upstream GET stream ended: %s", type(exc).__name__)
 
     async def end(self, *, tell_upstream: bool) -> None:
@@ -353,9 +327,9 @@ class GuardSession:
             ch.close()
         self.waiting.clear()
         if tell_upstream and self.upstream_sid is not None:
-            import httpx
-
             try:
-                await self.upstream.client.request("DELETE", self.upstream.url, headers=self._upstream_headers("*/*"), timeout=5.0)
-            except httpx.HTTPError:
+                async with self.upstream.http.stream("DELETE", self._upstream_headers("*/*"), timeout=5.0) as r:
+                    async for _ in r.chunks():
+                        pass
+            except UpstreamError:
                 pass  # the upstream ends it on its own terms; the client's session is over here
