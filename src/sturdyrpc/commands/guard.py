@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     if args.url or args.http:
         return _run_http(args)
     if auth_requested(args) or http_options(args) or args.forward_authorization or args.auth_tool_scope:
-        return _usage("the --auth-*, --allow-host, --trusted-proxy, --keepalive and --forward-authorization options need --url")
+        return _usage("the --auth-*, --allow-host, --trusted-proxy, --keepalive, --loop and --forward-authorization options need --url")
     return _run_stdio(args)
 
 
@@ -147,7 +147,7 @@ def _run_http(args: argparse.Namespace) -> int:
                            core_factory=lambda: GuardCore(deadline=args.deadline, max_in_flight=args.max_in_flight,
                                                           cancel=args.cancel, protocol="mcp",
                                                           keep_tool_errors=args.keep_tool_errors))
-        serve_guard_http(app, host, port, allow_remote=args.allow_remote)
+        serve_guard_http(app, host, port, allow_remote=args.allow_remote, loop=args.loop)
     except RemoteBindRefused as exc:
         return _usage(f"{exc}; add --allow-remote to serve other hosts")
     except (AuthOptionsError, ValueError) as exc:

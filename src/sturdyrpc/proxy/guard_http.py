@@ -446,8 +446,9 @@ def _joined(replies: list[bytes]) -> bytes:
     return b"[" + b",".join(p[1:-1] if p.startswith(b"[") else p for p in parts) + b"]"
 
 
-def serve_guard_http(app: GuardHTTPApp, host: str, port: int, *, allow_remote: bool = False) -> None:
-    """Serve ``app`` on uvicorn at ``host:port`` (the bounded heads of ``sturdyrpc run --http``)."""
+def serve_guard_http(app: GuardHTTPApp, host: str, port: int, *, allow_remote: bool = False, loop: str | None = None) -> None:
+    """Serve ``app`` on uvicorn at ``host:port`` (the bounded heads and the event loop of ``sturdyrpc
+    run --http``; ``loop``: as its ``--loop``)."""
     from ..transports.serve_http import run_uvicorn
 
-    run_uvicorn(app, host, port, allow_remote=allow_remote)
+    run_uvicorn(app, host, port, allow_remote=allow_remote, loop=loop)
