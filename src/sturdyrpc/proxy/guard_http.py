@@ -58,6 +58,8 @@ log = logging.getLogger("sturdyrpc.guard")
 
 #: Seconds of silence after which an open SSE stream gets a comment line.
 KEEPALIVE = 15.0
+#: Seconds a POST waits for its answer before guard watches for the client's disconnect.
+_WATCH_AFTER = 0.05
 _UNREADABLE = object()
 #: The message guard sends with an upstream's refusal of a message without an id (never the upstream's text).
 _REFUSALS = {-32700: "Parse error", -32600: "Invalid Request", -32601: "Method not found", -32602: "Invalid params"}
@@ -234,7 +236,7 @@ class GuardHTTPApp:
         if not ids:
             if tasks:  # a notification or the client's answer: on to the upstream before the next request
                 await asyncio.wait(tasks)
-            answers = [item[0] for item in _drain(channel) if item[1] == UNNAMED]
+            answers = [item[0] for item in channel.drain() if item[1] == UNNAMED]
             if answers:  # the answer to an unreadable body or batch
                 status, out = _whole_answer(answers, type(value) is list)
                 await respond(send, status, out, extra=extra)
@@ -243,14 +245,14 @@ class GuardHTTPApp:
             else:
                 await respond(send, 202, extra=extra)
             return
-        if not tasks and not channel.queue.empty():
+        if not tasks and channel.items:
             # The core answered the POST itself and sent nothing upstream (a batch refused whole,
             # invalid requests): that is all there is for it.
             channel.open = False
             for k in keys:
                 if session.waiting.get(k) is channel:
                     del session.waiting[k]
-            status, out = _whole_answer([p for p, _ in _drain(channel)], type(value) is list)
+            status, out = _whole_answer([p for p, _ in channel.drain()], type(value) is list)
             await respond(send, status, out, extra=extra)
             return
         sse_ok, json_ok = media
@@ -267,7 +269,7 @@ class GuardHTTPApp:
         (and JSON is accepted), else an SSE stream of everything for the POST, in order.
         ``batch``: the upstream calls of a batch POST, whose answers to unreadable elements (id
         null) may come after every request is answered: they are waited for, briefly."""
-        watcher = asyncio.ensure_future(wait_disconnect(receive))
+        watch = _Watch(receive, channel, after=_WATCH_AFTER)
         streaming, is_batch = False, batch is not None
         replies: list[bytes] = []
         try:
@@ -275,13 +277,13 @@ class GuardHTTPApp:
                 if expected <= 0:
                     assert batch is not None
                     await asyncio.wait(batch, timeout=1.0)
-                    pending, batch = _drain(channel), None
+                    pending, batch = channel.drain(), None
                     replies += [p for p, n in pending if n and not streaming]
                     if streaming:
                         for p, _ in pending:
                             await send({"type": "http.response.body", "body": sse_event(p), "more_body": True})
                     break
-                item = await self._next(channel, watcher, send if streaming else None)
+                item = await self._next(channel, send if streaming else None)
                 if item is None:
                     break  # the client left, or the session ended
                 payload, n = item
@@ -302,28 +304,21 @@ class GuardHTTPApp:
                 await respond(send, channel.status, _refusal(channel), extra=extra)
             elif replies:
                 await respond(send, channel.status, _joined(replies) if is_batch else replies[0], extra=extra)
-            elif not watcher.done():  # the session ended with nothing for the POST (the core answers what it ends)
+            elif not channel.gone:  # the session ended with nothing for the POST (the core answers what it ends)
                 await respond(send, 500, error_body(-32603, "Internal error", with_null_id=False), extra=extra)
         finally:
-            watcher.cancel()
+            watch.stop()
 
-    async def _next(self, channel: Channel, watcher: asyncio.Future[None], stream: Send | None) -> tuple[bytes, int] | None:
-        """The next item for ``channel``, or None when the client has gone; keep-alive comments on
-        an open ``stream`` while none comes."""
-        if not channel.queue.empty():
-            return channel.queue.get_nowait()
-        getter = asyncio.ensure_future(channel.queue.get())
-        try:
-            while True:
-                done, _ = await asyncio.wait((getter, watcher), timeout=self.keepalive, return_when=asyncio.FIRST_COMPLETED)
-                if getter in done:
-                    return getter.result()
-                if watcher in done:
-                    return None
-                if stream is not None:
-                    await stream({"type": "http.response.body", "body": b": keepalive\n\n", "more_body": True})
-        finally:
-            getter.cancel()
+    async def _next(self, channel: Channel, stream: Send | None) -> tuple[bytes, int] | None:
+        """The next item for ``channel``, or None when the client has gone or it closed empty;
+        keep-alive comments on an open ``stream`` while none comes."""
+        while True:
+            if channel.items:
+                return channel.items.popleft()
+            if channel.gone or not channel.open:
+                return None
+            if not await channel.wait(self.keepalive if stream is not None else None) and stream is not None:
+                await stream({"type": "http.response.body", "body": b": keepalive\n\n", "more_body": True})
 
     # -- GET and DELETE --------------------------------------------------------------------------
 
@@ -334,23 +329,23 @@ class GuardHTTPApp:
         channel = session.get_stream = Channel()
         session.note_headers(hx)
         listener = asyncio.ensure_future(session.listen(channel))
-        watcher = asyncio.ensure_future(wait_disconnect(receive))
+        watch = _Watch(receive, channel, after=0.0)
         try:
             await send({"type": "http.response.start", "status": 200, "headers": list(SSE_HEADERS)})
             await send({"type": "http.response.body", "body": b": stream open\n\n", "more_body": True})
             while True:
-                item = await self._next(channel, watcher, send)
+                item = await self._next(channel, send)
                 if item is None:
                     break
                 await send({"type": "http.response.body", "body": sse_event(item[0]), "more_body": True})
-            if not watcher.done():
+            if not channel.gone:
                 await send({"type": "http.response.body", "body": b""})
         finally:
             channel.open = False
             if session.get_stream is channel:
                 session.get_stream = None
             listener.cancel()
-            watcher.cancel()
+            watch.stop()
 
     async def _delete(self, hx: dict[bytes, bytes], send: Send, owner: str | None) -> None:
         await self._drop(await self._find(hx, owner))
@@ -397,6 +392,28 @@ class GuardHTTPApp:
                 f.write("\n")
 
 
+class _Watch:
+    """Tells ``channel`` when the client has gone (:meth:`Channel.leave`), watching from ``after``
+    seconds on: a POST answered sooner never pays for the watcher task."""
+
+    def __init__(self, receive: Receive, channel: Channel, *, after: float) -> None:
+        self._receive, self._channel = receive, channel
+        self._task: asyncio.Task[None] | None = None
+        self._timer = asyncio.get_running_loop().call_later(after, self._start)
+
+    def _start(self) -> None:
+        self._task = asyncio.ensure_future(self._watch())
+
+    async def _watch(self) -> None:
+        await wait_disconnect(self._receive)
+        self._channel.leave()
+
+    def stop(self) -> None:
+        self._timer.cancel()
+        if self._task is not None:
+            self._task.cancel()
+
+
 def _modern_problem(value: Any, version: str | None, hx: dict[bytes, bytes]) -> HeaderProblem | None:
     """What is wrong with the headers of a 2026-07-28 POST (None: nothing)."""
     if version is None:
@@ -421,16 +438,6 @@ def _whole_answer(answers: list[bytes], batch: bool) -> tuple[int, bytes]:
     except DecodeFailure:
         value = None
     return (400 if type(value) is dict and "error" in value else 200), answers[0]
-
-
-def _drain(channel: Channel) -> list[tuple[bytes, int]]:
-    """What ``channel`` holds now (without waiting)."""
-    out = []
-    while not channel.queue.empty():
-        item = channel.queue.get_nowait()
-        if item is not None:
-            out.append(item)
-    return out
 
 
 def _refusal(channel: Channel) -> bytes:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Coroutine
 from typing import Any
 
@@ -57,11 +58,13 @@ class Channel:
 
     Items are ``(payload, n)``: ``n`` is how many of the POST's requests the payload answers (0
     for a request or notification of the server, :data:`UNNAMED` for a reply with a null id).
-    ``None`` closes it (the session ended)."""
+    :meth:`close` ends it (the session ended), :meth:`leave` says the client has gone."""
 
     def __init__(self) -> None:
-        self.queue: asyncio.Queue[tuple[bytes, int] | None] = asyncio.Queue()
+        self.items: deque[tuple[bytes, int]] = deque()
         self.open = True
+        #: The client went away (its connection closed).
+        self.gone = False
         self.dropped = 0
         #: The HTTP status of the upstream's answer to the POST's message when it was an error
         #: status (a JSON reply keeps it: 2026-07-28 answers an unknown method with 404).
@@ -70,22 +73,56 @@ class Channel:
         self.refused: int | None = None
         #: Whether that refusal had ``"id": null`` (kept as the upstream wrote it: the MCP schemas differ there).
         self.refused_null_id = False
+        self._waiter: asyncio.Future[bool] | None = None
 
     def put(self, payload: bytes, n: int) -> None:
         if not self.open:
             return
-        if n == 0 and self.queue.qsize() >= CHANNEL_BOUND:
+        if n == 0 and len(self.items) >= CHANNEL_BOUND:
             # A flood of notifications the client does not read: bounded memory; replies are never dropped.
             if not self.dropped:
                 log.warning("guard: a client stream holds %d undelivered messages: newer notifications are dropped", CHANNEL_BOUND)
             self.dropped += 1
             return
-        self.queue.put_nowait((payload, n))
+        self.items.append((payload, n))
+        self._wake(True)
 
     def close(self) -> None:
+        """No more items will come (what came is still there to take)."""
         if self.open:
             self.open = False
-            self.queue.put_nowait(None)
+            self._wake(True)
+
+    def leave(self) -> None:
+        """The client has gone."""
+        self.gone = True
+        self._wake(True)
+
+    def drain(self) -> list[tuple[bytes, int]]:
+        """What it holds now (without waiting)."""
+        out = list(self.items)
+        self.items.clear()
+        return out
+
+    async def wait(self, timeout: float | None) -> bool:
+        """Until an item comes, it closes or the client leaves (True), or ``timeout`` passes (False)."""
+        if self.items or not self.open or self.gone:
+            return True
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[bool] = loop.create_future()
+        self._waiter = fut
+        timer = loop.call_later(timeout, fut.set_result, False) if timeout is not None else None
+        try:
+            return await fut
+        finally:
+            self._waiter = None
+            if timer is not None:
+                timer.cancel()
+
+    def _wake(self, value: bool) -> None:
+        fut = self._waiter
+        if fut is not None and not fut.done():
+            fut.set_result(value)
 
 
 class Upstream:

@@ -54,11 +54,11 @@ class _Connection(asyncio.Protocol):
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserError as exc:
-            self._fail(UpstreamError(f"unreadable response ({exc})"))
+            self.fail(UpstreamError(f"unreadable response ({exc})"))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self._fail(UpstreamError("the connection was closed" + (f" ({type(exc).__name__})" if exc else "")))
+        self.fail(UpstreamError("the connection was closed" + (f" ({type(exc).__name__})" if exc else "")))
 
     # -- httptools callbacks ---------------------------------------------------------------------
 
@@ -94,7 +94,8 @@ class _Connection(asyncio.Protocol):
         if len(body) >= 65536:
             self.transport.write(body)
 
-    def _fail(self, exc: UpstreamError) -> None:
+    def fail(self, exc: UpstreamError) -> None:
+        """End the response in flight with ``exc`` (and the connection with it)."""
         r, self.response = self.response, None
         if r is not None:
             r._failed(exc)
@@ -185,11 +186,15 @@ class _Exchange:
             self.conn = await up._connection()
             self.response = UpstreamResponse(self.conn)
             self.conn.send(up._head(self.method, self.headers, len(self.body)), self.body, self.response)
-            await asyncio.wait_for(asyncio.shield(self.response._head), self.timeout or up.timeout)
-        except BaseException as exc:
+            # A timer, not wait_for: no task per request.
+            conn = self.conn
+            timer = asyncio.get_running_loop().call_later(self.timeout or up.timeout, conn.fail, UpstreamError("no response within the timeout"))
+            try:
+                await self.response._head
+            finally:
+                timer.cancel()
+        except BaseException:
             self._release(reuse=False)
-            if isinstance(exc, TimeoutError):
-                raise UpstreamError("no response within the timeout") from None
             raise
         return self.response
 
