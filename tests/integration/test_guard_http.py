@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -328,3 +329,16 @@ def test_report_of_what_was_contained(tmp_path: Any) -> None:
             assert _post(url, {"jsonrpc": "2.0", "id": None, "method": "ping"}, h).json()["error"]["code"] == -32600
         contained = json.loads(report.read_text())["contained"]
         assert contained.get("framing.parse-error") == 1 and contained.get("ids.invalid-type") == 1, contained
+
+
+def test_client_leaving_frees_its_request_id() -> None:
+    """A client that closes its POST before the reply: guard cancels the call upstream and
+    forgets the id, so the same id is usable at once (no 409)."""
+    with guarded("demo") as (_, url):
+        h = _init(url)
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(url, content=json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+                "name": "slow", "arguments": {"seconds": 30}}}), headers={"content-type": "application/json", "accept": ACCEPT, **h},
+                timeout=httpx.Timeout(20, read=0.5))
+        time.sleep(0.3)  # the disconnect reaches guard
+        assert _text(_call(url, h, "echo", {"text": "again"})) == "again"  # id 3 again, answered
