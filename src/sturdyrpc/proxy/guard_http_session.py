@@ -128,7 +128,7 @@ class Channel:
 class Upstream:
     """The upstream MCP endpoint: its URL, the bound on each message read from it (a JSON body,
     an SSE line), and the keep-alive connections guard reaches it on (:class:`~.upstream_http.HTTPUpstream`;
-    ``timeout``: seconds to connect and to wait for a response's head)."""
+    ``timeout``: seconds to connect)."""
 
     def __init__(self, url: str, *, max_bytes: int, timeout: float = 30.0) -> None:
         self.url = url

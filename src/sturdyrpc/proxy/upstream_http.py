@@ -186,13 +186,15 @@ class _Exchange:
             self.conn = await up._connection()
             self.response = UpstreamResponse(self.conn)
             self.conn.send(up._head(self.method, self.headers, len(self.body)), self.body, self.response)
-            # A timer, not wait_for: no task per request.
-            conn = self.conn
-            timer = asyncio.get_running_loop().call_later(self.timeout or up.timeout, conn.fail, UpstreamError("no response within the timeout"))
-            try:
+            if self.timeout is None:
                 await self.response._head
-            finally:
-                timer.cancel()
+            else:  # a timer, not wait_for: no task per request
+                conn = self.conn
+                timer = asyncio.get_running_loop().call_later(self.timeout, conn.fail, UpstreamError("no response within the timeout"))
+                try:
+                    await self.response._head
+                finally:
+                    timer.cancel()
         except BaseException:
             self._release(reuse=False)
             raise
@@ -215,9 +217,10 @@ class _Exchange:
 class HTTPUpstream:
     """Keep-alive HTTP/1.1 connections to the endpoint at ``url`` (``http://`` or ``https://``).
 
-    ``timeout``: seconds to connect and to wait for a response's head (its body may take as long
-    as it takes: an SSE stream stays open while a tool runs); ``max_connections``: connections
-    open at once (more requests wait for one)."""
+    ``timeout``: seconds to connect; a request waits for its response as long as :meth:`stream`'s
+    ``timeout`` says (None: as long as it takes, since a server that answers in JSON sends the
+    head of its answer only when a tool is done; guard's ``--deadline`` bounds that wait);
+    ``max_connections``: connections open at once (more requests wait for one)."""
 
     def __init__(self, url: str, *, timeout: float = 30.0, max_connections: int = 512) -> None:
         parts = urlsplit(url)
@@ -234,7 +237,8 @@ class HTTPUpstream:
         self._slots = asyncio.Semaphore(max_connections)
 
     def stream(self, method: str, headers: dict[str, str], body: bytes = b"", *, timeout: float | None = None) -> _Exchange:
-        """``async with upstream.stream("POST", headers, body) as response``: one request."""
+        """``async with upstream.stream("POST", headers, body) as response``: one request
+        (``timeout``: seconds to wait for the response's head; None: no limit)."""
         return _Exchange(self, method, headers, body, timeout)
 
     def _head(self, method: str, headers: dict[str, str], length: int) -> bytes:
