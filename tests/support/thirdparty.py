@@ -63,3 +63,25 @@ def fastmcp_python() -> str:
     if not py.exists():
         missing_peer(f"fastmcp is not installed in {py.parent.parent} (run scripts/install_fastmcp.sh)")
     return str(py)
+
+
+#: Where scripts/install_everything.sh puts the TypeScript "everything" server guard is tested in front of.
+EVERYTHING = CACHE / "servers" / "everything" / "node_modules" / "@modelcontextprotocol" / "server-everything"
+
+
+def everything_server(mode: str = "stdio") -> list[str]:
+    """The command of the TypeScript "everything" server (npm ``@modelcontextprotocol/server-everything``)
+    in ``mode``: ``stdio`` or ``streamableHttp`` (that one listens on 127.0.0.1 at the port in ``$PORT``, path /mcp)."""
+    entry = EVERYTHING / "dist" / "index.js"
+    if not entry.exists():
+        missing_peer(f"@modelcontextprotocol/server-everything is not installed in {EVERYTHING} (run scripts/install_everything.sh)")
+    # It listens on every interface given only a port: the preload keeps it on 127.0.0.1.
+    loopback = ["--require", str(ROOT / "tests" / "servers" / "loopback_only.cjs")] if mode != "stdio" else []
+    return [node(), *loopback, str(entry), mode]
+
+
+def fastmcp_server(mode: str = "stdio", port: int | None = None) -> list[str]:
+    """The command of tests/servers/fastmcp_server.py on FastMCP's virtualenv (:func:`fastmcp_python`):
+    ``stdio``, or ``http`` on 127.0.0.1:``port`` (path /mcp)."""
+    cmd = [fastmcp_python(), str(ROOT / "tests" / "servers" / "fastmcp_server.py"), mode]
+    return cmd + [str(port)] if mode == "http" and port is not None else cmd

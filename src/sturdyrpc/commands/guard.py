@@ -1,4 +1,5 @@
-"""``sturdyrpc guard``: a hardening proxy for stdio servers you do not own."""
+"""``sturdyrpc guard``: a hardening proxy for servers you do not own, on stdio (``-- CMD``) or in
+front of a Streamable HTTP server (``--url URL --http HOST:PORT``)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,16 @@ import argparse
 import sys
 from typing import Any
 
+from ..auth.options import AuthOptionsError, add_auth_arguments, auth_requested, split_scopes
+from . import EXIT_USAGE
+from .run import add_http_arguments, http_options
+
 EPILOG = """\
 examples (use the whole line as the server command of your client):
   sturdyrpc guard --deadline 30 -- npx some-mcp-server
   sturdyrpc guard --deadline 10 --max-in-flight 4 --framing content-length -- my-language-server --stdio
+in front of a Streamable HTTP server (clients use http://127.0.0.1:9000/mcp instead of its URL):
+  sturdyrpc guard --url http://127.0.0.1:8000/mcp --http 127.0.0.1:9000
 what it does: the client's messages are read as a correct server reads them (JSON-RPC 2.0, and MCP's rules
 of the negotiated version): what such a server refuses (invalid JSON or UTF-8, invalid shapes and ids, the
 size, depth and batch limits, id null and array params under MCP, a request before initialize, a batch on
@@ -31,7 +38,8 @@ def register(sub: Any) -> None:
         "guard",
         help="proxy a stdio server, keeping its protocol bugs away from the client",
         description="Run the server command given after -- between your client (our stdin/stdout) and it, passing "
-        "on only valid replies the client can expect, answering requests the server leaves too long or dies on.",
+        "on only valid replies the client can expect, answering requests the server leaves too long or dies on; "
+        "or, with --url and --http, serve the same MCP endpoint in front of a Streamable HTTP server.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -48,10 +56,42 @@ def register(sub: Any) -> None:
                    help="pass failed tools' results (isError) as they are, even when they reveal a traceback, path or exception name")
     g.add_argument("--report", metavar="FILE", help="write what guard contained (counts by rule, as check names them) to FILE as JSON at exit")
     g.add_argument("--grace", metavar="S", type=float, default=2.0, help="after the client left: seconds before SIGTERM, and again before SIGKILL (default: 2)")
+    h = g.add_argument_group("Streamable HTTP (instead of -- CMD)")
+    h.add_argument("--url", metavar="URL", help="the upstream MCP endpoint, http://HOST:PORT/PATH; guard serves PATH on --http")
+    h.add_argument("--http", metavar="HOST:PORT", help="with --url: where guard listens")
+    h.add_argument("--allow-remote", action="store_true", help="with --http: allow a non-loopback listen address")
+    h.add_argument("--max-sessions", metavar="N", type=int, default=1000, help="sessions guard keeps (default 1000; the least recently used idle one ends for a new one)")
+    h.add_argument("--forward-authorization", action="store_true",
+                   help="hand the client's Authorization header on to the upstream (by default it never gets one)")
+    h.add_argument("--auth-tool-scope", metavar="TOOL=SCOPE[,SCOPE]", action="append", default=[],
+                   help="with --auth-*: the scopes a tools/call of TOOL needs (* for every tool; repeatable): 403 otherwise")
+    add_http_arguments(g)
+    add_auth_arguments(g)
     g.set_defaults(func=run)
 
 
+def _usage(message: str) -> int:
+    print(f"sturdyrpc guard: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.url and args.server_command:
+        return _usage("give either --url (a Streamable HTTP server) or -- CMD (a stdio server), not both")
+    if not args.url and not args.http and not args.server_command:
+        return _usage("give the server to guard: -- CMD (a stdio server) or --url URL --http HOST:PORT (a Streamable HTTP one)")
+    if args.deadline is not None and args.deadline <= 0:
+        return _usage("--deadline must be positive")
+    if args.max_in_flight is not None and args.max_in_flight < 1:
+        return _usage("--max-in-flight must be at least 1")
+    if args.url or args.http:
+        return _run_http(args)
+    if auth_requested(args) or http_options(args) or args.forward_authorization or args.auth_tool_scope:
+        return _usage("the --auth-*, --allow-host, --trusted-proxy, --keepalive, --loop and --forward-authorization options need --url")
+    return _run_stdio(args)
+
+
+def _run_stdio(args: argparse.Namespace) -> int:
     from ..proxy.guard import GuardCore
     from ..proxy.guard_proxy import GuardProxy
     from ..proxy.pump import check_command, run_proxy
@@ -62,15 +102,54 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(problem, file=sys.stderr)
         return 2
-    if args.deadline is not None and args.deadline <= 0:
-        print("sturdyrpc guard: --deadline must be positive", file=sys.stderr)
-        return 2
-    if args.max_in_flight is not None and args.max_in_flight < 1:
-        print("sturdyrpc guard: --max-in-flight must be at least 1", file=sys.stderr)
-        return 2
     terminal = sys.stderr.isatty()
     core = GuardCore(deadline=args.deadline, max_in_flight=args.max_in_flight, cancel=args.cancel,
                      content_length=args.framing == "content-length", protocol=args.protocol, keep_tool_errors=args.keep_tool_errors)
     view = LiveView(sys.stderr, colour=terminal, prefix="guard")
     proxy = GuardProxy(command, core=core, framing=args.framing, view=view, grace=args.grace, terminal=terminal, report=args.report)
     return run_proxy(proxy)
+
+
+def _tool_scopes(entries: list[str]) -> dict[str, frozenset[str]]:
+    out: dict[str, frozenset[str]] = {}
+    for entry in entries:
+        tool, sep, scopes = entry.partition("=")
+        if not sep or not tool.strip() or not split_scopes(scopes):
+            raise ValueError(f"--auth-tool-scope {entry!r}: expected TOOL=SCOPE[,SCOPE]")
+        out[tool.strip()] = out.get(tool.strip(), frozenset()) | frozenset(split_scopes(scopes))
+    return out
+
+
+def _run_http(args: argparse.Namespace) -> int:
+    from urllib.parse import urlsplit
+
+    from ..mcp_http.workers import AUTH_KEYS, auth_security
+    from ..proxy.guard import GuardCore
+    from ..proxy.guard_http import GuardHTTPApp, serve_guard_http
+    from ..transports.serve_http import RemoteBindRefused, parse_host_port
+
+    if not args.url or not args.http:
+        return _usage("--url (the upstream) and --http (where guard listens) go together")
+    url = urlsplit(args.url)
+    if url.scheme not in ("http", "https") or not url.netloc:
+        return _usage(f"--url {args.url!r}: expected http://HOST:PORT/PATH")
+    if args.auth_tool_scope and not auth_requested(args):
+        return _usage("--auth-tool-scope needs the --auth-* options")
+    try:
+        host, port = parse_host_port(args.http)
+        tool_scopes = _tool_scopes(args.auth_tool_scope)
+        auth = {k: getattr(args, k) for k in AUTH_KEYS} if auth_requested(args) else None
+        security, _ = auth_security(auth, f"http://{host}:{port}{url.path or '/'}", http_options(args),
+                                    bind_host=host, allow_remote=args.allow_remote)
+        app = GuardHTTPApp(args.url, security=security, forward_authorization=args.forward_authorization,
+                           tool_scopes=tool_scopes, max_sessions=args.max_sessions, report=args.report,
+                           keepalive=args.keepalive if args.keepalive is not None else 15.0,
+                           core_factory=lambda: GuardCore(deadline=args.deadline, max_in_flight=args.max_in_flight,
+                                                          cancel=args.cancel, protocol="mcp",
+                                                          keep_tool_errors=args.keep_tool_errors))
+        serve_guard_http(app, host, port, allow_remote=args.allow_remote, loop=args.loop)
+    except RemoteBindRefused as exc:
+        return _usage(f"{exc}; add --allow-remote to serve other hosts")
+    except (AuthOptionsError, ValueError) as exc:
+        return _usage(str(exc))
+    return 0

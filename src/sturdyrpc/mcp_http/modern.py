@@ -33,7 +33,7 @@ from .responses import HEADER_DELAY
 if TYPE_CHECKING:
     from ..mcp.stateless import StatelessRequest
 
-__all__ = ["HeaderProblem", "check_modern_headers", "ParamHeaders", "decode_header_value", "encode_header_value", "NAME_SOURCE",
+__all__ = ["HeaderProblem", "check_modern_headers", "header_version", "ParamHeaders", "decode_header_value", "encode_header_value", "NAME_SOURCE",
            "ModernPost", "ModernHandler", "send_problem", "is_modern_request"]
 
 log = logging.getLogger("sturdyrpc.http")
@@ -121,6 +121,20 @@ def _decode_header_value(raw: bytes) -> str:
         except (binascii.Error, UnicodeDecodeError):
             raise ValueError("bad base64 header value") from None
     return text
+
+
+def header_version(raw: bytes, handshake_versions: tuple[str, ...], modern_versions: tuple[str, ...]) -> tuple[str, bool]:
+    """The version an ``MCP-Protocol-Version`` header value names, and whether it is a
+    2026-07-28-era one. One not served: :class:`HeaderProblem` (400, -32022) for a date later than
+    every handshake version when 2026-07-28-era versions are served (such a client is told the
+    supported ones), else :class:`HTTPRefusal` 400."""
+    v = raw.decode("latin-1").strip()
+    if v in handshake_versions or v in modern_versions:
+        return v, v in modern_versions
+    if modern_versions and v > handshake_versions[-1]:
+        supported = list(handshake_versions) + list(modern_versions)
+        raise HeaderProblem(400, -32022, "Unsupported protocol version", {"supported": supported, "requested": v})
+    raise HTTPRefusal(400, -32600, "Bad Request: unsupported MCP-Protocol-Version")
 
 
 def check_modern_headers(method: str, params: Any, is_request: bool, version: str, supported: list[str],

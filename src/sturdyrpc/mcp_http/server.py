@@ -50,7 +50,7 @@ from ..transports.http_layer import JSON, SSE, http_layer
 from .events import REPLAY_WINDOW, EventStore, MemoryEventStore
 from .get_delete import SessionStreams
 from .local import LocalSessions
-from .modern import HeaderProblem, ModernHandler, ModernPost, ParamHeaders, is_modern_request, send_problem
+from .modern import HeaderProblem, ModernHandler, ModernPost, ParamHeaders, header_version, is_modern_request, send_problem
 from .post import HandshakePost, params_of
 from .responses import KEEPALIVE_INTERVAL
 from .session import HTTPSession
@@ -242,16 +242,13 @@ class StreamableHTTPApp:
         if known is not None:
             return known
         assert raw is not None  # (no header is known from the start)
-        v = raw.decode("latin-1").strip()
-        if v in self.handshake_versions or v in self.modern_versions:
-            known = (v, v in self.modern_versions)
-            if len(self._versions_seen) < 64:
-                self._versions_seen[raw] = known
-            return known
-        if self._modern is not None and v > self.handshake_versions[-1]:
-            supported = list(self.handshake_versions) + list(self.modern_versions)
-            raise _Problem(HeaderProblem(400, -32022, "Unsupported protocol version", {"supported": supported, "requested": v}))
-        raise HTTPRefusal(400, -32600, "Bad Request: unsupported MCP-Protocol-Version")
+        try:
+            known = header_version(raw, self.handshake_versions, self.modern_versions)
+        except HeaderProblem as p:
+            raise _Problem(p) from None
+        if len(self._versions_seen) < 64:
+            self._versions_seen[raw] = known
+        return known
 
     def _check_scopes(self, principal: Any, requests: list[Envelope]) -> None:
         """403 ``insufficient_scope`` unless ``principal`` holds the scopes of every request (a

@@ -1,0 +1,23 @@
+"""An MCP server without authorization, for the HTTP guard's tests: its ``authorization`` tool
+says which ``Authorization`` header reached it (``"none"`` when none did), so a test can tell
+what guard hands on upstream. Served with ``sturdyrpc run tests/servers/guard_upstream_server.py:mcp --http``."""
+
+from __future__ import annotations
+
+from sturdyrpc.mcp import MCPServer
+from sturdyrpc.request_context import current_headers
+
+mcp = MCPServer("guard-upstream")
+
+
+@mcp.tool()
+def authorization() -> str:
+    """The Authorization header of the HTTP request that carried this call, or "none"."""
+    headers = current_headers.get()
+    return (headers or {}).get("authorization", "none")
+
+
+@mcp.tool()
+def echo(text: str) -> str:
+    """Return the text as it came."""
+    return text
