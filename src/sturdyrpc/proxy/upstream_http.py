@@ -243,7 +243,11 @@ class HTTPUpstream:
 
     def _head(self, method: str, headers: dict[str, str], length: int) -> bytes:
         lines = [f"{method} ".encode() + self.target.encode("latin-1") + b" HTTP/1.1", b"host: " + self._authority]
-        lines += [f"{k}: {v}".encode("latin-1") for k, v in headers.items()]
+        for k, v in headers.items():
+            line = f"{k}: {v}"
+            if "\r" in line or "\n" in line:  # a line break would start a header (or a request) of its own
+                raise UpstreamError(f"a header that cannot be sent: {k!r}")
+            lines.append(line.encode("latin-1"))
         if length or method in ("POST", "PUT"):
             lines.append(b"content-length: %d" % length)
         return b"\r\n".join(lines) + b"\r\n\r\n"
