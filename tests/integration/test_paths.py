@@ -145,7 +145,7 @@ ROWS = [
     Row("stdio-plain", "stdio-plain", stream=True, covers=("sturdyrpc.run_stdio", "sturdyrpc.serve_stdio", *RUNNER)),
     Row("stdio-plain-batch", "stdio-plain", batch=True, stream=True, covers=("sturdyrpc.run_stdio", *BATCH, *RUNNER)),
     Row("stdio-mcp", "stdio-mcp", mcp="2025-11-25", stream=True,
-        covers=("sturdyrpc.mcp.run_mcp_stdio", "sturdyrpc.mcp.serve_mcp_stdio", *SESSION)),
+        covers=("sturdyrpc.mcp.MCPServer.run", "sturdyrpc.mcp.run_mcp_stdio", "sturdyrpc.mcp.serve_mcp_stdio", *SESSION)),
     Row("stdio-mcp-batch", "stdio-mcp-2025-03-26", mcp="2025-03-26", batch=True, stream=True,
         covers=("sturdyrpc.mcp.run_mcp_stdio", *BATCH, *SESSION)),
     Row("tcp", "tcp", stream=True, covers=PEER),
@@ -166,8 +166,11 @@ ROWS = [
     Row("http-session-redis-2w", "http-mcp-redis", mcp="2025-11-25", http=True, covers=(*HTTP_MCP, *SESSION)),
     Row("http-stateless", "http-mcp", mcp=MODERN, http=True, covers=(*HTTP_MCP, *STATELESS)),
     Row("http-stateless-redis-2w", "http-mcp-redis", mcp=MODERN, http=True, covers=(*HTTP_MCP, *STATELESS)),
+    # A proxy of an in-process server (create_proxy(server): its Upstream) reaches that server
+    # through connect_in_memory, this row's path.
     Row("test-client", "test-client", mcp=MODERN,
-        covers=("sturdyrpc.mcp.MCPServer.test_client", "sturdyrpc.mcp.testing.connect_in_memory", *SESSION)),
+        covers=("sturdyrpc.mcp.MCPServer.test_client", "sturdyrpc.mcp.testing.connect_in_memory", "sturdyrpc.mcp.create_proxy",
+                "sturdyrpc.mcp.proxying.Upstream", *SESSION)),
 ]
 HTTP_ROWS = [r for r in ROWS if r.http]
 by_row = pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)

@@ -131,9 +131,7 @@ def run(args: argparse.Namespace) -> int:
     from ..mcp.server import MCPServer
 
     if isinstance(target, MCPServer):
-        from ..mcp.stdio import run_mcp_stdio
-
-        code = run_mcp_stdio(target)
+        code = target.run("stdio")  # the server's own way to serve stdio: one path for both
     else:
         from ..transports.stdio import run_stdio
 
