@@ -13,6 +13,7 @@ import pytest
 from support import SERVERS
 from support.check import describe
 from support.sdk import SECRETS, Client, StdioServerParameters, need_python_sdk
+from support.thirdparty import everything_server, fastmcp_server
 
 from sturdyrpc.check import Config, Status, run_checks
 
@@ -68,5 +69,39 @@ def test_the_official_client_through_guard_to_the_official_server(mode: str) -> 
             assert r.is_error
             text = json.dumps(r.model_dump(mode="json"))
             assert not any(s in text for s in SECRETS), text
+
+    asyncio.run(main())
+
+
+# -- real MCP servers from npm and PyPI, on stdio (scripts/install_servers.sh installs them) --------
+
+#: What guard cannot repair in front of the everything server: before any MCP message, guard reads
+#: the traffic as plain JSON-RPC (``--protocol auto``), so a request with array params for an
+#: unknown method reaches the server, which drops it silently (a correct server answers -32601).
+EVERYTHING_LEFT = {"errors.method-not-found-params"}
+
+
+@pytest.mark.parametrize("name", ["everything", "fastmcp"])
+def test_real_mcp_servers_behind_guard_on_stdio(name: str) -> None:
+    cmd = everything_server("stdio") if name == "everything" else fastmcp_server("stdio")
+    opts = {"call_tools": set(), "timeout": 10.0}
+    alone = run_checks(Config(cmd, **opts))  # type: ignore[arg-type]
+    assert len(failures(alone)) >= 10, describe(alone)
+    behind = run_checks(Config([*GUARD, *cmd], **opts))  # type: ignore[arg-type]
+    assert failures(behind) == (EVERYTHING_LEFT if name == "everything" else set()), describe(behind)
+
+
+@pytest.mark.parametrize("name", ["everything", "fastmcp"])
+def test_the_official_client_through_guard_to_real_servers(name: str) -> None:
+    need_python_sdk()
+    cmd = [*GUARD, *(everything_server("stdio") if name == "everything" else fastmcp_server("stdio"))]
+
+    async def main() -> None:
+        async with Client(StdioServerParameters(command=cmd[0], args=cmd[1:]), mode="legacy", read_timeout_seconds=30) as c:
+            tools = (await c.list_tools()).tools
+            assert tools
+            echo = next(t for t in tools if t.name == "echo")
+            r = await c.call_tool(echo.name, {"message": "héllo"} if "message" in json.dumps(echo.input_schema) else {"text": "héllo"})
+            assert not r.is_error and "héllo" in json.dumps(r.model_dump(mode="json"), ensure_ascii=False)
 
     asyncio.run(main())
