@@ -8,30 +8,9 @@ import json
 from typing import Any
 
 import pytest
+from support.frames import b, note, req, res
 
 from sturdyrpc.proxy.guard import DEADLINE_CODE, INVALID_REPLY_CODE, SERVER_GONE_CODE, Actions, GuardCore
-
-
-def b(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode()
-
-
-def req(id: Any, method: str = "m", params: Any = None) -> bytes:
-    m: dict[str, Any] = {"jsonrpc": "2.0", "id": id, "method": method}
-    if params is not None:
-        m["params"] = params
-    return b(m)
-
-
-def note(method: str, params: Any = None) -> bytes:
-    m: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
-    if params is not None:
-        m["params"] = params
-    return b(m)
-
-
-def res(id: Any, result: Any = "ok") -> bytes:
-    return b({"jsonrpc": "2.0", "id": id, "result": result})
 
 
 def msgs(payloads: list[bytes]) -> list[Any]:

@@ -5,36 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from support.frames import b, err, note, req, res
+
 from sturdyrpc.check.engine import all_checks
 from sturdyrpc.check.verdicts import SPECS
 from sturdyrpc.proxy.monitor import C2S, S2C, Monitor
 from sturdyrpc.proxy.replay import Record, Replay, load_session, strip_ignored
-
-
-def b(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode()
-
-
-def req(id: Any, method: str = "m", params: Any = None) -> bytes:
-    m: dict[str, Any] = {"jsonrpc": "2.0", "id": id, "method": method}
-    if params is not None:
-        m["params"] = params
-    return b(m)
-
-
-def note(method: str, params: Any = None) -> bytes:
-    m: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
-    if params is not None:
-        m["params"] = params
-    return b(m)
-
-
-def res(id: Any, result: Any = "ok") -> bytes:
-    return b({"jsonrpc": "2.0", "id": id, "result": result})
-
-
-def err(id: Any, code: int, message: str = "x") -> bytes:
-    return b({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
 
 
 def rules(ev: Any) -> list[str]:
@@ -175,22 +151,6 @@ def test_summary_lists_unanswered_slowest_and_violations() -> None:
 # -- guard --------------------------------------------------------------------------------------
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 # -- replay -------------------------------------------------------------------------------------
 
 
@@ -260,10 +220,6 @@ def test_slowest_tolerates_ids_of_different_types_with_equal_durations() -> None
     assert len(s.slowest) == 5 and all(d == 1.0 for d, _, _ in s.slowest)
 
 
-
-
-
-
 # -- properties: nothing the server writes crashes the proxies, and guard lets only valid replies out
 
 
@@ -276,8 +232,6 @@ def _values() -> Any:
     member = st.sampled_from(["jsonrpc", "id", "method", "params", "result", "error", "extra"])
     messages = st.dictionaries(member, st.one_of(scalars, ids, st.dictionaries(st.sampled_from(["code", "message", "data", "progressToken", "progress", "requestId", "_meta"]), scalars, max_size=3)), max_size=5)
     return st.lists(st.one_of(messages, st.lists(messages, max_size=3), scalars), max_size=12)
-
-
 
 
 def test_the_answer_to_an_empty_batch_is_expected() -> None:
@@ -475,10 +429,6 @@ def test_envelope_types_are_the_shared_rules_cheaply() -> None:
                 assert response_problems(v) == []
 
     run()
-
-
-
-
 
 
 class _Sink:

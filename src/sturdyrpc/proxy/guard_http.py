@@ -26,7 +26,6 @@ and the upstream gets no ``Authorization`` unless ``forward_authorization``.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import secrets
 import sys
@@ -51,6 +50,7 @@ from ..transports.http_layer import JSON, SSE, http_layer, wait_disconnect
 from .guard import GuardCore
 from .guard_http_session import UNNAMED, Channel, GuardSession, Upstream, requests_in
 from .monitor import key_of
+from .view import report_contained
 
 __all__ = ["GuardHTTPApp", "serve_guard_http"]
 
@@ -380,16 +380,7 @@ class GuardHTTPApp:
 
     def _write_report(self) -> None:
         """What guard contained, by the rule check names: one line on stderr, and ``report`` as JSON."""
-        contained = dict(sorted(self.contained.items()))
-        if contained:
-            sys.stderr.write("guard contained (by rule, as check names them): "
-                             + ", ".join(f"{rule} x{n}" for rule, n in contained.items()) + "\n")
-        else:
-            sys.stderr.write("guard contained nothing: every message was valid\n")
-        if self.report is not None:
-            with open(self.report, "w", encoding="utf-8") as f:
-                json.dump({"sturdyrpc": "guard", "upstream": self.upstream.url, "contained": contained}, f, indent=2)
-                f.write("\n")
+        report_contained(sys.stderr, self.contained, self.report, upstream=self.upstream.url)
 
 
 class _Watch:

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import sys
 import time
 
 from .guard import Actions, GuardCore
 from .monitor import C2S, S2C, Direction
 from .pump import Proxy, frame_payload, make_framer
-from .view import LiveView, print_summary
+from .view import LiveView, print_summary, report_contained
 
 __all__ = ["GuardProxy"]
 
@@ -124,13 +123,4 @@ class GuardProxy(Proxy):
 
     def finish(self, code: int) -> None:
         print_summary(sys.stderr, self.core.monitor.summary(time.monotonic()), title="sturdyrpc guard summary", code=code, terminal=self.terminal)
-        contained = dict(sorted(self.core.contained.items()))
-        if contained:
-            sys.stderr.write("guard contained (by rule, as check names them): "
-                             + ", ".join(f"{rule} x{n}" for rule, n in contained.items()) + "\n")
-        else:
-            sys.stderr.write("guard contained nothing: every message was valid\n")
-        if self.report is not None:
-            with open(self.report, "w", encoding="utf-8") as f:
-                json.dump({"sturdyrpc": "guard", "exit_code": code, "contained": contained}, f, indent=2)
-                f.write("\n")
+        report_contained(sys.stderr, self.core.contained, self.report, exit_code=code)

@@ -4,13 +4,14 @@ summary) only on a terminal; plain lines otherwise, cheap enough to keep up with
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Mapping
 from typing import IO, Any
 
 from ..check.verdicts import show
 from .monitor import C2S, Event, Summary
 
-__all__ = ["LiveView", "format_summary"]
+__all__ = ["LiveView", "format_summary", "report_contained"]
 
 _RED, _YELLOW, _DIM, _GREEN, _RESET = "\x1b[31m", "\x1b[33m", "\x1b[2m", "\x1b[32m", "\x1b[0m"
 
@@ -141,3 +142,17 @@ def print_summary(out: IO[str], s: Summary, *, title: str, code: int | None, ter
                 console.print(Text(line, style=style or ""))
             return
     out.write(text)
+
+
+def report_contained(out: IO[str], contained: Mapping[str, int], report: str | None, **fields: Any) -> None:
+    """What guard contained, by the rule ``check`` names: one line on ``out``, and (``report``: a
+    path) the same counts as JSON with ``fields`` beside them."""
+    counts = dict(sorted(contained.items()))
+    if counts:
+        out.write("guard contained (by rule, as check names them): " + ", ".join(f"{rule} x{n}" for rule, n in counts.items()) + "\n")
+    else:
+        out.write("guard contained nothing: every message was valid\n")
+    if report is not None:
+        with open(report, "w", encoding="utf-8") as f:
+            json.dump({"sturdyrpc": "guard", **fields, "contained": counts}, f, indent=2)
+            f.write("\n")
