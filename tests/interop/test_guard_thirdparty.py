@@ -6,8 +6,10 @@ through guard, in both eras."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import sys
+from typing import Any
 
 import pytest
 from support import SERVERS
@@ -32,6 +34,14 @@ SERVERS_UNDER_TEST = {
 pytestmark = pytest.mark.timeout(300)
 
 
+def both(cmd: list[str], opts: dict[str, object]) -> tuple[Any, Any]:
+    """``check`` on the server alone and behind guard, at once (each waits on its own pipes)."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        alone = pool.submit(run_checks, Config(cmd, **opts))  # type: ignore[arg-type]
+        behind = pool.submit(run_checks, Config([*GUARD, *cmd], **opts))  # type: ignore[arg-type]
+        return alone.result(), behind.result()
+
+
 def failures(report: object) -> set[str]:
     return {o.spec.id for o in report.outcomes if o.status is Status.FAIL}  # type: ignore[attr-defined]
 
@@ -41,9 +51,8 @@ def test_no_must_failure_behind_guard(name: str) -> None:
     if name == "mcp":
         need_python_sdk()
     cmd, opts = SERVERS_UNDER_TEST[name]
-    alone = run_checks(Config(cmd, **opts))  # type: ignore[arg-type]
+    alone, behind = both(cmd, opts)
     assert len(failures(alone)) >= 4, describe(alone)  # broken alone (docs/CHECK_FINDINGS.md)
-    behind = run_checks(Config([*GUARD, *cmd], **opts))  # type: ignore[arg-type]
     assert failures(behind) == set(), describe(behind)
 
 
@@ -85,9 +94,8 @@ EVERYTHING_LEFT = {"errors.method-not-found-params"}
 def test_real_mcp_servers_behind_guard_on_stdio(name: str) -> None:
     cmd = everything_server("stdio") if name == "everything" else fastmcp_server("stdio")
     opts = {"call_tools": set(), "timeout": 10.0}
-    alone = run_checks(Config(cmd, **opts))  # type: ignore[arg-type]
+    alone, behind = both(cmd, opts)
     assert len(failures(alone)) >= 10, describe(alone)
-    behind = run_checks(Config([*GUARD, *cmd], **opts))  # type: ignore[arg-type]
     assert failures(behind) == (EVERYTHING_LEFT if name == "everything" else set()), describe(behind)
 
 
