@@ -35,6 +35,8 @@ _MSG, _COMPACT, _PRIME, _END, _BUNDLE = b"m", b"c", b"p", b"e", b"b"
 BUNDLE_MAX = 8
 #: Seconds a POST stream's events may wait for more of the stream before they are written.
 WRITE_DELAY = 0.01
+#: Looks for a stream's first entry before a resume is told the stream is unknown (see replay_after).
+RESUME_LOOKS = 6
 #: An entry id as stores make them (the memory store: ``n``; Redis: ``ms-seq``).
 _ENTRY_ID = re.compile(r"[0-9]{1,20}(-[0-9]{1,20})?")
 
@@ -231,8 +233,18 @@ class StoreEventStore:
         return [(f"{stream_id}.{self.backend.entry_id(n)}", e) for n, e in _members(data) if n > seen]
 
     async def exists(self, session_id: str, stream_id: str) -> bool:
-        """Whether the store still holds the stream (it had an event and has not expired)."""
-        return await self.backend.last_id(events_key(session_id, stream_id)) is not None
+        """Whether the store still holds the stream (it had an event and has not expired).
+
+        A client that left a stream on another worker and resumes here at once can be faster than
+        that worker's write of what it was sent (written at most ``write_delay`` after, at once when
+        the client leaves): a stream not found is looked for again for a moment before it is
+        called unknown (a resume is rare; a wrong 400 loses the client's replies)."""
+        key = events_key(session_id, stream_id)
+        for _ in range(RESUME_LOOKS):
+            if await self.backend.last_id(key) is not None:
+                return True
+            await asyncio.sleep(max(self.write_delay, 0.005) * 2)
+        return False
 
     async def follow(self, session_id: str, stream_id: str, after: str) -> AsyncIterator[tuple[str, bytes | None]]:
         """(event id, data) after ``after`` then live; data None: the stream ended."""
