@@ -23,7 +23,7 @@ __all__ = ["main", "build_parser"]
 OPTIONAL_MODULES = {"uvicorn": "http", "httptools": "http", "httpx": "http", "h11": "http", "rich": "cli", "watchfiles": "dev-server", "jwt": "auth", "redis": "redis"}
 #: What a subcommand always needs beyond the core, checked before it starts (a missing one
 #: otherwise shows only at the end, when ``check`` prints its report).
-REQUIRES = {"check": ("rich",)}
+REQUIRES = {"check": ("rich",), "inspect": ("uvicorn",)}
 
 
 def _setup_logging(verbose: int) -> None:

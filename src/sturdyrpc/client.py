@@ -23,7 +23,7 @@ import logging
 import os
 import signal
 import subprocess
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 from .dispatch import Dispatcher
@@ -221,17 +221,21 @@ async def connect_stdio(
     stderr_limit: int = 1024 * 1024,
     shutdown_grace: float = 2.0,
     close_deadline: float = 5.0,
+    wrap_transport: Callable[[MessageTransport], MessageTransport] | None = None,
     **peer_kwargs: Any,
 ) -> AsyncIterator[StdioConnection]:
     """Start ``argv`` as a subprocess and yield a :class:`StdioConnection` talking to it.
 
     ``env`` replaces the environment (None: inherit). Raises ``OSError`` (e.g.
-    ``FileNotFoundError``) when the program cannot be started. Other keyword arguments go
-    to :class:`~sturdyrpc.peer.Peer`.
+    ``FileNotFoundError``) when the program cannot be started. ``wrap_transport``: the peer
+    runs on what it returns for the pipes' transport (``sturdyrpc inspect`` watches the traffic
+    so). Other keyword arguments go to :class:`~sturdyrpc.peer.Peer`.
     """
     if not argv:
         raise ValueError("argv must name a program")
     proc, transport = await _start(argv, env, cwd, framing, max_frame)
+    if wrap_transport is not None:
+        transport = wrap_transport(transport)
     peer_kwargs.setdefault("name", f"client:{os.path.basename(str(argv[0]))}")
     peer = Peer(transport, dispatcher, profile=profile, **peer_kwargs)
     conn = StdioConnection(peer, proc, stderr_limit)

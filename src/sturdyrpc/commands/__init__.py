@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     import asyncio
 
 #: Subcommand modules, in the order ``--help`` lists them.
-MODULES = ["demo", "call", "check", "mcp", "trace", "guard", "replay", "run", "dev", "install"]
+MODULES = ["demo", "call", "check", "mcp", "trace", "guard", "replay", "inspect", "run", "dev", "install"]
 
 # Exit codes shared by the client subcommands (call, mcp), as timeout(1) and shells use them.
 EXIT_OK = 0

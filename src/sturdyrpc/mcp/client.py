@@ -32,7 +32,7 @@ from typing import Any, Literal, overload
 from ..client import StdioConnection, connect_stdio
 from ..dispatch import Context, Dispatcher
 from ..errors import InvalidParams, RPCError
-from ..peer import ConnectionClosed, Peer, ProgressCallback, RequestTimeout
+from ..peer import ConnectionClosed, MessageTransport, Peer, ProgressCallback, RequestTimeout
 from .param_headers import usable_tools
 from .profile import UNSUPPORTED_PROTOCOL_VERSION, MCPProfile
 from .tasks import TASKS_EXTENSION
@@ -650,11 +650,13 @@ async def connect(
     discover_timeout: float = 10.0,
     env: Mapping[str, str] | None = None,
     cwd: str | None = None,
+    wrap_transport: Callable[[MessageTransport], MessageTransport] | None = None,
 ) -> AsyncIterator[MCPClient]:
     """Start ``argv`` (an MCP stdio server), negotiate, and yield an :class:`MCPClient`.
 
     ``protocol`` forces a version. ``timeout`` is the default per-request timeout (None:
-    none). The server process is stopped politely when the block ends.
+    none). ``wrap_transport``: see :func:`~sturdyrpc.client.connect_stdio`. The server process
+    is stopped politely when the block ends.
     """
     from .. import __version__
 
@@ -671,7 +673,8 @@ async def connect(
         log_level=log_level,
     )
     restart = False
-    async with connect_stdio(argv, profile=profile, dispatcher=client.dispatcher(), default_timeout=timeout, env=env, cwd=cwd) as conn:
+    async with connect_stdio(argv, profile=profile, dispatcher=client.dispatcher(), default_timeout=timeout, env=env, cwd=cwd,
+                            wrap_transport=wrap_transport) as conn:
         client.peer = conn.peer
         client.connection = conn
         try:
@@ -686,7 +689,8 @@ async def connect(
     log.info("the server closed the connection on server/discover: restarting it for initialize")
     profile = MCPProfile(role="client")
     client.profile = profile
-    async with connect_stdio(argv, profile=profile, dispatcher=client.dispatcher(), default_timeout=timeout, env=env, cwd=cwd) as conn:
+    async with connect_stdio(argv, profile=profile, dispatcher=client.dispatcher(), default_timeout=timeout, env=env, cwd=cwd,
+                            wrap_transport=wrap_transport) as conn:
         client.peer = conn.peer
         client.connection = conn
         await client._initialize(None)

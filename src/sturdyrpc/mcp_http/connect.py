@@ -23,7 +23,7 @@ from ..mcp import connectors
 from ..mcp.client import Callback, MCPClient, RootsCallback
 from ..mcp.profile import MCPProfile
 from ..oauth import HTTPAuth
-from ..peer import Peer
+from ..peer import MessageTransport, Peer
 from .client import StreamableHTTPClientTransport
 
 __all__ = ["connect_http"]
@@ -46,8 +46,11 @@ async def connect_http(
     discover_timeout: float = 10.0,
     transport: StreamableHTTPClientTransport | None = None,
     auth: HTTPAuth | None = None,
+    wrap_transport: Callable[[MessageTransport], MessageTransport] | None = None,
 ) -> AsyncIterator[MCPClient]:
-    """Connect to the MCP endpoint ``url``, negotiate, and yield an :class:`MCPClient`."""
+    """Connect to the MCP endpoint ``url``, negotiate, and yield an :class:`MCPClient`.
+    ``wrap_transport``: the peer runs on what it returns for the HTTP transport (``sturdyrpc
+    inspect`` watches the traffic so)."""
     from .. import __version__
 
     profile = MCPProfile(role="client")
@@ -64,7 +67,7 @@ async def connect_http(
     )
     t = transport or StreamableHTTPClientTransport(url, headers=headers, auth=auth)
     t.param_headers = client.tool_headers.get  # SEP-2243: what tools/list said each tool mirrors
-    peer = Peer(t, client.dispatcher(), profile=profile, default_timeout=timeout, name="mcp-http-client")
+    peer = Peer(t if wrap_transport is None else wrap_transport(t), client.dispatcher(), profile=profile, default_timeout=timeout, name="mcp-http-client")
     client.peer = peer
     async with peer:
         await client.negotiate(protocol, discover_timeout=None if auth is not None else discover_timeout)
