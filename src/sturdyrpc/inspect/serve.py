@@ -32,6 +32,7 @@ async def serve(command: list[str] | None, url: str | None, *, port: int = 0, ti
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((HOST, port))
     port = sock.getsockname()[1]
+    sock.listen(128)  # before the address is printed: a client may connect at once (uvicorn accepts later)
     signal = Signal()
     session = Session(list(command or [url or ""]), redact=redact, on_entry=signal.notify)
     inspector = Inspector(session, command=command, url=url, timeout=timeout, on_change=signal.notify)
