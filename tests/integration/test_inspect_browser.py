@@ -51,7 +51,7 @@ def until(ok: Any, timeout: float = 10.0) -> None:
 
 def open_tool(page: Any, ins: Inspector, tool: str) -> None:
     page.goto(ins.url)
-    page.wait_for_selector(f"#items li[data-name='{tool}']").click()
+    page.locator(f"#items li[data-name='{tool}']").click()  # a locator: found again if the list is redrawn
 
 
 def call(page: Any) -> Any:

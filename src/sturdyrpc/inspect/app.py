@@ -9,7 +9,7 @@ beyond the inspector's. The API:
 
 =========================  ==================================================================
 ``GET /api/state``         status, server info, tools, resources, templates, prompts, elicitations
-``GET /api/timeline``      entries from ``since`` (waits up to ``wait`` seconds for a new one), summary
+``GET /api/timeline``      entries from ``since``, summary, state (waits up to ``wait`` s for a change after ``version``)
 ``GET /api/export``        the session as a ``trace --log`` file (for ``sturdyrpc replay``)
 ``POST /api/call``         ``{"kind": "tool"|"resource"|"prompt", "name", "arguments"}``
 ``POST /api/elicitation``  ``{"n", "response"}``: answer the server's elicitation request ``n``
@@ -59,13 +59,19 @@ class Signal:
 
     def __init__(self) -> None:
         self._tick = asyncio.Event()
+        #: How many times it was notified: a page that saw this many waits for the next one.
+        self.version = 0
 
     def notify(self, *_: Any) -> None:
+        self.version += 1
         self._tick.set()
         self._tick = asyncio.Event()
 
-    async def wait(self, timeout: float) -> None:
-        """Return at the next :meth:`notify`, or after ``timeout`` seconds."""
+    async def wait(self, seen: int, timeout: float) -> None:
+        """Return once notified more than ``seen`` times (at once if it already was), or after
+        ``timeout`` seconds: a notification between two requests of a page is not missed."""
+        if self.version != seen:
+            return
         try:
             await asyncio.wait_for(self._tick.wait(), timeout)
         except TimeoutError:
@@ -121,14 +127,16 @@ class InspectorApp:
         try:
             since = int((query.get("since") or ["0"])[0])
             wait = min(MAX_WAIT, float((query.get("wait") or ["0"])[0]))
+            seen = int((query.get("version") or ["-1"])[0])
         except ValueError:
-            await refuse(send, HTTPRefusal(400, -32600, "since and wait must be numbers"))
+            await refuse(send, HTTPRefusal(400, -32600, "since, wait and version must be numbers"))
             return
         session = self.inspector.session
-        if wait > 0 and since >= len(session.entries):
-            await self.signal.wait(wait)
+        if wait > 0:
+            await self.signal.wait(seen, wait)
+        version = self.signal.version  # before reading: a change from now on is the next answer's
         await self._json(send, {"entries": session.since(since), "next": len(session.entries), "summary": session.summary(),
-                                "state": self.inspector.state()})
+                                "state": self.inspector.state(), "version": version})
 
     async def _post(self, path: str, body: bytes, send: Send) -> None:
         try:

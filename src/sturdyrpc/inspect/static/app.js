@@ -7,6 +7,7 @@ const $ = (id) => document.getElementById(id);
 const entries = [];           // every timeline entry, by seq
 const rows = [];              // the <li> of each entry, by seq
 let next = 0;                 // the seq of the next entry to ask for
+let version = -1;             // the changes seen (the long poll waits for the next one)
 let summary = null;
 let state = null;
 let tab = "tools";
@@ -55,12 +56,10 @@ function showState(s) {
   err.hidden = !s.error;
   err.textContent = s.error ? "The MCP session failed: " + s.error + "\nThe messages that led to it are on the timeline." : "";
   $("stderr").textContent = s.stderr || "(nothing)";
-  const key = JSON.stringify(s.catalog);
-  if (key !== catalogKey) {
-    catalogKey = key;
-    for (const k of ["tools", "resources", "templates", "prompts"]) $("count-" + k).textContent = s.catalog[k].length;
-    showItems();
-  }
+  for (const k of ["tools", "resources", "templates", "prompts"]) $("count-" + k).textContent = s.catalog[k].length;
+  // The list is drawn again only when the shown tab's items changed: a click is never lost to a redraw.
+  const key = tab + JSON.stringify(s.catalog[tab]) + (s.catalog_errors[tab] || "");
+  if (key !== catalogKey) showItems();
   const ekey = s.elicitations.map((e) => e.n).join(",");
   if (ekey !== elicitationKey) {
     elicitationKey = ekey;
@@ -73,6 +72,7 @@ function itemName(kind, item) {
 }
 
 function showItems() {
+  catalogKey = state ? tab + JSON.stringify(state.catalog[tab]) + (state.catalog_errors[tab] || "") : "";
   const list = $("items");
   list.replaceChildren();
   const items = (state && state.catalog[tab]) || [];
@@ -421,9 +421,10 @@ function showSummary(s) {
 async function poll() {
   for (;;) {
     try {
-      const r = await api(`/api/timeline?since=${next}&wait=${next ? 5 : 0}`);
+      const r = await api(`/api/timeline?since=${next}&wait=5&version=${version}`);
       addEntries(r.entries);
       next = r.next;
+      version = r.version;
       showSummary(r.summary);
       showState(r.state);
     } catch (e) {
