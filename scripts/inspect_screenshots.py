@@ -9,6 +9,7 @@ check zoo with its violation opened on the offending message, after "Run check";
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -19,11 +20,15 @@ sys.path.insert(0, str(ROOT / "tests"))
 from support.inspector import PY, chromium, start_inspector  # noqa: E402
 
 OUT = ROOT / "docs" / "img"
-DEMO = ["--", PY, "-m", "sturdyrpc", "demo", "--mcp"]
+# The servers by short names, as a reader would type them (the page shows the command).
+DEMO = ["--", "sturdyrpc", "demo", "--mcp"]
+ZOO_BANNER = ["--", "python", "tests/servers/check_zoo/banner_on_stdout.py"]
 
 
 def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
+    os.chdir(ROOT)
+    os.environ["PATH"] = os.path.dirname(PY) + os.pathsep + os.environ["PATH"]
     with chromium() as browser:
         page = browser.new_page()
         with start_inspector(*DEMO) as ins:
@@ -35,7 +40,7 @@ def main() -> int:
             page.wait_for_selector("#result .content")
             page.locator("#timeline li", has_text="tools/call add").last.locator(".row").click()
             page.screenshot(path=str(OUT / "inspect-demo.png"))
-        with start_inspector("--", PY, str(ROOT / "tests" / "servers" / "check_zoo" / "banner_on_stdout.py")) as ins:
+        with start_inspector(*ZOO_BANNER) as ins:
             page.goto(ins.url)
             page.wait_for_selector("#timeline li.violating .row").click()
             page.click("#run-check")

@@ -1,4 +1,4 @@
-"""The ``sturdyrpc`` command line: ``demo``, ``check``, ``call``, ``mcp``.
+"""The ``sturdyrpc`` command line: ``demo``, ``check``, ``call``, ``mcp``, ``trace``, ``inspect``...
 
 A server command follows ``--``: ``sturdyrpc call echo '["hi"]' -- sturdyrpc demo``.
 """

@@ -110,6 +110,9 @@ class Session:
     def _settle(self, e: dict[str, Any], ev: Event) -> None:
         v = ev.value
         e["error"] = type(v) is dict and "error" in v
+        result = v.get("result") if type(v) is dict else None
+        if type(result) is dict and type(result.get("resultType")) is str and result["resultType"] != "complete":
+            e["result_type"] = result["resultType"]  # input_required, task: the request is not done
         p = ev.settled
         if p is None:
             return

@@ -311,7 +311,7 @@ function makeRow(e) {
   const row = document.createElement("div");
   row.className = "row";
   const label = el("span", { class: "label" + (e.error ? " err" : "") });
-  label.textContent = (e.kind === "notification" ? "• " : "") + labelOf(e) + (e.cancelled ? " (cancelled)" : "");
+  label.textContent = (e.kind === "notification" ? "• " : "") + labelOf(e) + (e.cancelled ? " (cancelled)" : "") + (e.result_type ? ` (${e.result_type})` : "");
   for (const v of e.violations) label.append(el("span", { class: "vbadge " + v.level, title: v.title, text: v.rule }));
   row.append(el("span", { class: "seq", text: "#" + e.seq }), el("span", { class: "t", text: e.t.toFixed(3) + " s" }),
     el("span", { class: "arrow", text: e.dir === "c2s" ? "→" : "←", title: e.dir === "c2s" ? "client to server" : "server to client" }),
