@@ -130,3 +130,39 @@ def test_on_entry_sees_every_entry_in_order() -> None:
     s.feed(S2C, b'[{"jsonrpc":"2.0","method":"a"},{"jsonrpc":"2.0","method":"b"}]', 5.0)
     assert seen == list(range(len(s.entries))) == [0, 1, 2, 3, 4]
     assert s.since(3) == s.entries[3:]
+
+
+#: (the result of a tools/call, the protocol version, what is wrong with it: None for nothing)
+TOOL_RESULTS = [
+    pytest.param({"content": [{"type": "text", "text": "hi"}]}, "2025-06-18", None, id="text"),
+    pytest.param({"content": []}, "2025-06-18", None, id="no-content-items"),
+    pytest.param({"content": "hi"}, "2025-06-18", "content must be an array", id="content-a-string"),
+    pytest.param({}, "2025-06-18", "content must be an array", id="no-content"),
+    pytest.param({"content": [{"text": "hi"}]}, "2025-06-18", "content must be an array", id="item-without-type"),
+    pytest.param({"content": [], "isError": "yes"}, "2025-06-18", "isError must be a boolean", id="isError-a-string"),
+    pytest.param({"task": {"taskId": "t1", "status": "working"}}, "2025-11-25", None, id="a-task-created"),
+    pytest.param({"content": [], "resultType": "complete"}, "2026-07-28", None, id="modern-complete"),
+    pytest.param({"resultType": "input_required", "inputRequests": {}}, "2026-07-28", None, id="modern-input-required"),
+    pytest.param({"content": []}, "2026-07-28", "no valid resultType", id="modern-without-resultType"),
+]
+
+
+@pytest.mark.parametrize(("result", "version", "problem"), TOOL_RESULTS)
+def test_a_tool_result_is_judged_as_check_judges_it(result: dict[str, object], version: str, problem: str | None) -> None:
+    s = Session(["server"])
+    if version == "2026-07-28":
+        meta = {"io.modelcontextprotocol/protocolVersion": version, "io.modelcontextprotocol/clientCapabilities": {}}
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {}, "_meta": meta}}
+        s.feed(C2S, json.dumps(call).encode(), 1.0)
+    else:
+        s.feed(C2S, INIT.replace(b"2025-06-18", version.encode()), 0.0)
+        s.feed(S2C, INIT_OK.replace(b"2025-06-18", version.encode()), 0.1)
+        s.feed(C2S, INITIALIZED, 0.2)
+        s.feed(C2S, CALL, 1.0)
+    (reply,) = s.feed(S2C, json.dumps({"jsonrpc": "2.0", "id": 2, "result": result}).encode(), 1.5)
+    found = [(v["rule"], v["detail"]) for v in reply["violations"]]
+    if problem is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and found[0][0] == "mcp.call-tools" and problem in found[0][1] and "'echo'" in found[0][1]
+        assert s.summary(2.0)["violation_count"] == 1

@@ -11,7 +11,7 @@ from .http import header_mismatch as _http_header_mismatch
 from .model import CheckFailed, CheckSkipped, Level, Report
 from .probe import Probe
 from .rules import ANY, NULL, check, expect_error, expect_id, expect_result, leaks, show
-from .verdicts import initialize_result_problems, mcp_error_code_problems, progress_problem, spec_args
+from .verdicts import initialize_result_problems, mcp_error_code_problems, progress_problem, spec_args, tool_result_problems
 
 __all__ = ["detect"]
 
@@ -347,9 +347,7 @@ def _sample_args(schema: Any) -> dict[str, Any] | None:
 
 
 @check(
-    "mcp.call-tools", "mcp", MUST, "allowed tools answer with well-formed results",
-    _spec("server/tools.mdx (Calling Tools); schema.ts CallToolResult"),
-    "return {content: [{type, ...}], isError?} (and structuredContent matching outputSchema when declared)",
+    *spec_args("mcp.call-tools"),
     group="mcp-tools", applies=_needs_call_tools, budget=4.0,
 )
 def call_tools(s: Probe) -> None:
@@ -367,14 +365,9 @@ def call_tools(s: Probe) -> None:
         if "error" in reply:
             expect_error(reply, ())
             continue
-        result = _result_of(reply, f"tools/call {name}")
-        content = result.get("content")
-        if type(content) is not list or not all(type(c) is dict and type(c.get("type")) is str for c in content):
-            raise CheckFailed(f"tool {name!r}: content must be an array of objects with a type, got {show(content)}")
-        if "isError" in result and type(result["isError"]) is not bool:
-            raise CheckFailed(f"tool {name!r}: isError must be a boolean")
-        if s.cfg.modern and result.get("resultType") not in ("complete", "input_required", "task"):
-            raise CheckFailed(f"tool {name!r}: the result has no valid resultType ({show(result.get('resultType'))})")
+        problems = tool_result_problems(_result_of(reply, f"tools/call {name}"), modern=s.cfg.modern)
+        if problems:
+            raise CheckFailed(f"tool {name!r}: " + "; ".join(problems))
     if not called:
         raise CheckSkipped("no allowed tool with arguments the checker can fill in")
 

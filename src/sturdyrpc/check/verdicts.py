@@ -28,6 +28,7 @@ __all__ = [
     "mcp_error_code_problems",
     "progress_problem",
     "initialize_result_problems",
+    "tool_result_problems",
     "DEFINED_CODES",
     "Envelope",
     "UNSET",
@@ -101,6 +102,11 @@ SPECS: dict[str, CheckSpec] = {
             "mcp.progress", "mcp", MUST, "progress increases strictly and stops at the reply",
             _mcp("basic/utilities/progress.mdx (progress MUST increase; notifications MUST stop after completion)"),
             "send notifications/progress only for the request's progressToken, with a growing value, and never after the response",
+        ),
+        _spec(
+            "mcp.call-tools", "mcp", MUST, "allowed tools answer with well-formed results",
+            _mcp("server/tools.mdx (Calling Tools); schema.ts CallToolResult"),
+            "return {content: [{type, ...}], isError?} (and structuredContent matching outputSchema when declared)",
         ),
         _spec(
             "mcp.initialize", "mcp", MUST, "initialize returns protocolVersion, capabilities and serverInfo",
@@ -219,6 +225,24 @@ def progress_problem(values: list[Any]) -> str | None:
         if not (isinstance(a, (int, float)) and isinstance(b, (int, float)) and b > a):
             return f"progress must increase every time, got {show(values)}"
     return None
+
+
+def tool_result_problems(result: Any, *, modern: bool) -> list[str]:
+    """What is wrong with the result of a ``tools/call`` (``modern``: 2026-07-28, where every
+    result names its ``resultType``; one that is not ``complete`` carries no content yet, nor
+    does a 2025-11-25 ``CreateTaskResult``)."""
+    if type(result) is not dict:
+        return [f"the result must be an object, got {show(result)}"]
+    problems = []
+    kind = result.get("resultType")
+    if modern and kind not in ("complete", "input_required", "task"):
+        problems.append(f"the result has no valid resultType ({show(kind)})")
+    content = result.get("content")
+    if kind in (None, "complete") and "task" not in result and (type(content) is not list or not all(type(c) is dict and type(c.get("type")) is str for c in content)):
+        problems.append(f"content must be an array of objects with a type, got {show(content)}")
+    if "isError" in result and type(result["isError"]) is not bool:
+        problems.append("isError must be a boolean")
+    return problems
 
 
 def initialize_result_problems(result: dict[str, Any], offered: str | None) -> list[str]:

@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..check.config import MODERN_VERSION
+from ..check.verdicts import SPECS, tool_result_problems
 from ..framing import BadHeader, FrameTooLarge
 from ..proxy.monitor import C2S, S2C, Direction, Event, Key, Monitor, Violation, key_of
 from ..proxy.trace import TraceLog
@@ -54,6 +56,7 @@ class Session:
         self._log = TraceLog(self._log_file, command, framing, redact=redact)
         # Requests in flight by (direction travelled, id): the seq of their entry.
         self._open: dict[tuple[Direction, Key], int] = {}
+        self._extra = 0  # violations found here, beyond the monitor's (tool results)
 
     # -- feeding ---------------------------------------------------------------------------------
 
@@ -92,7 +95,7 @@ class Session:
             e["label"] = self._label(ev)
             self._open[(ev.dir, key_of(ev.id))] = seq
         elif ev.kind == "response":
-            self._settle(e, ev)
+            self._settle(e, ev, now)
         self.entries.append(e)
         if self.on_entry is not None:
             self.on_entry(e)
@@ -107,7 +110,7 @@ class Session:
             return f"{method} {params[_NAMED[method]][:80]}"
         return method
 
-    def _settle(self, e: dict[str, Any], ev: Event) -> None:
+    def _settle(self, e: dict[str, Any], ev: Event, now: float) -> None:
         v = ev.value
         e["error"] = type(v) is dict and "error" in v
         result = v.get("result") if type(v) is dict else None
@@ -127,6 +130,13 @@ class Session:
             request = self.entries[req]
             request["pair"] = e["seq"]
             request["ms"] = ms
+        if p.method == "tools/call" and p.dir == C2S and type(v) is dict and "result" in v:
+            # Beyond the monitor (which judges every reply's envelope): the result of a tool call, as check judges it.
+            problems = tool_result_problems(v["result"], modern=self.monitor.version == MODERN_VERSION)
+            if problems:
+                spec = SPECS["mcp.call-tools"]
+                self._extra += 1
+                e["violations"].append(violation_json(Violation(spec, f"tool {p.name!r}: " + "; ".join(problems), "server", now, spec.level)))
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -154,7 +164,7 @@ class Session:
             "by_method": s.by_method,
             "unanswered": unanswered,
             "slowest": [{"ms": round(d * 1000, 3), "label": m, "id": i} for d, m, i in s.slowest],
-            "violation_count": s.violation_count,
+            "violation_count": s.violation_count + self._extra,
             "by_rule": sorted(by_rule.values(), key=lambda r: r["first"]),
         }
 
