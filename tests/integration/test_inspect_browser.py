@@ -78,6 +78,20 @@ def test_a_tool_called_through_its_form(page: Any) -> None:
         assert all(li.get_attribute("class").startswith("s2c") for li in page.locator("#timeline li:not([hidden])").all())
 
 
+def test_progress_of_a_call_in_the_page_and_on_the_timeline(page: Any) -> None:
+    with start_inspector("--", *DEMO) as ins:
+        open_tool(page, ins, "slow")
+        page.fill("#field-seconds", "2")
+        page.fill("#field-steps", "4")
+        page.click("#submit-call")
+        page.wait_for_selector("#calls li progress")  # shown while the call is in flight
+        page.wait_for_selector("#result .content[data-type=text]")
+        assert page.locator("#calls li").count() == 0
+        progress = page.locator("#timeline li", has_text="notifications/progress")
+        until(lambda: progress.count() == 4)
+        assert page.locator("#timeline li.violating").count() == 0
+
+
 def test_each_kind_of_content_is_rendered(page: Any) -> None:
     with start_inspector("--", PY, "-m", "sturdyrpc", "demo", "--conformance") as ins:
         open_tool(page, ins, "test_multiple_content_types")

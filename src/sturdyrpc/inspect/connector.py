@@ -57,6 +57,9 @@ class Inspector:
         self.elicitations: dict[int, dict[str, Any]] = {}
         self._answers: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._next_elicitation = 0
+        #: Calls of the page in flight, by number: what they are and their latest progress.
+        self.calls: dict[int, dict[str, Any]] = {}
+        self._next_call = 0
 
     def _changed(self) -> None:
         if self.on_change is not None:
@@ -137,6 +140,7 @@ class Inspector:
             "catalog": self.catalog,
             "catalog_errors": self.catalog_errors,
             "elicitations": list(self.elicitations.values()),
+            "calls": list(self.calls.values()),
             "stderr": stderr,
         }
 
@@ -147,9 +151,19 @@ class Inspector:
         client = self.client
         if client is None:
             return {"error": {"message": f"not connected ({self.error or self.status})"}}
+        self._next_call += 1
+        n = self._next_call
+        self.calls[n] = {"n": n, "kind": kind, "name": name, "progress": None}
+        self._changed()
+
+        def progress(value: float, total: float | None, message: str | None) -> None:
+            self.calls[n]["progress"] = {"progress": value, "total": total, "message": message}
+            self._changed()
+
         try:
             if kind == "tool":
-                result: Any = await client.call_tool(name, arguments)
+                # With a progress callback: the client sends a progressToken, and the progress is shown.
+                result: Any = await client.call_tool(name, arguments, on_progress=progress)
             elif kind == "resource":
                 result = await client.read_resource(name)
             elif kind == "prompt":
@@ -160,6 +174,9 @@ class Inspector:
             return {"error": {"code": exc.code, "message": exc.message, "data": exc.data}}
         except (OSError, TimeoutError) as exc:
             return {"error": {"message": f"{type(exc).__name__}: {exc}"}}
+        finally:
+            del self.calls[n]
+            self._changed()
         return {"result": result}
 
     async def _elicit(self, params: dict[str, Any]) -> dict[str, Any]:

@@ -60,6 +60,7 @@ function showState(s) {
   // The list is drawn again only when the shown tab's items changed: a click is never lost to a redraw.
   const key = tab + JSON.stringify(s.catalog[tab]) + (s.catalog_errors[tab] || "");
   if (key !== catalogKey) showItems();
+  showCalls(s.calls || []);
   const ekey = s.elicitations.map((e) => e.n).join(",");
   if (ekey !== elicitationKey) {
     elicitationKey = ekey;
@@ -267,6 +268,19 @@ function showResult(reply) {
   for (const m of r.messages || []) out.append(el("div", { class: "content", "data-type": "message" }, el("div", { class: "kind-tag", text: m.role }), renderContent(m.content || {})));
   if (r.structuredContent !== undefined) out.append(el("div", { class: "content", "data-type": "structured" }, el("div", { class: "kind-tag", text: "structured content" }), el("pre", { text: json(r.structuredContent) })));
   if (!out.children.length) out.append(el("pre", { class: "content", text: json(r) }));
+}
+
+function showCalls(calls) {
+  const list = $("calls");
+  list.replaceChildren();
+  for (const c of calls) {
+    const p = c.progress;
+    const li = el("li", { class: "call", "data-n": String(c.n) }, `${c.kind} ${c.name}: waiting for the reply`);
+    if (p) {
+      li.append(el("progress", { value: p.progress, max: p.total || undefined }), `${p.progress}${p.total ? " / " + p.total : ""} ${p.message || ""}`);
+    }
+    list.append(li);
+  }
 }
 
 // ---------------------------------------------------------------- elicitations
