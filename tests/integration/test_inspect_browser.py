@@ -92,6 +92,18 @@ def test_progress_of_a_call_in_the_page_and_on_the_timeline(page: Any) -> None:
         assert page.locator("#timeline li.violating").count() == 0
 
 
+def test_a_request_unanswered_past_the_deadline_is_marked(page: Any) -> None:
+    with start_inspector("--deadline", "0.5", "--", PY, str(SERVERS / "check_zoo" / "mcp_reference.py")) as ins:
+        open_tool(page, ins, "sleep")
+        page.fill("#field-seconds", "4")
+        page.click("#submit-call")
+        row = page.wait_for_selector("#timeline li.overdue")
+        assert "tools/call sleep" in row.inner_text()
+        assert "tools/call sleep" in page.inner_text("#summary")
+        page.wait_for_selector("#result .content[data-type=text]", timeout=20_000)
+        until(lambda: page.locator("#timeline li.overdue").count() == 0)  # answered at last
+
+
 def test_each_kind_of_content_is_rendered(page: Any) -> None:
     with start_inspector("--", PY, "-m", "sturdyrpc", "demo", "--conformance") as ins:
         open_tool(page, ins, "test_multiple_content_types")

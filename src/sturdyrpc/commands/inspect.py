@@ -28,6 +28,8 @@ def register(sub: Any) -> None:
     i.add_argument("--url", metavar="URL", help="inspect the Streamable HTTP server at URL instead of starting one")
     i.add_argument("--port", metavar="N", type=int, default=0, help="the port of the page on 127.0.0.1 (default: a free one)")
     i.add_argument("--timeout", metavar="S", type=float, default=60.0, help="seconds to wait for each reply (default: 60)")
+    i.add_argument("--deadline", metavar="S", type=float, default=10.0,
+                   help="mark a request unanswered on the timeline after S seconds without a reply (default: 10)")
     i.add_argument("--no-redact", dest="redact", action="store_false",
                    help="keep the values of secret-looking keys in the exported log (default: [REDACTED], as trace --log)")
     i.set_defaults(func=run)
@@ -48,13 +50,14 @@ def run(args: argparse.Namespace) -> int:
         if parts.scheme not in ("http", "https") or not parts.hostname:
             print(f"sturdyrpc inspect: --url needs an http:// or https:// URL, got {args.url!r}", file=sys.stderr)
             return 2
-    if not 0 <= args.port < 65536 or args.timeout <= 0:
-        print("sturdyrpc inspect: --port must be 0..65535 and --timeout positive", file=sys.stderr)
+    if not 0 <= args.port < 65536 or args.timeout <= 0 or args.deadline <= 0:
+        print("sturdyrpc inspect: --port must be 0..65535, --timeout and --deadline positive", file=sys.stderr)
         return 2
     from ..inspect.serve import serve
 
     try:
-        return asyncio.run(serve(command or None, args.url, port=args.port, timeout=args.timeout, redact=args.redact))
+        return asyncio.run(serve(command or None, args.url, port=args.port, timeout=args.timeout, deadline=args.deadline,
+                                 redact=args.redact))
     except OSError as exc:
         print(f"sturdyrpc inspect: {exc}", file=sys.stderr)
         return 2

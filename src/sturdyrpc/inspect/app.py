@@ -80,12 +80,15 @@ class Signal:
 
 class InspectorApp:
     """The routes of the module docstring (the checks in front of it: :func:`build_app`);
-    ``signal``: notified of new entries and changes, which wakes the waiting timeline requests."""
+    ``signal``: notified of new entries and changes, which wakes the waiting timeline requests;
+    ``deadline``: seconds after which a request without a reply is marked unanswered."""
 
-    def __init__(self, inspector: Inspector, token: str, signal: Signal) -> None:
+    def __init__(self, inspector: Inspector, token: str, signal: Signal, *, deadline: float = 10.0) -> None:
         self.inspector = inspector
         self.token = token
         self.signal = signal
+        #: Seconds after which a request without a reply is marked unanswered.
+        self.deadline = deadline
 
     def _token_ok(self, scope: Scope, query: dict[str, list[str]]) -> bool:
         sent = header(scope, b"x-inspect-token")
@@ -135,7 +138,7 @@ class InspectorApp:
         if wait > 0:
             await self.signal.wait(seen, wait)
         version = self.signal.version  # before reading: a change from now on is the next answer's
-        await self._json(send, {"entries": session.since(since), "next": len(session.entries), "summary": session.summary(),
+        await self._json(send, {"entries": session.since(since), "next": len(session.entries), "summary": session.summary(deadline=self.deadline),
                                 "state": self.inspector.state(), "version": version})
 
     async def _post(self, path: str, body: bytes, send: Send) -> None:
