@@ -124,6 +124,30 @@ def test_a_streamable_http_server_by_url() -> None:
     assert not [v for e in entries for v in e["violations"]]
 
 
+#: (method, path, JSON body or raw bytes, the status expected) of requests the API refuses or cannot honour.
+BAD_REQUESTS = [
+    pytest.param("POST", "/api/call", b"not json", 400, id="body-not-json"),
+    pytest.param("POST", "/api/call", [1, 2], 400, id="body-not-an-object"),
+    pytest.param("POST", "/api/call", {"kind": "tool", "name": 7}, 400, id="name-not-a-string"),
+    pytest.param("POST", "/api/call", {"kind": "tool", "name": "echo", "arguments": [1]}, 400, id="arguments-not-an-object"),
+    pytest.param("POST", "/api/elicitation", {"n": 12345, "response": {"action": "accept"}}, 409, id="no-such-elicitation"),
+    pytest.param("POST", "/api/nothing", {}, 404, id="unknown-post"),
+    pytest.param("GET", "/api/nothing", None, 404, id="unknown-get"),
+    pytest.param("GET", "/static/../app.py", None, 404, id="outside-static"),
+    pytest.param("PUT", "/api/state", None, 405, id="method"),
+    pytest.param("GET", "/api/timeline?since=x", None, 400, id="since-not-a-number"),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body", "status"), BAD_REQUESTS)
+def test_bad_requests_are_refused_plainly(demo: Inspector, method: str, path: str, body: Any, status: int) -> None:
+    h = {"X-Inspect-Token": demo.token}
+    content = body if isinstance(body, bytes) else None
+    r = httpx.request(method, demo.base + path, headers=h, content=content, json=None if content is not None or body is None else body)
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"] == "application/json"
+
+
 def test_usage_errors() -> None:
     for args in ([], ["--url", "ftp://x"], ["--url", "http://127.0.0.1:1/mcp", "--", "x"]):
         done = subprocess.run([PY, "-m", "sturdyrpc", "inspect", *args], capture_output=True, text=True, timeout=30)

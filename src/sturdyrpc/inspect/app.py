@@ -31,7 +31,7 @@ from ..transports.asgi import LOCAL_HOSTS, ASGIApp, HTTPRefusal, Receive, Scope,
 from ..transports.http_layer import BodyLimit, HostOriginCheck, Lifespan
 from .connector import Inspector
 
-__all__ = ["InspectorApp", "Signal", "build_app", "STATIC"]
+__all__ = ["InspectorApp", "Signal", "TokenCheck", "build_app", "STATIC"]
 
 _TYPES = {".html": b"text/html; charset=utf-8", ".js": b"text/javascript; charset=utf-8", ".css": b"text/css; charset=utf-8",
           ".svg": b"image/svg+xml", ".png": b"image/png"}
@@ -85,21 +85,13 @@ class InspectorApp:
 
     def __init__(self, inspector: Inspector, token: str, signal: Signal, *, deadline: float = 10.0) -> None:
         self.inspector = inspector
-        self.token = token
+        self.token = token  # the page is served with it (its links and requests carry it)
         self.signal = signal
         #: Seconds after which a request without a reply is marked unanswered.
         self.deadline = deadline
 
-    def _token_ok(self, scope: Scope, query: dict[str, list[str]]) -> bool:
-        sent = header(scope, b"x-inspect-token")
-        given = sent.decode("latin-1") if sent is not None else (query.get("token") or [""])[0]
-        return hmac.compare_digest(given.encode(), self.token.encode())
-
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-        if not self._token_ok(scope, query):
-            await refuse(send, _NO_TOKEN)
-            return
         method, path = scope["method"], scope["path"]
         if method == "GET":
             await self._get(path, query, send)
@@ -173,10 +165,32 @@ class InspectorApp:
         await respond(send, status, codec.encode(value), b"application/json", extra=_SECURITY_HEADERS)
 
 
+class TokenCheck:
+    """Refuses (403) a request that does not carry ``token``: in the ``X-Inspect-Token`` header,
+    or else the ``token`` query parameter (links and the page's static files carry it so)."""
+
+    def __init__(self, app: ASGIApp, *, token: str) -> None:
+        self.app = app
+        self.token = token.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            sent = header(scope, b"x-inspect-token")
+            if sent is None:
+                query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+                sent = (query.get("token") or [""])[0].encode("latin-1", "replace")
+            if not hmac.compare_digest(sent, self.token):
+                await refuse(send, _NO_TOKEN)
+                return
+        await self.app(scope, receive, send)
+
+
 def build_app(app: InspectorApp, *, port: int, max_body_bytes: int = 4 * 1024 * 1024) -> ASGIApp:
-    """``app`` behind the checks every request passes: ``Host`` a localhost name, ``Origin`` (when
-    a browser sends one) exactly ``http://127.0.0.1:PORT``, the body bounded; then the token."""
+    """``app`` behind the checks every request passes, outermost first: ``Host`` a localhost name
+    and ``Origin`` (when a browser sends one) exactly ``http://127.0.0.1:PORT``, then the token,
+    then the body (bounded, read only for a request that passed both)."""
     inner: ASGIApp = BodyLimit(app, max_bytes=max_body_bytes, timeout=30.0)
+    inner = TokenCheck(inner, token=app.token)
     inner = HostOriginCheck(inner, allowed_hosts=LOCAL_HOSTS, allowed_origins=(f"http://127.0.0.1:{port}",),
                             allow_localhost_origins=False)
     return Lifespan(inner)
