@@ -149,6 +149,7 @@ def test_bad_requests_are_refused_plainly(demo: Inspector, method: str, path: st
 
 
 def test_usage_errors() -> None:
-    for args in ([], ["--url", "ftp://x"], ["--url", "http://127.0.0.1:1/mcp", "--", "x"]):
+    for args in ([], ["--url", "ftp://x"], ["--url", "http://127.0.0.1:1/mcp", "--", "x"], ["--protocol", "1999-01-01", "--", "x"],
+                 ["--deadline", "0", "--", "x"]):
         done = subprocess.run([PY, "-m", "sturdyrpc", "inspect", *args], capture_output=True, text=True, timeout=30)
         assert done.returncode == 2 and "sturdyrpc inspect:" in done.stderr, (args, done.stderr)

@@ -131,6 +131,22 @@ def test_an_elicitation_answered_in_the_page(page: Any) -> None:
         page.wait_for_selector("#elicitations form", state="detached")
 
 
+def test_a_server_request_answered_in_the_page_on_the_handshake_era(page: Any) -> None:
+    with start_inspector("--protocol", "2025-11-25", "--", *DEMO) as ins:
+        open_tool(page, ins, "approve")
+        page.click("#submit-call")
+        page.wait_for_selector("#elicitations form.elicitation")
+        ask = page.locator("#timeline li.s2c", has_text="elicitation/create")
+        ask.wait_for()
+        assert "request" in ask.inner_text()
+        page.click("#elicitations button:has-text('Decline')")
+        page.wait_for_selector("#result .content[data-type=text]")
+        assert page.inner_text("#result .content[data-type=text] pre") == "deploy: not approved"
+        ask.locator(".row").click()
+        assert "answered by" in ask.inner_text()  # the client's reply, paired with the server's request
+        assert "MCP 2025-11-25" in page.inner_text("#status")
+
+
 def test_a_broken_server_its_violation_on_the_message_and_check(page: Any) -> None:
     spec = SPECS["framing.stdout-only-jsonrpc"]
     with start_inspector("--", PY, str(BANNER)) as ins:

@@ -28,6 +28,7 @@ def register(sub: Any) -> None:
     i.add_argument("--url", metavar="URL", help="inspect the Streamable HTTP server at URL instead of starting one")
     i.add_argument("--port", metavar="N", type=int, default=0, help="the port of the page on 127.0.0.1 (default: a free one)")
     i.add_argument("--timeout", metavar="S", type=float, default=60.0, help="seconds to wait for each reply (default: 60)")
+    i.add_argument("--protocol", metavar="VERSION", help="the MCP protocol version to require (default: negotiated, the newest both speak)")
     i.add_argument("--deadline", metavar="S", type=float, default=10.0,
                    help="mark a request unanswered on the timeline after S seconds without a reply (default: 10)")
     i.add_argument("--no-redact", dest="redact", action="store_false",
@@ -53,11 +54,16 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= args.port < 65536 or args.timeout <= 0 or args.deadline <= 0:
         print("sturdyrpc inspect: --port must be 0..65535, --timeout and --deadline positive", file=sys.stderr)
         return 2
+    from ..mcp.versions import SUPPORTED_VERSIONS
+
+    if args.protocol is not None and args.protocol not in SUPPORTED_VERSIONS:
+        print(f"sturdyrpc inspect: unknown --protocol {args.protocol!r} (known: {', '.join(SUPPORTED_VERSIONS)})", file=sys.stderr)
+        return 2
     from ..inspect.serve import serve
 
     try:
         return asyncio.run(serve(command or None, args.url, port=args.port, timeout=args.timeout, deadline=args.deadline,
-                                 redact=args.redact))
+                                 protocol=args.protocol, redact=args.redact))
     except OSError as exc:
         print(f"sturdyrpc inspect: {exc}", file=sys.stderr)
         return 2

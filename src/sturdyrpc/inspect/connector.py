@@ -37,17 +37,18 @@ def check_command(command: list[str] | None, url: str | None) -> list[str]:
 
 
 class Inspector:
-    """One inspected server. ``on_change()`` is called whenever what the page shows changed
+    """One inspected server (``protocol``: a version to require, as ``sturdyrpc mcp --protocol``). ``on_change()`` is called whenever what the page shows changed
     (status, catalog, elicitations); the timeline has its own signal (the session's)."""
 
     def __init__(self, session: Session, *, command: list[str] | None = None, url: str | None = None,
-                 timeout: float = 60.0, on_change: Callable[[], None] | None = None) -> None:
+                 timeout: float = 60.0, protocol: str | None = None, on_change: Callable[[], None] | None = None) -> None:
         if bool(command) == bool(url):
             raise ValueError("give either a command or a URL")
         self.session = session
         self.command = command
         self.url = url
         self.timeout = timeout
+        self.protocol = protocol  # None: negotiated (server/discover, else initialize)
         self.on_change = on_change
         self.client: MCPClient | None = None
         self.status = "connecting"
@@ -73,12 +74,12 @@ class Inspector:
         if self.url:
             from ..mcp_http.connect import connect_http  # httpx only when a URL is inspected
 
-            async with connect_http(self.url, elicitation=self._elicit, timeout=self.timeout, wrap_transport=self._wrap) as client:
+            async with connect_http(self.url, self.protocol, elicitation=self._elicit, timeout=self.timeout, wrap_transport=self._wrap) as client:
                 yield client
         else:
             from ..mcp.client import connect
 
-            async with connect(self.command or [], elicitation=self._elicit, timeout=self.timeout, wrap_transport=self._wrap) as client:
+            async with connect(self.command or [], self.protocol, elicitation=self._elicit, timeout=self.timeout, wrap_transport=self._wrap) as client:
                 yield client
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -20,10 +20,11 @@ HOST = "127.0.0.1"
 
 
 async def serve(command: list[str] | None, url: str | None, *, port: int = 0, timeout: float = 60.0, deadline: float = 10.0,
-                redact: bool = True, out: IO[str] = sys.stderr) -> int:
+                protocol: str | None = None, redact: bool = True, out: IO[str] = sys.stderr) -> int:
     """Inspect the server ``command`` starts (or the one at ``url``); the page's URL, with its
     token, is written to ``out``. ``deadline``: seconds after which a request without a reply is
-    marked unanswered. Returns 0 once stopped."""
+    marked unanswered; ``protocol``: the MCP version to require (None: negotiated). Returns 0 once
+    stopped."""
     import uvicorn
 
     from ..transports.serve_http import uvicorn_config
@@ -36,7 +37,7 @@ async def serve(command: list[str] | None, url: str | None, *, port: int = 0, ti
     sock.listen(128)  # before the address is printed: a client may connect at once (uvicorn accepts later)
     signal = Signal()
     session = Session(list(command or [url or ""]), redact=redact, on_entry=signal.notify)
-    inspector = Inspector(session, command=command, url=url, timeout=timeout, on_change=signal.notify)
+    inspector = Inspector(session, command=command, url=url, timeout=timeout, protocol=protocol, on_change=signal.notify)
     app = build_app(InspectorApp(inspector, token, signal, deadline=deadline), port=port)
     server = uvicorn.Server(uvicorn_config(app, HOST, port, timeout_graceful_shutdown=2))
     stop = asyncio.Event()
