@@ -111,8 +111,7 @@ class MCPClient:
         self.on_notification = on_notification
         #: Per-request log level on 2026-07-28 (``logging/setLevel`` in the handshake era).
         self.log_level = log_level
-        #: A progress notification restarts the timeout of the request it reports on.
-        self.progress_resets_timeout = progress_resets_timeout
+        self.progress_resets_timeout = progress_resets_timeout  #: progress restarts a request's timeout
         self.version: str | None = None
         self.server_info: dict[str, Any] = {}
         self.server_capabilities: dict[str, Any] = {}

@@ -1,0 +1,129 @@
+"""The resource server's side of DPoP (RFC 9449 §4.3, §7, §9), end to end: JWTs bound by
+``cnf.jkt`` from a real identity provider (tests/support/auth.py), the Streamable HTTP app under
+uvicorn, and proofs made by the client's own :class:`~sturdyrpc.oauth.dpop.DPoPKey` (or forged
+by hand where a check must fail). Each row changes one thing of a valid request."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import jwt as pyjwt
+import pytest
+from cryptography.hazmat.primitives.asymmetric import ec
+from support.auth import IdP, init_body, serve_app
+from support.http import ACCEPT, free_port
+
+from sturdyrpc.auth import JWTVerifier, ResourceServer
+from sturdyrpc.auth.dpop import DPoPChecker
+from sturdyrpc.mcp import MCPServer
+from sturdyrpc.mcp_http import mcp_http_app
+from sturdyrpc.oauth.dpop import DPoPKey, access_token_hash, htu
+from sturdyrpc.transports.asgi import HTTPSecurity
+
+pytestmark = pytest.mark.timeout(120)
+
+V = "2025-11-25"
+NONCE = "server-nonce-1"
+
+
+@pytest.fixture(scope="module")
+def idp() -> Iterator[IdP]:
+    provider = IdP()
+    provider.add_key("k1")
+    with provider.serve():
+        yield provider
+
+
+def _app(idp: IdP, resource: str, nonce: str | None) -> Any:
+    server = MCPServer("dpop-test", "1.0")
+
+    @server.tool()
+    def ping() -> str:
+        """Answers pong."""
+        return "pong"
+
+    rs = ResourceServer(JWTVerifier(idp.issuer, idp.jwks_url, resource), resource=resource,
+                        authorization_servers=[idp.issuer], dpop=DPoPChecker(nonce=nonce))
+    return mcp_http_app(server, security=HTTPSecurity(auth=rs), json_response=True)
+
+
+@pytest.fixture(scope="module", params=[None, NONCE], ids=["no-nonce", "nonce"])
+def served(idp: IdP, request: pytest.FixtureRequest) -> Iterator[tuple[str, str | None]]:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    with serve_app(_app(idp, url, request.param), port):
+        yield url, request.param
+
+
+def _post(url: str, headers: dict[str, str]) -> httpx.Response:
+    return httpx.post(url, json=init_body(V), headers={"accept": ACCEPT, "mcp-protocol-version": V, **headers}, timeout=30)
+
+
+#: (name, how the request differs from a valid one, whether it is accepted, the DPoP error)
+CASES = [
+    ("valid", {}, True, None),
+    ("bearer scheme for a bound token", {"scheme": "Bearer"}, False, "invalid_token"),
+    ("no proof", {"proof": None}, False, "invalid_dpop_proof"),
+    ("two proofs", {"twice": True}, False, "invalid_dpop_proof"),
+    ("another method", {"method": "GET"}, False, "invalid_dpop_proof"),
+    ("another URL", {"url": "http://127.0.0.1:1/other"}, False, "invalid_dpop_proof"),
+    ("another token's ath", {"ath_of": "some-other-token"}, False, "invalid_dpop_proof"),
+    ("an old proof", {"iat": -1000}, False, "invalid_dpop_proof"),
+    ("a key the token is not bound to", {"key": "other"}, False, "invalid_dpop_proof"),
+    ("signed by another key than the jwk's", {"forged": True}, False, "invalid_dpop_proof"),
+    ("the unbound token as DPoP", {"unbound": True}, False, "invalid_token"),
+]
+
+
+@pytest.mark.parametrize(("name", "change", "accepted", "error"), CASES, ids=[c[0] for c in CASES])
+def test_a_bound_token_needs_a_valid_proof(idp: IdP, served: tuple[str, str | None], name: str, change: dict[str, Any],
+                                           accepted: bool, error: str | None) -> None:
+    url, nonce = served
+    mine, theirs = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    key = DPoPKey(mine)
+    token = idp.token(url, cnf=None if change.get("unbound") else {"jkt": key.thumbprint})
+    signing, shown = (theirs, DPoPKey(theirs)) if change.get("key") == "other" else (mine, key)
+    claims: dict[str, Any] = {"jti": f"jti-{time.time_ns()}", "htm": change.get("method", "POST"), "htu": htu(change.get("url", url)),
+                              "iat": int(time.time()) + change.get("iat", 0),
+                              "ath": access_token_hash(change.get("ath_of", token))}
+    if nonce is not None:
+        claims["nonce"] = nonce
+    signer = ec.generate_private_key(ec.SECP256R1()) if change.get("forged") else signing
+    proof = pyjwt.encode(claims, signer, algorithm="ES256", headers={"typ": "dpop+jwt", "jwk": shown.public_jwk})
+    headers = {"authorization": f"{change.get('scheme', 'DPoP')} {token}"}
+    if "proof" not in change:
+        headers["dpop"] = f"{proof}, {proof}" if change.get("twice") else proof
+    r = _post(url, headers)
+    if accepted:
+        assert r.status_code == 200, (r.status_code, r.headers, r.text)
+        assert r.json()["result"]["protocolVersion"] == V
+    else:
+        assert r.status_code == 401, (name, r.status_code, r.text)
+        challenge = r.headers["www-authenticate"]
+        assert challenge.startswith("DPoP ") and f'error="{error}"' in challenge, challenge
+        assert "resource_metadata=" in challenge and "ES256" in challenge
+
+
+def test_a_replayed_proof_is_refused_and_the_nonce_is_asked_for(idp: IdP, served: tuple[str, str | None]) -> None:
+    url, nonce = served
+    key = DPoPKey()
+    token = idp.token(url, cnf={"jkt": key.thumbprint})
+    auth = {"authorization": f"DPoP {token}"}
+    if nonce is not None:
+        first = _post(url, {**auth, "dpop": key.proof("POST", url, access_token=token)})
+        assert first.status_code == 401 and first.headers["dpop-nonce"] == NONCE, first.headers
+        assert 'error="use_dpop_nonce"' in first.headers["www-authenticate"]
+    proof = key.proof("POST", url, access_token=token, nonce=nonce)
+    assert _post(url, {**auth, "dpop": proof}).status_code == 200
+    again = _post(url, {**auth, "dpop": proof})
+    assert again.status_code == 401 and 'error="invalid_dpop_proof"' in again.headers["www-authenticate"]
+    assert _post(url, {**auth, "dpop": key.proof("POST", url, access_token=token, nonce=nonce)}).status_code == 200
+
+
+def test_an_unbound_token_stays_a_bearer_token(idp: IdP, served: tuple[str, str | None]) -> None:
+    url, _ = served
+    token = idp.token(url)
+    assert _post(url, {"authorization": f"Bearer {token}"}).status_code == 200
