@@ -5,9 +5,15 @@ by hand where a check must fail). Each row changes one thing of a valid request.
 
 from __future__ import annotations
 
+import asyncio
+import json
+import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qsl
 
 import httpx
 import jwt as pyjwt
@@ -20,7 +26,7 @@ from sturdyrpc.auth import JWTVerifier, ResourceServer
 from sturdyrpc.auth.dpop import DPoPChecker
 from sturdyrpc.mcp import MCPServer
 from sturdyrpc.mcp_http import mcp_http_app
-from sturdyrpc.oauth.dpop import DPoPKey, access_token_hash, htu
+from sturdyrpc.oauth.dpop import DPoPKey, access_token_hash, htu, jwk_thumbprint
 from sturdyrpc.transports.asgi import HTTPSecurity
 
 pytestmark = pytest.mark.timeout(120)
@@ -127,3 +133,86 @@ def test_an_unbound_token_stays_a_bearer_token(idp: IdP, served: tuple[str, str 
     url, _ = served
     token = idp.token(url)
     assert _post(url, {"authorization": f"Bearer {token}"}).status_code == 200
+
+
+@contextmanager
+def _token_endpoint(idp: IdP, resource: str, nonce: str | None) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """An authorization server that issues DPoP-bound JWTs by ``client_credentials`` (signed
+    with the identity provider's key, so the resource server's verifier takes them), asking for
+    ``nonce`` in the proof when given; yields its issuer and the proofs' claims it saw."""
+    seen: list[dict[str, Any]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def _send(self, status: int, doc: Any, headers: dict[str, str] | None = None) -> None:
+            body = json.dumps(doc).encode()
+            self.send_response(status)
+            for k, v in {"content-type": "application/json", "content-length": str(len(body)), **(headers or {})}.items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            base = f"http://127.0.0.1:{self.server.server_address[1]}"
+            self._send(200, {"issuer": base, "authorization_endpoint": base + "/authorize", "token_endpoint": base + "/token",
+                             "grant_types_supported": ["client_credentials"], "dpop_signing_alg_values_supported": ["ES256"]})
+
+        def do_POST(self) -> None:
+            form = dict(parse_qsl(self.rfile.read(int(self.headers["content-length"])).decode()))
+            proof = self.headers.get("dpop")
+            header = pyjwt.get_unverified_header(proof) if proof else {}
+            claims = pyjwt.decode(proof, pyjwt.PyJWK(header["jwk"]).key, algorithms=["ES256"]) if proof else {}
+            seen.append(claims)
+            if nonce is not None and claims.get("nonce") != nonce:
+                self._send(400, {"error": "use_dpop_nonce"}, {"dpop-nonce": nonce})
+                return
+            jkt = jwk_thumbprint(header["jwk"])
+            token = idp.token(form["resource"], cnf={"jkt": jkt})
+            self._send(200, {"access_token": token, "token_type": "DPoP", "expires_in": 300})
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", seen
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.mark.parametrize("nonce", [None, "as-and-rs-nonce"])
+def test_our_client_and_our_resource_server_agree(idp: IdP, nonce: str | None) -> None:
+    """The library's client (client_credentials + DPoP) against the library's resource server,
+    both asking for a nonce or neither: every request carries a fresh proof the server accepts."""
+    from sturdyrpc.mcp_http.connect import connect_http
+    from sturdyrpc.oauth import OAuthClientProvider
+    from sturdyrpc.oauth.grants import ClientCredentialsGrant
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    with _token_endpoint(idp, url, nonce) as (issuer, seen):
+        server = MCPServer("dpop-e2e", "1.0")
+
+        @server.tool()
+        def ping() -> str:
+            """Answers pong."""
+            return "pong"
+
+        rs = ResourceServer(JWTVerifier(idp.issuer, idp.jwks_url, url), resource=url, authorization_servers=[issuer],
+                            dpop=DPoPChecker(nonce=nonce))
+        with serve_app(mcp_http_app(server, security=HTTPSecurity(auth=rs)), port):
+            async def main() -> None:
+                auth = OAuthClientProvider(grant=ClientCredentialsGrant("svc", "pw"), dpop=True)
+                try:
+                    async with connect_http(url, "2025-11-25", auth=auth) as client:
+                        for _ in range(3):
+                            assert (await client.call_tool("ping", {}))["content"][0]["text"] == "pong"
+                finally:
+                    await auth.aclose()
+                assert auth.authorizations == 1
+
+            asyncio.run(main())
+    assert seen and all(c["htm"] == "POST" and c["htu"] == f"{issuer}/token" for c in seen)
+    assert [c.get("nonce") for c in seen] == ([None, nonce] if nonce else [None])
