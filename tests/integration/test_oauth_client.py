@@ -515,6 +515,17 @@ def test_cli_url_usage_errors() -> None:
     unset = subprocess.run([*base, "--url", "http://127.0.0.1:1/mcp", "--client-id", "x", "--client-secret-env", "NO_SUCH_SECRET_VAR"],
                            capture_output=True, text=True, timeout=30, env=env)
     assert unset.returncode == 2 and "NO_SUCH_SECRET_VAR" in unset.stderr
+    url = ["--url", "http://127.0.0.1:1/mcp"]
+    for opts, message in [
+        (["--client-credentials"], "--client-credentials needs --client-id"),
+        (["--client-credentials", "--client-id", "c"], "exactly one of --client-secret-env and --private-key"),
+        (["--client-credentials", "--assertion-file", "f"], "give only one of --client-credentials, --assertion-file"),
+        (["--idp-token-endpoint", "https://idp/token", "--client-id", "c"], "--idp-token-endpoint needs --id-token-file"),
+        (["--private-key", "k.pem"], "--private-key goes with --client-credentials"),
+        (["--client-credentials", "--client-id", "c", "--private-key", "/no/such/key.pem"], "cannot set up authorization"),
+    ]:
+        r = subprocess.run([*base, *url, *opts], capture_output=True, text=True, timeout=30)
+        assert r.returncode == 2 and message in r.stderr, (opts, r.stderr)
 
 
 def test_refused_refresh_token_falls_back_to_a_new_authorization() -> None:

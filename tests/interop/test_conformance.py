@@ -97,11 +97,6 @@ NEXT_CLIENT_SCENARIOS = [
 #: state: the grant scenarios must still fail (when one passes, move it out of here), every
 #: check of the skills ones must still be skipped.
 NEXT_CLIENT_NOT_YET = {
-    # the extension grants are not implemented (client_credentials with client_secret_basic or
-    # private_key_jwt, enterprise-managed authorization, DPoP, workload identity federation)
-    "auth/client-credentials-jwt": "fails", "auth/client-credentials-basic": "fails",
-    "auth/enterprise-managed-authorization": "fails", "auth/dpop": "fails", "auth/dpop-nonce": "fails",
-    "auth/wif-jwt-bearer": "fails",
     # the skills extension (SEP-2640) is not implemented: the suite skips every check
     "sep-2640-client-no-prefetch": "skipped", "sep-2640-client-verify-digest": "skipped",
     "sep-2640-client-verify-size": "skipped", "sep-2640-client-verify-frontmatter": "skipped",

@@ -74,3 +74,50 @@ def test_auth_scenario(scenario: str, tmp_path: Path) -> None:
     ok, bad = verdict(checks)
     assert ok > 0 and not bad, f"{ok} succeeded; {bad}\n{r.stdout[-3000:]}\n{r.stderr[-2000:]}"
     assert r.returncode == 0, r.stdout[-3000:]
+
+
+#: ``sturdyrpc mcp tools --url`` with the options of each grant without a user, from the
+#: scenario's context (credentials, keys and tokens written to files as a user would keep them).
+CLI_WRAPPER = r'''
+import json, os, pathlib, sys
+ctx = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+scenario = os.environ["MCP_CONFORMANCE_SCENARIO"]
+here = pathlib.Path(sys.argv[1])
+def keep(name, text):
+    p = here / name
+    p.write_text(text)
+    return str(p)
+os.environ["CONF_SECRET"] = ctx.get("client_secret", "")
+opts = {
+    "auth/client-credentials-basic": ["--client-credentials", "--client-id", ctx.get("client_id", ""), "--client-secret-env", "CONF_SECRET"],
+    "auth/client-credentials-jwt": ["--client-credentials", "--client-id", ctx.get("client_id", ""),
+                                    "--private-key", keep("key.pem", ctx.get("private_key_pem", ""))],
+    "auth/wif-jwt-bearer": ["--assertion-file", keep("workload.jwt", ctx.get("valid_jwt", "")), "--client-id", ctx.get("client_id", "")],
+    "auth/enterprise-managed-authorization": [
+        "--idp-token-endpoint", ctx.get("idp_token_endpoint", ""), "--id-token-file", keep("id.jwt", ctx.get("idp_id_token", "")),
+        "--idp-client-id", ctx.get("idp_client_id", ""), "--client-id", ctx.get("client_id", ""), "--client-secret-env", "CONF_SECRET"],
+}[scenario]
+os.execv(sys.executable, [sys.executable, "-m", "sturdyrpc", "mcp", "tools", "--no-token-store", "--url", sys.argv[-1], *opts])
+'''
+
+CLI_SCENARIOS = ["auth/client-credentials-basic", "auth/client-credentials-jwt", "auth/wif-jwt-bearer",
+                 "auth/enterprise-managed-authorization"]
+
+
+@pytest.mark.parametrize("scenario", CLI_SCENARIOS)
+def test_cli_grants_without_a_user(scenario: str, tmp_path: Path) -> None:
+    wrapper = tmp_path / "cli.py"
+    wrapper.write_text(CLI_WRAPPER)
+    out = tmp_path / "out"
+    command = f"{sys.executable} {wrapper} {tmp_path}"
+    r = subprocess.run(
+        suite("next") + ["client", "--command", command, "--scenario", scenario, "-o", str(out), "--timeout", "30000"],
+        capture_output=True, text=True, timeout=120, env=env(),
+    )
+    checks = _checks(out)
+    ok, bad = verdict(checks)
+    assert ok > 0 and not bad, f"{ok} succeeded; {bad}\n{r.stdout[-3000:]}\n{r.stderr[-2000:]}"
+    # the CLI got through: its tools/list answered (the suite logs its exchanges), with a token the grant obtained
+    assert "Sent 200 response for POST /mcp (method: tools/list)" in r.stdout + r.stderr, r.stderr[-3000:]
+    assert any(c.get("id") == "token-request" for c in checks), checks
+    assert r.returncode == 0, r.stdout[-3000:]

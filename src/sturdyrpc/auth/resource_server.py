@@ -9,6 +9,11 @@
   §5.1); a verifier that cannot reach its issuer, or does not finish within ``timeout``
   seconds -> 503 with ``Retry-After`` (the token is never let through);
 - requires the server-wide ``scopes`` (403 ``error="insufficient_scope"`` naming them);
+- accepts a token bound to a key (``cnf.jkt``, RFC 9449) only with the ``DPoP`` scheme and a
+  valid proof for the request (:mod:`.dpop`: method, URL, ``ath``, ``iat`` window, replayed
+  ``jti``, the ``dpop_nonce`` when one is required), else 401 with a ``DPoP`` challenge
+  (``error="invalid_dpop_proof"`` or ``"use_dpop_nonce"`` with a ``DPoP-Nonce`` header); a
+  DPoP scheme with an unbound token is refused as well;
 - publishes the protected-resource metadata (RFC 9728) at ``/.well-known/oauth-protected-resource``
   and at the path-suffixed form for the resource's path (``/.well-known/oauth-protected-resource/mcp``):
   :meth:`ResourceServer.metadata_documents`, served by the HTTP layer in front of either
@@ -24,9 +29,10 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..transports.asgi import ASGIApp, BearerAuth, HTTPRefusal
+from ..transports.asgi import ASGIApp, BearerAuth, HTTPRefusal, Presentation
 from ..transports.http_layer import ResourceMetadata, not_found
 from .challenge import bearer_challenge
+from .dpop import ALGORITHMS, DPoPChecker, DPoPRefused, bound_key
 from .errors import InvalidToken, VerificationUnavailable
 from .fetch import FETCH_TIMEOUT
 from .metadata import WELL_KNOWN, ProtectedResourceMetadata, check_resource_url, well_known_path, well_known_url
@@ -64,12 +70,14 @@ class ResourceServer(BearerAuth):
     - ``timeout``: seconds a request may wait for its token to be verified (a JWKS fetch or an
       introspection call included, however slowly the other side answers); past it the request
       gets 503 with ``Retry-After``, and a fetch other requests wait for goes on without it.
+    - ``dpop``: the checks of DPoP proofs for bound tokens (:class:`~.dpop.DPoPChecker`: its
+      ``iat`` window, replay memory and nonce); the default one requires no nonce.
     """
 
     def __init__(self, verifier: TokenVerifier, *, resource: str, authorization_servers: Iterable[str],
                  scopes: Iterable[str] = (), scopes_supported: Iterable[str] | None = None, realm: str | None = None,
                  resource_name: str | None = None, resource_documentation: str | None = None,
-                 timeout: float = VERIFY_TIMEOUT) -> None:
+                 timeout: float = VERIFY_TIMEOUT, dpop: DPoPChecker | None = None) -> None:
         if not timeout > 0:
             raise ValueError("timeout must be a positive number of seconds")
         self.verifier = verifier
@@ -85,6 +93,7 @@ class ResourceServer(BearerAuth):
         self.challenge_realm = realm
         #: The scopes a 401 challenge asks for (MCP 2025-11-25: SHOULD name them).
         self.challenge_scopes: tuple[str, ...] = self.required_scopes or supported
+        self.dpop = dpop if dpop is not None else DPoPChecker()
         self._metadata_body = self.metadata.to_json()
         super().__init__(verify=verifier.verify, realm=realm or "", resource_metadata=self.metadata_url)
 
@@ -118,6 +127,30 @@ class ResourceServer(BearerAuth):
         if missing_scopes(principal, self.required_scopes):
             raise self.insufficient_scope(principal, self.required_scopes)
         return principal
+
+    def check_presentation(self, principal: Any, presented: Presentation) -> None:
+        """A bound token only with the DPoP scheme and a valid proof; an unbound one only as Bearer."""
+        claims = getattr(principal, "claims", None)
+        jkt = bound_key(claims) if claims is not None else None
+        if jkt is None:
+            if presented.scheme != "bearer":
+                self._refuse_dpop(DPoPRefused("invalid_token", "the DPoP scheme with a token bound to no key"))
+            return
+        if presented.scheme != "dpop":
+            self._refuse_dpop(DPoPRefused("invalid_token", "a DPoP-bound token presented as a bearer token"))
+        try:
+            self.dpop.check(list(presented.proofs), method=presented.method, url=presented.url,
+                            access_token=presented.token, jkt=jkt)
+        except DPoPRefused as refused:
+            self._refuse_dpop(refused)
+
+    def _refuse_dpop(self, refused: DPoPRefused) -> None:
+        log.info("DPoP: token refused: %s", refused.reason)
+        params = [f'error="{refused.error}"', f'algs="{" ".join(ALGORITHMS)}"', f'resource_metadata="{self.metadata_url}"']
+        headers = [(b"www-authenticate", ("DPoP " + ", ".join(params)).encode("ascii"))]
+        if refused.nonce is not None:
+            headers.append((b"dpop-nonce", refused.nonce.encode("ascii")))
+        raise HTTPRefusal(401, -32600, "Unauthorized", headers)
 
     def insufficient_scope(self, principal: Any, needed: Iterable[str]) -> HTTPRefusal:
         """The 403 for a request that needs ``needed``: the challenge names those scopes plus

@@ -17,7 +17,11 @@ With ``--url URL`` instead of ``-- CMD``, the server is reached over Streamable 
 protected server (401) starts the OAuth flow (docs/AUTH_CLIENT.md): the browser is opened on
 the authorization URL (also printed to stderr), a listener on 127.0.0.1 takes the redirect,
 and tokens and registrations are kept in ``--token-store`` (default
-``~/.config/sturdyrpc/oauth.json``, mode 0600) for the next run.
+``~/.config/sturdyrpc/oauth.json``, mode 0600) for the next run. Without a user:
+``--client-credentials`` (with ``--client-id`` and ``--client-secret-env`` or ``--private-key``),
+``--assertion-file`` (workload identity: the JWT bearer grant), ``--idp-token-endpoint`` with
+``--id-token-file`` (enterprise-managed authorization); ``--dpop`` binds the tokens to a key
+made for the run (DPoP).
 
 Exit codes: 0 done; 1 the tool reported ``isError``, a protocol error, or the server died;
 2 bad usage; 124 ``--timeout`` passed (the call is cancelled first); 127 the server could
@@ -77,6 +81,18 @@ def _add_http_options(p: Any) -> None:
     g.add_argument("--no-token-store", action="store_true", help="keep tokens in memory only")
     g.add_argument("--redirect-port", type=int, default=0, metavar="N", help="the loopback redirect port (default: any free)")
     g.add_argument("--no-browser", action="store_true", help="only print the authorization URL (to stderr)")
+    g.add_argument("--client-credentials", action="store_true",
+                   help="no user: the client_credentials grant as --client-id (--client-secret-env or --private-key)")
+    g.add_argument("--private-key", metavar="PEM", help="with --client-credentials: sign a private_key_jwt assertion with this key file")
+    g.add_argument("--signing-alg", default="ES256", metavar="ALG", help="the --private-key algorithm (default ES256)")
+    g.add_argument("--assertion-file", metavar="PATH",
+                   help="no user: the JWT bearer grant with the workload identity JWT in PATH (read for each grant)")
+    g.add_argument("--idp-token-endpoint", metavar="URL",
+                   help="no user: enterprise-managed authorization, exchanging --id-token-file's ID token at this endpoint")
+    g.add_argument("--id-token-file", metavar="PATH", help="the user's ID token from the identity provider")
+    g.add_argument("--idp-client-id", metavar="ID", help="this client's id at the identity provider")
+    g.add_argument("--idp-client-secret-env", metavar="VAR", help="the variable holding its secret there")
+    g.add_argument("--dpop", action="store_true", help="DPoP-bound tokens (RFC 9449), with a key made for this run")
 
 
 def default_token_store() -> str:
@@ -85,15 +101,42 @@ def default_token_store() -> str:
     return os.path.join(base, "sturdyrpc", "oauth.json")
 
 
+def _file_text(path: str) -> Any:
+    """The current text of ``path``, read at each grant (platforms rotate workload tokens)."""
+    from pathlib import Path
+
+    return lambda: Path(path).read_text(encoding="utf-8").strip()
+
+
+def _grant(args: argparse.Namespace, secret: str | None) -> Any:
+    """The grant without a user the options name, or None (a user signs in)."""
+    from ..oauth.grants import ClientCredentialsGrant, EnterpriseGrant, JWTBearerGrant
+
+    if args.idp_token_endpoint:
+        idp_secret = os.environ.get(args.idp_client_secret_env) if args.idp_client_secret_env else None
+        return EnterpriseGrant(args.idp_token_endpoint, _file_text(args.id_token_file),
+                               ClientCredentialsGrant(args.client_id, secret, private_key=args.private_key,
+                                                      signing_algorithm=args.signing_alg),
+                               idp_client_id=args.idp_client_id, idp_client_secret=idp_secret)
+    if args.assertion_file:
+        return JWTBearerGrant(_file_text(args.assertion_file), client_id=args.client_id)
+    if args.client_credentials:
+        return ClientCredentialsGrant(args.client_id, secret, private_key=args.private_key, signing_algorithm=args.signing_alg)
+    return None
+
+
 def _oauth_provider(args: argparse.Namespace) -> Any:
     from ..oauth import FileTokenStore, LoopbackRedirectHandler, MemoryTokenStore, OAuthClientProvider
 
     secret = os.environ.get(args.client_secret_env) if args.client_secret_env else None
     store = MemoryTokenStore() if args.no_token_store else FileTokenStore(args.token_store or default_token_store())
+    grant = _grant(args, secret)
+    if grant is not None:
+        return OAuthClientProvider(grant=grant, store=store, scope=args.scope, dpop=args.dpop)
     handler = LoopbackRedirectHandler(args.redirect_port, open_browser=not args.no_browser)
     return OAuthClientProvider(
         handler, store=store, client_id=args.client_id, client_secret=secret,
-        client_metadata_url=args.client_metadata_url, scope=args.scope,
+        client_metadata_url=args.client_metadata_url, scope=args.scope, dpop=args.dpop,
     )
 
 
@@ -180,6 +223,23 @@ def _listing(head: Any, item: dict[str, Any], with_name: bool = True) -> str:
     return line + (f"\n    {desc[0]}" if desc else "")
 
 
+def _grant_usage(args: argparse.Namespace) -> str | None:
+    """What is wrong with the options of a grant without a user, if anything."""
+    kinds = [k for k, on in (("--client-credentials", args.client_credentials), ("--assertion-file", args.assertion_file),
+                             ("--idp-token-endpoint", args.idp_token_endpoint)) if on]
+    if len(kinds) > 1:
+        return f"give only one of {', '.join(kinds)}"
+    if args.idp_token_endpoint and not args.id_token_file:
+        return "--idp-token-endpoint needs --id-token-file"
+    if (args.client_credentials or args.idp_token_endpoint) and not args.client_id:
+        return f"{kinds[0]} needs --client-id"
+    if (args.client_credentials or args.idp_token_endpoint) and bool(args.client_secret_env) == bool(args.private_key):
+        return f"{kinds[0]} needs exactly one of --client-secret-env and --private-key"
+    if args.private_key and not kinds:
+        return "--private-key goes with --client-credentials or --idp-token-endpoint"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "url", None) is not None:
         if args.server_command:
@@ -190,6 +250,10 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         if args.client_secret_env and not os.environ.get(args.client_secret_env):
             _err(f"--client-secret-env: ${args.client_secret_env} is not set")
+            return EXIT_USAGE
+        problem = _grant_usage(args)
+        if problem:
+            _err(problem)
             return EXIT_USAGE
     elif not args.server_command:
         _err("no server command: put it after --, e.g. sturdyrpc mcp tools -- sturdyrpc demo --mcp")
@@ -231,9 +295,11 @@ def run(args: argparse.Namespace) -> int:
 async def _main(args: argparse.Namespace, arguments: dict[str, Any]) -> int:
     auth = None
     if args.url is not None:
+        from ..oauth.errors import OAuthError
+
         try:
             auth = _oauth_provider(args)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, OAuthError) as exc:
             _err(f"cannot set up authorization: {exc}")
             return EXIT_USAGE
     try:

@@ -23,6 +23,11 @@ expects:
   called); the suite's authorization server redirects at once, so the redirect is followed
   (:class:`~sturdyrpc.oauth.FollowRedirectHandler`). Pre-registered credentials come from
   ``MCP_CONFORMANCE_CONTEXT``; the Client ID Metadata Document URL is the suite's fixed one.
+  The extension scenarios use the grants without a user (:mod:`sturdyrpc.oauth.grants`) with
+  the context's credentials: ``client_credentials`` with a secret or a private key
+  (``auth/client-credentials-*``), the ID token exchanged at the identity provider, then the
+  JWT bearer grant (``auth/enterprise-managed-authorization``), the workload's JWT
+  (``auth/wif-jwt-bearer``); ``auth/dpop*`` add DPoP proofs to the usual flow.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from .._version import __version__
 from ..mcp_http.client import StreamableHTTPClientTransport
 from ..mcp_http.connect import connect_http
 from ..oauth import FollowRedirectHandler, OAuthClientProvider
+from ..oauth.grants import ClientCredentialsGrant, EnterpriseGrant, Grant, JWTBearerGrant
 
 __all__ = ["main", "run", "defaults_from_schema"]
 
@@ -74,19 +80,43 @@ def tool_calls(context: str | None) -> list[dict[str, Any]]:
     return [c for c in calls if type(c) is dict and type(c.get("name")) is str] if type(calls) is list else []
 
 
+def _str(ctx: dict[str, Any], key: str) -> str | None:
+    value = ctx.get(key)
+    return value if type(value) is str and value else None
+
+
+def grant(scenario: str, ctx: dict[str, Any]) -> Grant | None:
+    """The grant without a user an extension scenario asks for, from its context; else None."""
+    client_id = _str(ctx, "client_id") or ""
+    if scenario == "auth/client-credentials-jwt":
+        return ClientCredentialsGrant(client_id, private_key=_str(ctx, "private_key_pem"),
+                                      signing_algorithm=_str(ctx, "signing_algorithm") or "ES256")
+    if scenario == "auth/client-credentials-basic":
+        return ClientCredentialsGrant(client_id, _str(ctx, "client_secret"))
+    if scenario == "auth/wif-jwt-bearer":
+        return JWTBearerGrant(_str(ctx, "valid_jwt") or "", client_id=client_id or None)
+    if scenario == "auth/enterprise-managed-authorization":
+        return EnterpriseGrant(_str(ctx, "idp_token_endpoint") or "", _str(ctx, "idp_id_token") or "",
+                               ClientCredentialsGrant(client_id, _str(ctx, "client_secret")),
+                               idp_client_id=_str(ctx, "idp_client_id"))
+    return None
+
+
 def auth_provider(scenario: str, context: str | None) -> OAuthClientProvider | None:
     """The OAuth client for an ``auth/*`` scenario, or None for the others."""
     if not scenario.startswith("auth/"):
         return None
     ctx = _context(context)
-    client_id = ctx.get("client_id") if type(ctx.get("client_id")) is str else None
-    secret = ctx.get("client_secret") if type(ctx.get("client_secret")) is str else None
+    no_user = grant(scenario, ctx)
+    if no_user is not None:
+        return OAuthClientProvider(grant=no_user)
     return OAuthClientProvider(
         FollowRedirectHandler("http://127.0.0.1:3000/callback"),
-        client_id=client_id,
-        client_secret=secret,
+        client_id=_str(ctx, "client_id"),
+        client_secret=_str(ctx, "client_secret"),
         client_metadata_url=CIMD_URL,
         client_name="sturdyrpc-conformance-client",
+        dpop=scenario.startswith("auth/dpop"),
     )
 
 

@@ -18,6 +18,8 @@ we speak is retried at that version; ANY other error, or no answer within
 The server's requests (``sampling/createMessage``, ``elicitation/create``, ``roots/list``)
 are answered by the callbacks given to :func:`connect`; on 2026-07-28 the same callbacks
 answer the ``inputRequests`` of an ``input_required`` result, and the request is retried.
+A request given ``on_progress`` sends a progress token; each progress restarts its timeout
+(``progress_resets_timeout``, on by default; 10x the timeout at most): long tools are not cut.
 """
 
 from __future__ import annotations
@@ -96,6 +98,7 @@ class MCPClient:
         on_log: Callable[[dict[str, Any]], Any] | None = None,
         on_notification: Callable[[str, Any], Any] | None = None,
         log_level: str | None = None,
+        progress_resets_timeout: bool = True,
     ) -> None:
         if peer is not None:
             self.peer = peer
@@ -108,6 +111,7 @@ class MCPClient:
         self.on_notification = on_notification
         #: Per-request log level on 2026-07-28 (``logging/setLevel`` in the handshake era).
         self.log_level = log_level
+        self.progress_resets_timeout = progress_resets_timeout  #: progress restarts a request's timeout
         self.version: str | None = None
         self.server_info: dict[str, Any] = {}
         self.server_capabilities: dict[str, Any] = {}
@@ -245,7 +249,7 @@ class MCPClient:
                 meta = self._envelope(self.version)
                 meta.update(p.get("_meta") or {})  # what the caller set wins (e.g. extra capabilities)
                 p["_meta"] = meta
-            kw: dict[str, Any] = {"on_progress": on_progress}
+            kw: dict[str, Any] = {"on_progress": on_progress, "reset_timeout_on_progress": self.progress_resets_timeout}
             if timeout is not None:
                 kw["timeout"] = timeout
             result = await self.peer.request(method, p, **kw)
@@ -651,27 +655,20 @@ async def connect(
     env: Mapping[str, str] | None = None,
     cwd: str | None = None,
     wrap_transport: Callable[[MessageTransport], MessageTransport] | None = None,
+    progress_resets_timeout: bool = True,
 ) -> AsyncIterator[MCPClient]:
     """Start ``argv`` (an MCP stdio server), negotiate, and yield an :class:`MCPClient`.
 
-    ``protocol`` forces a version. ``timeout`` is the default per-request timeout (None:
-    none). ``wrap_transport``: see :func:`~sturdyrpc.client.connect_stdio`. The server process
-    is stopped politely when the block ends.
+    ``protocol`` forces a version. ``timeout``: the default per-request timeout (None: none),
+    restarted by progress (``progress_resets_timeout``). ``wrap_transport``: see
+    :func:`~sturdyrpc.client.connect_stdio`. The server is stopped politely at the end.
     """
     from .. import __version__
 
     profile = MCPProfile(role="client")
-    client = MCPClient(
-        None,
-        profile,
-        client_info=client_info or {"name": "sturdyrpc", "version": __version__},
-        sampling=sampling,
-        elicitation=elicitation,
-        roots=roots,
-        on_log=on_log,
-        on_notification=on_notification,
-        log_level=log_level,
-    )
+    client = MCPClient(None, profile, client_info=client_info or {"name": "sturdyrpc", "version": __version__},
+                       sampling=sampling, elicitation=elicitation, roots=roots, on_log=on_log, on_notification=on_notification,
+                       log_level=log_level, progress_resets_timeout=progress_resets_timeout)
     restart = False
     async with connect_stdio(argv, profile=profile, dispatcher=client.dispatcher(), default_timeout=timeout, env=env, cwd=cwd,
                             wrap_transport=wrap_transport) as conn:

@@ -18,7 +18,7 @@ comes out of :meth:`receive`.
 - An HTTP failure answers the affected requests with a JSON-RPC error reply, so no caller
   waits forever.
 - Authorization (``auth=``, e.g. :class:`sturdyrpc.oauth.OAuthClientProvider`): its
-  ``Authorization`` header on every request; a 401 or 403 goes to the provider, which may obtain
+  ``Authorization`` header (and ``DPoP`` proof, made for each request) on every request; a 401 or 403 goes to the provider, which may obtain
   a token, and the request is sent again while it says so (it bounds the retries).
 """
 
@@ -151,9 +151,7 @@ class StreamableHTTPClientTransport:
             try:
                 headers = self._headers(None, None)
                 if self.auth is not None:
-                    sent = await self.auth.authorization_header(self.url)
-                    if sent is not None:
-                        headers["authorization"] = sent
+                    headers.update(await self.auth.request_headers("DELETE", self.url))
                 r = await self._client.delete(self.url, headers=headers)
                 self.exchanges.append(("DELETE", r.status_code, r.headers.get("content-type", "")))
             except (httpx.HTTPError, OAuthError) as exc:
@@ -273,15 +271,15 @@ class StreamableHTTPClientTransport:
         while True:
             sent = None
             if self.auth is not None:
-                sent = await self.auth.authorization_header(self.url)
-                headers = {k: v for k, v in headers.items() if k != "authorization"}
-                if sent is not None:
-                    headers["authorization"] = sent
+                given = await self.auth.request_headers(method, self.url)
+                headers = {k: v for k, v in headers.items() if k not in ("authorization", "dpop")} | given
+                sent = given.get("authorization")
             async with self._client.stream(method, self.url, content=content, headers=headers) as resp:
                 if self.auth is not None and resp.status_code in (401, 403):
                     await resp.aread()
                     challenges = resp.headers.get_list("www-authenticate")
-                    if await self.auth.handle_challenge(self.url, resp.status_code, challenges, sent=sent, attempt=attempt):
+                    if await self.auth.handle_challenge(self.url, resp.status_code, challenges, sent=sent, attempt=attempt,
+                                                        dpop_nonce=resp.headers.get("dpop-nonce")):
                         self.exchanges.append((method, resp.status_code, resp.headers.get("content-type", "")))
                         attempt += 1
                         continue

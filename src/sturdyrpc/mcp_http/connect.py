@@ -47,8 +47,12 @@ async def connect_http(
     transport: StreamableHTTPClientTransport | None = None,
     auth: HTTPAuth | None = None,
     wrap_transport: Callable[[MessageTransport], MessageTransport] | None = None,
+    progress_resets_timeout: bool = True,
 ) -> AsyncIterator[MCPClient]:
     """Connect to the MCP endpoint ``url``, negotiate, and yield an :class:`MCPClient`.
+
+    ``timeout``: the default per-request timeout, which each progress notification of a request
+    restarts (``progress_resets_timeout``; see :class:`~sturdyrpc.mcp.client.MCPClient`).
     ``wrap_transport``: the peer runs on what it returns for the HTTP transport (``sturdyrpc
     inspect`` watches the traffic so)."""
     from .. import __version__
@@ -64,6 +68,7 @@ async def connect_http(
         on_log=on_log,
         on_notification=on_notification,
         log_level=log_level,
+        progress_resets_timeout=progress_resets_timeout,
     )
     t = transport or StreamableHTTPClientTransport(url, headers=headers, auth=auth)
     t.param_headers = client.tool_headers.get  # SEP-2243: what tools/list said each tool mirrors

@@ -32,13 +32,15 @@ class Challenge:
 
 @dataclass(frozen=True)
 class BearerChallenge:
-    """What a Bearer challenge tells an MCP client."""
+    """What a Bearer (or DPoP, RFC 9449 §7.1: the same parameters) challenge tells an MCP client."""
 
     error: str | None = None
     error_description: str | None = None
     scope: str | None = None
     resource_metadata: str | None = None
     realm: str | None = None
+    #: "bearer" or "dpop", lower-cased.
+    scheme: str = "bearer"
 
     @property
     def scopes(self) -> list[str]:
@@ -101,10 +103,10 @@ def parse_www_authenticate(values: str | Iterable[str]) -> list[Challenge]:
     return out
 
 
-def bearer_challenge(values: str | Iterable[str]) -> BearerChallenge | None:
-    """The first Bearer challenge (scheme matched case-insensitively), or None."""
+def bearer_challenge(values: str | Iterable[str], schemes: tuple[str, ...] = ("bearer", "dpop")) -> BearerChallenge | None:
+    """The first challenge of one of ``schemes`` (lower-case; matched case-insensitively), or None."""
     for ch in parse_www_authenticate(values):
-        if ch.scheme.lower() == "bearer":
+        if ch.scheme.lower() in schemes:
             p = ch.params
             return BearerChallenge(
                 error=p.get("error"),
@@ -112,5 +114,6 @@ def bearer_challenge(values: str | Iterable[str]) -> BearerChallenge | None:
                 scope=p.get("scope"),
                 resource_metadata=p.get("resource_metadata"),
                 realm=p.get("realm"),
+                scheme=ch.scheme.lower(),
             )
     return None

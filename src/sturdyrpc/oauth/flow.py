@@ -32,6 +32,7 @@ __all__ = [
     "code_token_request",
     "refresh_token_request",
     "read_token_response",
+    "client_authentication",
 ]
 
 #: RFC 8414 §2: the default when ``token_endpoint_auth_methods_supported`` is omitted.
@@ -245,7 +246,9 @@ def read_authorization_response(
     return code
 
 
-def _client_auth(client: ClientInfo, method: str, form: dict[str, str]) -> dict[str, str]:
+def client_authentication(client: ClientInfo, method: str, form: dict[str, str]) -> dict[str, str]:
+    """The headers of a token request authenticated by ``method`` (``client_id`` / ``client_secret``
+    added to ``form`` for ``client_secret_post`` and ``none``)."""
     headers = {"content-type": "application/x-www-form-urlencoded", "accept": "application/json"}
     if method == "client_secret_basic":
         if not client.client_secret:
@@ -274,7 +277,7 @@ def code_token_request(
         "code_verifier": pkce.verifier,
         "resource": resource,
     }
-    headers = _client_auth(client, choose_auth_method(client, asm), form)
+    headers = client_authentication(client, choose_auth_method(client, asm), form)
     return form, headers
 
 
@@ -285,16 +288,17 @@ def refresh_token_request(
     form = {"grant_type": "refresh_token", "refresh_token": refresh_token, "resource": resource}
     if scope:
         form["scope"] = scope
-    headers = _client_auth(client, choose_auth_method(client, asm), form)
+    headers = client_authentication(client, choose_auth_method(client, asm), form)
     return form, headers
 
 
 def read_token_response(
     status: int, doc: Any, *, requested_scope: str | None, resource: str, issuer: str, previous_refresh: str | None = None,
-    now: float | None = None,
+    now: float | None = None, dpop: bool = False,
 ) -> Tokens:
     """The tokens of a successful response (OAuth 2.1 §3.2.3), or :class:`OAuthError` with the
-    server's ``error`` (§3.2.4). A refresh response without a new refresh token keeps the old one."""
+    server's ``error`` (§3.2.4). A refresh response without a new refresh token keeps the old one.
+    ``dpop``: the request carried a DPoP proof, so a ``DPoP`` token type (a bound token) is expected too."""
     if type(doc) is not dict:
         raise OAuthError(f"the token endpoint answered HTTP {status} without a JSON object")
     if status != 200 or "error" in doc:
@@ -307,8 +311,9 @@ def read_token_response(
     if type(token) is not str or not token:
         raise OAuthError("the token response has no access_token")
     ttype = doc.get("token_type")
-    if type(ttype) is not str or ttype.lower() != "bearer":
-        raise OAuthError(f"unsupported token_type {ttype!r} (Bearer expected)")
+    accepted = ("bearer", "dpop") if dpop else ("bearer",)
+    if type(ttype) is not str or ttype.lower() not in accepted:
+        raise OAuthError(f"unsupported token_type {ttype!r} ({' or '.join(a.title() if a == 'bearer' else 'DPoP' for a in accepted)} expected)")
     expires_in = doc.get("expires_in")
     expires_at = None
     if isinstance(expires_in, (int, float)) and not isinstance(expires_in, bool) and expires_in > 0:
@@ -317,7 +322,7 @@ def read_token_response(
     scope = doc.get("scope")
     return Tokens(
         access_token=token,
-        token_type="Bearer",
+        token_type="DPoP" if ttype.lower() == "dpop" else "Bearer",
         refresh_token=refresh if type(refresh) is str and refresh else previous_refresh,
         expires_at=expires_at,
         scope=scope if type(scope) is str else requested_scope,

@@ -22,6 +22,13 @@ can and says whether to send the request again. The flow (MCP authorization, 202
    ``max_authorizations`` retries per request, so a server that never grants enough ends it.
 6. Tokens in the :class:`~sturdyrpc.oauth.store.TokenStore`, refreshed when expired or refused.
 
+Without a user (``grant=``, :mod:`sturdyrpc.oauth.grants`): steps 3 to 5 are the grant's token
+requests instead (``client_credentials``, the JWT bearer grant, enterprise-managed
+authorization). A failed grant is not tried again for that server: its error is raised again.
+``dpop=``: every token request and every request to the server carries a DPoP proof of a key
+made in this process (:mod:`sturdyrpc.oauth.dpop`), and a ``use_dpop_nonce`` answer from the
+authorization server or the resource server is retried with the nonce it gave.
+
 Every URL of the flow comes from a server's answer, so before each request the URL is checked
 (:func:`~sturdyrpc.oauth.targets.check_target`: https, no private or link-local address) and
 nothing is sent to one that fails; each exchange has a deadline for the whole answer
@@ -39,6 +46,7 @@ from typing import Any, Protocol, runtime_checkable
 import httpx
 
 from .challenge import BearerChallenge, bearer_challenge
+from .dpop import DPoPKey, use_dpop_nonce_error
 from .errors import OAuthError
 from .flow import (
     ClientInfo,
@@ -53,6 +61,7 @@ from .flow import (
     select_scope,
     step_up_scope,
 )
+from .grants import Grant, TokenRequest
 from .metadata import (
     AuthorizationServerMetadata,
     ProtectedResourceMetadata,
@@ -90,15 +99,18 @@ log = logging.getLogger("sturdyrpc.oauth")
 class HTTPAuth(Protocol):
     """What the HTTP transport needs from an ``auth=`` object."""
 
-    async def authorization_header(self, url: str) -> str | None:
-        """The ``Authorization`` value for a request to ``url`` now, or None (send none)."""
+    async def request_headers(self, method: str, url: str) -> dict[str, str]:
+        """The headers that authorize a ``method`` request to ``url`` now (``authorization``, and
+        ``dpop`` for a DPoP-bound token; lower-case names), or none."""
         ...
 
     async def handle_challenge(
-        self, url: str, status: int, www_authenticate: Sequence[str], *, sent: str | None, attempt: int
+        self, url: str, status: int, www_authenticate: Sequence[str], *, sent: str | None, attempt: int,
+        dpop_nonce: str | None = None,
     ) -> bool:
-        """A request to ``url`` that carried ``sent`` got ``status`` (401 or 403): True to send it
-        again (with a fresh :meth:`authorization_header`); ``attempt`` counts the retries so far."""
+        """A request to ``url`` whose ``Authorization`` was ``sent`` got ``status`` (401 or 403,
+        with ``DPoP-Nonce`` as ``dpop_nonce``): True to send it again (with fresh
+        :meth:`request_headers`); ``attempt`` counts the retries so far."""
         ...
 
 
@@ -117,7 +129,8 @@ class OAuthClientProvider:
     """An OAuth 2.1 client for one user, usable for any number of MCP server URLs.
 
     ``redirect_handler``: takes the user through the authorization endpoint
-    (:mod:`sturdyrpc.oauth.redirect`). ``store``: tokens and registrations (memory by default).
+    (:mod:`sturdyrpc.oauth.redirect`); or ``grant``: tokens without a user (:mod:`sturdyrpc.oauth.grants`).
+    ``dpop``: DPoP-bound tokens (True: a key made now; or a :class:`~sturdyrpc.oauth.dpop.DPoPKey`). ``store``: tokens and registrations (memory by default).
     ``client_id`` / ``client_secret`` / ``token_endpoint_auth_method``: a pre-registered client.
     ``client_metadata_url``: an HTTPS URL with a path where this client's metadata document is
     hosted (used when the authorization server advertises ``client_id_metadata_document_supported``).
@@ -134,8 +147,10 @@ class OAuthClientProvider:
 
     def __init__(
         self,
-        redirect_handler: RedirectHandler,
+        redirect_handler: RedirectHandler | None = None,
         *,
+        grant: Grant | None = None,
+        dpop: DPoPKey | bool = False,
         store: TokenStore | None = None,
         client_id: str | None = None,
         client_secret: str | None = None,
@@ -153,9 +168,17 @@ class OAuthClientProvider:
             p = httpx.URL(client_metadata_url)
             if p.scheme != "https" or p.path in ("", "/"):
                 raise ValueError("client_metadata_url must be an https URL with a path")
-        if not is_secure_url(redirect_handler.redirect_uri):
+        if (redirect_handler is None) == (grant is None):
+            raise ValueError("give exactly one of redirect_handler (a user signs in) and grant (no user)")
+        if redirect_handler is not None and not is_secure_url(redirect_handler.redirect_uri):
             raise ValueError("the redirect URI must be https or http on a loopback host")
         self.redirect_handler = redirect_handler
+        self.grant = grant
+        self.dpop: DPoPKey | None = DPoPKey() if dpop is True else (dpop or None)
+        #: The latest DPoP nonce of each server (by origin), sent in the next proof to it.
+        self._nonces: dict[str, str] = {}
+        #: A grant refused for a server (canonical URL): raised again, not tried again.
+        self._grant_failed: dict[str, OAuthError] = {}
         self.store: TokenStore = store if store is not None else MemoryTokenStore()
         self.preregistered = (
             ClientInfo(client_id, client_secret, token_endpoint_auth_method, kind="pre-registered") if client_id else None
@@ -177,7 +200,7 @@ class OAuthClientProvider:
 
     # ------------------------------------------------------------------ HTTPAuth
 
-    async def authorization_header(self, url: str) -> str | None:
+    async def request_headers(self, method: str, url: str) -> dict[str, str]:
         key = canonical_resource(url)
         tokens = await self._current(key)
         if tokens is not None and tokens.expired() and tokens.refresh_token:
@@ -187,21 +210,30 @@ class OAuthClientProvider:
                     # not refreshed: the tokens were dropped (None), or are kept when the token
                     # endpoint was unreachable; the server's answer to them decides what follows
                     tokens = await self._refresh(url, tokens) or await self._current(key)
-        return f"Bearer {tokens.access_token}" if tokens is not None else None
+        if tokens is None:
+            return {}
+        headers = {"authorization": _authorization(tokens)}
+        if self.dpop is not None and tokens.token_type == "DPoP":
+            headers["dpop"] = self.dpop.proof(method, url, access_token=tokens.access_token, nonce=self._nonces.get(_origin(url)))
+        return headers
 
     async def handle_challenge(
-        self, url: str, status: int, www_authenticate: Sequence[str], *, sent: str | None, attempt: int
+        self, url: str, status: int, www_authenticate: Sequence[str], *, sent: str | None, attempt: int,
+        dpop_nonce: str | None = None,
     ) -> bool:
         if attempt >= self.max_authorizations:
             log.info("authorization: giving up after %d attempts (HTTP %d)", attempt, status)
             return False
         challenge = bearer_challenge(www_authenticate)
+        if self.dpop is not None and dpop_nonce and challenge is not None and challenge.error == "use_dpop_nonce":
+            self._nonces[_origin(url)] = dpop_nonce  # RFC 9449 §9: the same request again, with the nonce
+            return True
         if status == 403 and (challenge is None or challenge.error != "insufficient_scope"):
             return False  # forbidden for another reason: a new token would not help
         key = canonical_resource(url)
         async with self._lock:
             tokens = await self._current(key)
-            if tokens is not None and f"Bearer {tokens.access_token}" != sent:
+            if tokens is not None and _authorization(tokens) != sent:
                 return True  # another request got a new token meanwhile: try that one first
             if status == 401 and tokens is not None and tokens.refresh_token and attempt == 0:
                 if await self._refresh(url, tokens) is not None:
@@ -265,8 +297,8 @@ class OAuthClientProvider:
             record["authorization_server_base"] = disc.asm.issuer
         await self.store.set(f"tokens {key}", record)
 
-    async def _exchange(self, method: str, url: str, *, what: str, server_url: str, **request: Any) -> tuple[int, Any]:
-        """(status, the answer's JSON or None) of one request to ``url`` for the MCP server at
+    async def _exchange(self, method: str, url: str, *, what: str, server_url: str, **request: Any) -> tuple[int, Any, httpx.Headers]:
+        """(status, the answer's JSON or None, its headers) of one request to ``url`` for the MCP server at
         ``server_url``. The URL is checked first (:class:`OAuthError`, nothing sent); the whole
         exchange runs under ``timeout`` and reads at most ``max_response_bytes``
         (:class:`OAuthError` beyond); :class:`_Unreachable` when no answer came."""
@@ -287,21 +319,21 @@ class OAuthClientProvider:
                         if size > limit:
                             raise OAuthError(f"{what} {url} answered with more than {limit} bytes")
                         chunks.append(chunk)
-                    status = r.status_code
+                    status, answer_headers = r.status_code, r.headers
         except TimeoutError:
             raise _Unreachable(f"no complete answer within {self._timeout:g} s") from None
         except httpx.HTTPError as exc:
             raise _Unreachable(type(exc).__name__) from None
         log.debug("%s %s -> %d", method, url, status)
         try:
-            return status, json.loads(b"".join(chunks))
+            return status, json.loads(b"".join(chunks)), answer_headers
         except ValueError:
-            return status, None
+            return status, None, answer_headers
 
     async def _get_json(self, url: str, *, what: str, server_url: str) -> Any:
         """The JSON object at ``url``, or None for an HTTP error or no JSON (try the next URL)."""
         try:
-            status, doc = await self._exchange("GET", url, what=what, server_url=server_url)
+            status, doc, _ = await self._exchange("GET", url, what=what, server_url=server_url)
         except _Unreachable as exc:
             log.debug("GET %s failed: %s", url, exc.reason)
             return None
@@ -353,7 +385,8 @@ class OAuthClientProvider:
             asm = await self._authorization_server(base, check_issuer=False, server_url=url) or legacy_default_metadata(base)
             resource = key
         asm.require_secure_endpoints()
-        asm.require_pkce_s256()
+        if self.grant is None:  # PKCE protects the authorization code; a grant has none
+            asm.require_pkce_s256()
         disc = _Discovery(prm, asm, resource, metadata_url)
         self._discovered[key] = disc
         return disc
@@ -364,6 +397,8 @@ class OAuthClientProvider:
             return self.preregistered
         if self.client_metadata_url is not None and asm.client_id_metadata_document_supported:
             return ClientInfo(self.client_metadata_url, kind="metadata-document")
+        if self.redirect_handler is None:
+            return None  # a grant carries its own client identity
         redirect_uri = self.redirect_handler.redirect_uri
         saved = await self.store.get(f"client {asm.issuer}")
         if saved is not None:
@@ -383,7 +418,7 @@ class OAuthClientProvider:
             )
         body = registration_request(asm, client_name=self.client_name, redirect_uri=redirect_uri, scope=scope)
         try:
-            status, doc = await self._exchange("POST", asm.registration_endpoint, what="the registration endpoint",
+            status, doc, _ = await self._exchange("POST", asm.registration_endpoint, what="the registration endpoint",
                                                server_url=server_url, json=body)
         except _Unreachable as exc:
             raise OAuthError(f"dynamic registration at {asm.registration_endpoint} failed: {exc.reason}") from None
@@ -396,17 +431,38 @@ class OAuthClientProvider:
 
     async def _token_request(self, asm: AuthorizationServerMetadata, form: dict[str, str], headers: dict[str, str],
                              *, server_url: str) -> tuple[int, Any]:
-        try:
-            return await self._exchange("POST", asm.token_endpoint, what="the token endpoint", server_url=server_url,
-                                        data=form, headers=headers)
-        except _Unreachable as exc:
-            raise OAuthError(f"the token endpoint {asm.token_endpoint} could not be reached: {exc.reason}") from None
+        return await self._post_token(TokenRequest(asm.token_endpoint, form, headers), server_url=server_url)
+
+    async def _post_token(self, request: TokenRequest, *, server_url: str) -> tuple[int, Any]:
+        """(status, JSON) of a token request; with DPoP, at the authorization server, a proof on
+        it, and once more with the server's nonce when it answers ``use_dpop_nonce`` (RFC 9449 §8)."""
+        origin = _origin(request.url)
+        for _ in range(2):
+            headers = dict(request.headers)
+            if self.dpop is not None and request.at_authorization_server:
+                headers["dpop"] = self.dpop.proof("POST", request.url, nonce=self._nonces.get(origin))
+            try:
+                status, doc, answer_headers = await self._exchange("POST", request.url, what=request.what, server_url=server_url,
+                                                                   data=request.form, headers=headers)
+            except _Unreachable as exc:
+                raise OAuthError(f"{request.what} {request.url} could not be reached: {exc.reason}") from None
+            nonce = answer_headers.get("dpop-nonce")
+            if self.dpop is None or not nonce:
+                break
+            asked = use_dpop_nonce_error(status, doc) and nonce != self._nonces.get(origin)
+            self._nonces[origin] = nonce
+            if not asked:
+                break
+        return status, doc
 
     async def _authorize(self, url: str, challenge: BearerChallenge | None, scope: str | None) -> Tokens:
         disc = await self._discover(url, challenge)
         asm = disc.asm
         if scope is None:
             scope = self.scope or select_scope(challenge, disc.prm)
+        if self.grant is not None:
+            return await self._grant_tokens(url, disc, scope, self.grant)
+        assert self.redirect_handler is not None
         client = await self._client(asm, register=True, server_url=url, scope=scope)
         assert client is not None
         pkce, state = PKCE.generate(), new_state()
@@ -422,7 +478,8 @@ class OAuthClientProvider:
         form, headers = code_token_request(asm, client, code=code, redirect_uri=redirect_uri, pkce=pkce, resource=disc.resource)
         status, doc = await self._token_request(asm, form, headers, server_url=url)
         try:
-            tokens = read_token_response(status, doc, requested_scope=scope, resource=disc.resource, issuer=asm.issuer)
+            tokens = read_token_response(status, doc, requested_scope=scope, resource=disc.resource, issuer=asm.issuer,
+                                         dpop=self.dpop is not None)
         except OAuthError as exc:
             if exc.error == "invalid_client" and client.kind == "dynamic":
                 await self.store.delete(f"client {asm.issuer}")  # a stale registration: register again next time
@@ -431,12 +488,39 @@ class OAuthClientProvider:
         log.info("authorization: token obtained (scope %s)", tokens.scope or "(none)")
         return tokens
 
+    async def _grant_tokens(self, url: str, disc: _Discovery, scope: str | None, grant: Grant) -> Tokens:
+        """Tokens by ``grant``'s requests; a refusal is kept and raised again for this server
+        (SEP-1933: errors are surfaced, the grant is not retried nor another one tried)."""
+        key = canonical_resource(url)
+        failed = self._grant_failed.get(key)
+        if failed is not None:
+            raise failed
+        steps = grant.requests(disc.asm, resource=disc.resource, scope=scope)
+        try:
+            request = next(steps)
+            self.authorizations += 1
+            while True:
+                answer = await self._post_token(request, server_url=url)
+                try:
+                    request = steps.send(answer)
+                except StopIteration:
+                    break
+            tokens = read_token_response(*answer, requested_scope=scope, resource=disc.resource, issuer=disc.asm.issuer,
+                                         dpop=self.dpop is not None)
+        except OAuthError as exc:
+            if exc.error is not None:  # the server said no (not: it could not be reached)
+                self._grant_failed[key] = exc
+            raise
+        await self._save(key, tokens, disc)
+        log.info("authorization: token obtained by %s (scope %s)", type(grant).__name__, tokens.scope or "(none)")
+        return tokens
+
     async def _refresh(self, url: str, tokens: Tokens) -> Tokens | None:
         """A refreshed token, or None: the refresh token was refused (the tokens are dropped), or
         the token endpoint could not be reached; either way the caller goes on without it."""
         key = canonical_resource(url)
         disc = self._discovered.get(key) or await self._saved_discovery(key, tokens)
-        if disc is None or tokens.refresh_token is None:
+        if disc is None or tokens.refresh_token is None or self.grant is not None:  # a grant is simply made again
             return None
         client = await self._client(disc.asm, register=False, server_url=url)
         if client is None:
@@ -450,7 +534,7 @@ class OAuthClientProvider:
             return None
         try:
             new = read_token_response(status, doc, requested_scope=tokens.scope, resource=resource, issuer=disc.asm.issuer,
-                                      previous_refresh=tokens.refresh_token)
+                                      previous_refresh=tokens.refresh_token, dpop=self.dpop is not None)
         except OAuthError as exc:
             log.info("authorization: refresh refused (%s)", exc.error or "no error code")
             await self.forget(url)
@@ -475,3 +559,11 @@ class OAuthClientProvider:
         return _Discovery(None, asm, tokens.resource or key, None)
 
 
+def _authorization(tokens: Tokens) -> str:
+    """The ``Authorization`` value for ``tokens``: a DPoP-bound token goes with the DPoP scheme."""
+    return f"{'DPoP' if tokens.token_type == 'DPoP' else 'Bearer'} {tokens.access_token}"
+
+
+def _origin(url: str) -> str:
+    u = httpx.URL(url)
+    return f"{u.scheme}://{u.netloc.decode('ascii')}"

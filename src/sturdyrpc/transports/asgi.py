@@ -30,6 +30,7 @@ __all__ = [
     "Send",
     "ASGIApp",
     "BearerAuth",
+    "Presentation",
     "HTTPSecurity",
     "HTTPRefusal",
     "LOCAL_HOSTS",
@@ -163,6 +164,18 @@ async def respond(send: Send, status: int, body: bytes = b"", content_type: byte
 Verifier = Callable[[str], Any]
 
 
+@dataclass(frozen=True)
+class Presentation:
+    """How a token came with a request: the ``Authorization`` scheme (lower-case: ``bearer`` or
+    ``dpop``), the token, every ``DPoP`` header value, the request's method and URL (without query)."""
+
+    scheme: str
+    token: str
+    proofs: tuple[str, ...]
+    method: str
+    url: str
+
+
 @dataclass
 class BearerAuth:
     """Bearer-token authentication hook.
@@ -197,6 +210,14 @@ class BearerAuth:
         if inspect.isawaitable(result):
             result = await result
         return result
+
+    def check_presentation(self, principal: Any, presented: Presentation) -> None:
+        """Whether ``principal``'s token may be used as ``presented``; raise :class:`HTTPRefusal`
+        if not. A plain hook knows only bearer tokens: a ``DPoP`` scheme carries none (401
+        without an error code, RFC 6750 §3.1); :class:`sturdyrpc.auth.ResourceServer` checks
+        DPoP proofs for bound tokens."""
+        if presented.scheme != "bearer":
+            raise HTTPRefusal(401, -32600, "Unauthorized", [(b"www-authenticate", self.challenge(None))])
 
     def metadata_documents(self) -> Mapping[str, bytes]:
         """The OAuth protected-resource metadata (RFC 9728) this resource publishes, by path:

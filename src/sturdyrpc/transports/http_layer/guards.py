@@ -14,6 +14,7 @@ from ..asgi import (
     BearerAuth,
     HTTPRefusal,
     Network,
+    Presentation,
     Receive,
     Scope,
     Send,
@@ -248,8 +249,8 @@ class BearerAuthentication:
         if raw is None:
             raise HTTPRefusal(401, -32600, "Unauthorized", [(b"www-authenticate", auth.challenge(None))])
         scheme, _, token = raw.decode("latin-1").partition(" ")
-        token = token.strip()
-        if scheme.lower() != "bearer":
+        token, scheme = token.strip(), scheme.lower()
+        if scheme not in ("bearer", "dpop"):
             # Another scheme carries no bearer credentials at all: no error code (RFC 6750 §3.1).
             raise HTTPRefusal(401, -32600, "Unauthorized", [(b"www-authenticate", auth.challenge(None))])
         if not token:
@@ -262,4 +263,14 @@ class BearerAuthentication:
             principal = None
         if principal is None:
             raise HTTPRefusal(401, -32600, "Unauthorized", [(b"www-authenticate", auth.challenge("invalid_token"))])
+        auth.check_presentation(principal, _presentation(scope, scheme, token))
         return principal
+
+
+def _presentation(scope: Scope, scheme: str, token: str) -> Presentation:
+    """How the token came: with the ``DPoP`` headers and the URL the request was sent to (the
+    scheme as the trusted-proxy check left it, the ``Host`` header, the path)."""
+    proofs = tuple(v.decode("latin-1") for k, v in scope["headers"] if k == b"dpop")
+    host = (header(scope, b"host") or b"").decode("latin-1")
+    url = f"{scope.get('scheme', 'http')}://{host}{scope['path']}"  # ASGI: the path includes root_path
+    return Presentation(scheme, token, proofs, str(scope.get("method", "GET")), url)
