@@ -96,11 +96,7 @@ NEXT_CLIENT_SCENARIOS = [
 #: Client scenarios of the newest suite our client cannot pass yet, and why. Each is held to that
 #: state: the grant scenarios must still fail (when one passes, move it out of here), every
 #: check of the skills ones must still be skipped.
-NEXT_CLIENT_NOT_YET = {
-    # the skills extension (SEP-2640) is not implemented: the suite skips every check
-    "sep-2640-client-no-prefetch": "skipped", "sep-2640-client-verify-digest": "skipped",
-    "sep-2640-client-verify-size": "skipped", "sep-2640-client-verify-frontmatter": "skipped",
-}
+NEXT_CLIENT_NOT_YET: dict[str, str] = {}
 
 
 def test_the_newest_suite_lists_exactly_these_client_scenarios() -> None:

@@ -40,6 +40,8 @@ import sys
 from typing import Any
 
 from .._version import __version__
+from ..mcp.client import MCPClient
+from ..mcp.skills import SKILLS_EXTENSION, SkillVerificationError, list_skills, load_skill, read_skill_file
 from ..mcp_http.client import StreamableHTTPClientTransport
 from ..mcp_http.connect import connect_http
 from ..oauth import FollowRedirectHandler, OAuthClientProvider
@@ -141,6 +143,9 @@ async def _session(url: str, scenario: str, auth: OAuthClientProvider | None, pr
     async with connect_http(url, protocol, transport=transport, sampling=_sample, elicitation=_elicit, roots=_roots,
                             client_info={"name": "sturdyrpc-conformance-client", "version": __version__}, timeout=30.0,
                             auth=auth) as client:
+        if scenario.startswith("sep-2640-"):
+            await _skills(client, load=scenario != "sep-2640-client-no-prefetch")
+            return
         tools = [t for t in await client.list_tools() if type(t) is dict]
         names = [t.get("name") for t in tools]
         if calls:
@@ -159,6 +164,23 @@ async def _session(url: str, scenario: str, auth: OAuthClientProvider | None, pr
             for name in names:
                 if type(name) is str:
                     await client.call_tool(name, {})
+
+
+async def _skills(client: MCPClient, *, load: bool) -> None:
+    # A host lists skills at connection and reads a skill's files only when the skill is used:
+    # ``load`` plays the model asking for the first skill, then for each of its files.
+    if SKILLS_EXTENSION not in (client.server_capabilities.get("extensions") or {}):
+        return
+    entries = await list_skills(client)
+    if not load or not entries:
+        return
+    try:
+        skill = await load_skill(client, entries[0])
+        for f in skill.entry.files:
+            if f.uri != skill.entry.uri:
+                await read_skill_file(client, skill, f.uri)
+    except SkillVerificationError as exc:
+        sys.stderr.write(f"skill refused: {exc}\n")
 
 
 async def _elicit(params: dict[str, Any]) -> dict[str, Any]:
