@@ -254,7 +254,6 @@ class Monitor:
         ours = self.pending[dir]  # the requests this side sends
         theirs = self.pending[_OTHER[dir]]  # the requests this side answers
         settled = self._answered[_OTHER[dir]]
-        counts = self.counts
         mcp = self.mcp
         # Nothing in a run changes the lifecycle state (the methods that do stop it): ask once.
         requests_ok = not mcp or self._lifecycle_problem(dir, "", True) is None
@@ -301,10 +300,7 @@ class Monitor:
                 break  # MCP params must be an object
             rid = e.id
             if rid is UNSET:
-                c = counts.get(method)
-                if c is None:
-                    c = counts[method] = {}
-                c["notifications"] = c.get("notifications", 0) + 1
+                self._count(method, "notifications")
                 self._notified[dir] = method
                 continue
             if not requests_ok or max_requests == 0:
