@@ -64,6 +64,8 @@ def register(sub: Any) -> None:
     h.add_argument("--http", metavar="HOST:PORT", help="with --url: where guard listens")
     h.add_argument("--allow-remote", action="store_true", help="with --http: allow a non-loopback listen address")
     h.add_argument("--max-sessions", metavar="N", type=int, default=1000, help="sessions guard keeps (default 1000; the least recently used idle one ends for a new one)")
+    h.add_argument("--session-idle", metavar="S", type=float, default=600.0,
+                   help="end a session after S seconds without a request (default 600, as sturdyrpc run); its next request gets 404")
     h.add_argument("--forward-authorization", action="store_true",
                    help="hand the client's Authorization header on to the upstream (by default it never gets one)")
     h.add_argument("--auth-tool-scope", metavar="TOOL=SCOPE[,SCOPE]", action="append", default=[],
@@ -85,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
         return _usage("give the server to guard: -- CMD (a stdio server) or --url URL --http HOST:PORT (a Streamable HTTP one)")
     if args.deadline is not None and args.deadline <= 0:
         return _usage("--deadline must be positive")
+    if args.session_idle <= 0:
+        return _usage("--session-idle must be positive")
     if args.max_in_flight is not None and args.max_in_flight < 1:
         return _usage("--max-in-flight must be at least 1")
     if args.log and (args.url or args.http):
@@ -155,7 +159,7 @@ def _run_http(args: argparse.Namespace) -> int:
         security, _ = auth_security(auth, f"http://{host}:{port}{url.path or '/'}", http_options(args),
                                     bind_host=host, allow_remote=args.allow_remote)
         app = GuardHTTPApp(args.url, security=security, forward_authorization=args.forward_authorization,
-                           tool_scopes=tool_scopes, max_sessions=args.max_sessions, report=args.report,
+                           tool_scopes=tool_scopes, max_sessions=args.max_sessions, report=args.report, idle_timeout=args.session_idle,
                            keepalive=args.keepalive if args.keepalive is not None else 15.0,
                            core_factory=lambda: GuardCore(deadline=args.deadline, max_in_flight=args.max_in_flight,
                                                           cancel=args.cancel, protocol="mcp",
