@@ -80,3 +80,37 @@ def test_guard_reports_what_it_contained(tmp_path: Path) -> None:
     assert contained["framing.parse-error"] == 1 and contained["messages.invalid-jsonrpc"] == 1
     assert contained["errors.no-leak-probe"] == 1
     assert "guard contained (by rule, as check names them)" in out.stderr.decode()
+
+
+def test_guard_logs_the_traffic_as_trace_does_and_what_it_contained(tmp_path: Path) -> None:
+    # guard --log: what each side wrote, as guard read it (trace --log's records: replay reads
+    # them), then one record of what guard contained, the counts of the report.
+    from sturdyrpc.proxy.replay import load_session
+
+    log, report = tmp_path / "guard.ndjson", tmp_path / "guard.json"
+    frames = b"\n".join([
+        b'{"jsonrpc":"2.0","id":1,"method":"echo","params":{"a":1,"token":"s3cr3t"}}',
+        b"not json",
+        b'{"jsonrpc":"2.0","id":2,"method":"fail"}',
+    ]) + b"\n"
+    out = subprocess.run([PY, "-m", "sturdyrpc", "guard", "--log", str(log), "--report", str(report), "--", PY, str(ZOO / "banner_on_stdout.py")],
+                         input=frames, capture_output=True, timeout=30)
+    assert out.returncode == 0, out.stderr.decode()
+    lines = log.read_bytes().splitlines()
+    records = [json.loads(line) for line in lines]
+    assert records[0]["sturdyrpc"] == "trace" and records[0]["redacted"] is True and records[0]["command"][-1].endswith("banner_on_stdout.py")
+    assert {"dir": "c2s", "raw": "not json"}.items() <= records[2].items()
+    assert any(r.get("dir") == "s2c" and "zoo server 1.0 ready" in r.get("raw", "") for r in records)  # the server's own output, unrepaired
+    assert b"s3cr3t" not in log.read_bytes()
+    session = load_session(lines)
+    assert [(r.dir, r.msg.get("id")) for r in session if r.dir == "c2s"] == [("c2s", 1), ("c2s", 2)]
+    assert {r.msg.get("id") for r in session if r.dir == "s2c"} == {1, 2}  # guard's ids, as the server saw them
+    last = records[-1]
+    assert last["event"] == "contained" and last["exit_code"] == 0
+    assert last["contained"] == json.loads(report.read_text())["contained"] and last["contained"]["framing.parse-error"] == 1
+
+
+def test_guard_log_is_for_stdio() -> None:
+    out = subprocess.run([PY, "-m", "sturdyrpc", "guard", "--log", "x.ndjson", "--url", "http://127.0.0.1:1/mcp", "--http", "127.0.0.1:0"],
+                         capture_output=True, timeout=30)
+    assert out.returncode == 2 and b"--log records a stdio server's traffic" in out.stderr

@@ -342,3 +342,17 @@ def test_client_leaving_frees_its_request_id() -> None:
                 timeout=httpx.Timeout(20, read=0.5))
         time.sleep(0.3)  # the disconnect reaches guard
         assert _text(_call(url, h, "echo", {"text": "again"})) == "again"  # id 3 again, answered
+
+
+def test_idle_sessions_end() -> None:
+    """--session-idle: a session no request came for within S seconds ends (404, the client
+    re-initializes), one in use stays."""
+    with guarded("demo", "--session-idle", "1.5") as (up, url):
+        idle, used = _init(url), _init(url)
+        deadline = time.monotonic() + 2.5
+        while time.monotonic() < deadline:  # the used session gets a request every 0.5 s
+            assert _text(_call(url, used, "echo", {"text": "busy"})) == "busy"
+            time.sleep(0.5)
+        assert _call(url, idle, "echo", {"text": "late"}).status_code == 404
+        assert _text(_call(url, used, "echo", {"text": "still"})) == "still"
+        assert _text(_call(url, _init(url), "echo", {"text": "again"})) == "again"

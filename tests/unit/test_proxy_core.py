@@ -526,3 +526,29 @@ def test_trace_content_length_frames_with_line_breaks_are_logged_one_line_each()
     assert (to_server, to_client) == (reqs, reps) and records == expected and len(records) == 81
     assert [v.spec.id for v in m.violations] == ["ids.duplicate-reply"] == [v.spec.id for v in ref.violations]
     assert _state(m, 9.0) == _state(ref, 9.0) and not m.pending[C2S]
+
+
+def test_envelopes_a_proxy_holds_are_judged_as_the_bytes_they_encode_to() -> None:
+    # guard hands the monitor its own requests as the envelopes it encoded them from, and reads
+    # the server's plain replies from the envelopes the monitor decoded (``seen``): the monitor
+    # ends in the state the bytes leave, and ``seen`` holds what the frames say.
+    import msgspec
+
+    from sturdyrpc.check.verdicts import decode_envelope
+
+    sent = [req(1, "echo", {"value": 1}), req(2, "tools/call", {"name": "t"}), note("n", {}), req(3, "echo", [1]),
+            note("notifications/cancelled", {"requestId": 3}), req(4, "echo")]
+    replies = [res(2, {"x": 1}), res(1), b"junk", res(9)]
+    as_bytes, as_envelopes = Monitor(), Monitor()
+    for m, frames in ((as_bytes, sent), (as_envelopes, [decode_envelope(f) for f in sent])):
+        assert m.feed_plain(C2S, frames, 0.5) == 4  # the run stops at the cancel, envelopes or not
+        i = 4
+        while i < len(frames):
+            m.feed(C2S, sent[i], 0.5)
+            i = m.feed_plain(C2S, frames, 0.5, i + 1)
+        seen: list[Any] = []
+        end = m.feed_plain(S2C, replies, 1.0, 0, -1, seen)
+        assert end == 2 and [msgspec.json.decode(msgspec.json.encode(e)) for e in seen[:end]] == [json.loads(r) for r in replies[:end]]
+        for f in replies[end:]:
+            m.feed(S2C, f, 1.0)
+    assert _state(as_envelopes, 2.0) == _state(as_bytes, 2.0)

@@ -55,12 +55,17 @@ def register(sub: Any) -> None:
     g.add_argument("--keep-tool-errors", action="store_true",
                    help="pass failed tools' results (isError) as they are, even when they reveal a traceback, path or exception name")
     g.add_argument("--report", metavar="FILE", help="write what guard contained (counts by rule, as check names them) to FILE as JSON at exit")
+    g.add_argument("--log", metavar="FILE",
+                   help="stdio: write the traffic as guard read it from each side to FILE as NDJSON (trace --log's format, secrets "
+                   "redacted; replayable with sturdyrpc replay), and at exit a record of what it contained")
     g.add_argument("--grace", metavar="S", type=float, default=2.0, help="after the client left: seconds before SIGTERM, and again before SIGKILL (default: 2)")
     h = g.add_argument_group("Streamable HTTP (instead of -- CMD)")
     h.add_argument("--url", metavar="URL", help="the upstream MCP endpoint, http://HOST:PORT/PATH; guard serves PATH on --http")
     h.add_argument("--http", metavar="HOST:PORT", help="with --url: where guard listens")
     h.add_argument("--allow-remote", action="store_true", help="with --http: allow a non-loopback listen address")
     h.add_argument("--max-sessions", metavar="N", type=int, default=1000, help="sessions guard keeps (default 1000; the least recently used idle one ends for a new one)")
+    h.add_argument("--session-idle", metavar="S", type=float, default=600.0,
+                   help="end a session after S seconds without a request (default 600, as sturdyrpc run); its next request gets 404")
     h.add_argument("--forward-authorization", action="store_true",
                    help="hand the client's Authorization header on to the upstream (by default it never gets one)")
     h.add_argument("--auth-tool-scope", metavar="TOOL=SCOPE[,SCOPE]", action="append", default=[],
@@ -82,8 +87,12 @@ def run(args: argparse.Namespace) -> int:
         return _usage("give the server to guard: -- CMD (a stdio server) or --url URL --http HOST:PORT (a Streamable HTTP one)")
     if args.deadline is not None and args.deadline <= 0:
         return _usage("--deadline must be positive")
+    if args.session_idle <= 0:
+        return _usage("--session-idle must be positive")
     if args.max_in_flight is not None and args.max_in_flight < 1:
         return _usage("--max-in-flight must be at least 1")
+    if args.log and (args.url or args.http):
+        return _usage("--log records a stdio server's traffic (-- CMD); it is not built for --url yet")
     if args.url or args.http:
         return _run_http(args)
     if auth_requested(args) or http_options(args) or args.forward_authorization or args.auth_tool_scope:
@@ -95,18 +104,26 @@ def _run_stdio(args: argparse.Namespace) -> int:
     from ..proxy.guard import GuardCore
     from ..proxy.guard_proxy import GuardProxy
     from ..proxy.pump import check_command, run_proxy
+    from ..proxy.tracelog import LOG_BUFFER, TraceLog
     from ..proxy.view import LiveView
+    from .trace import open_private
 
     command = list(args.server_command or [])
     problem = check_command("guard", command)
     if problem:
         print(problem, file=sys.stderr)
         return 2
+    try:
+        log_file = open_private(args.log, LOG_BUFFER) if args.log else None
+    except OSError as exc:
+        print(f"sturdyrpc guard: cannot write the log {args.log!r}: {exc.strerror}", file=sys.stderr)
+        return 2
+    log = TraceLog(log_file, command, args.framing) if log_file is not None else None
     terminal = sys.stderr.isatty()
     core = GuardCore(deadline=args.deadline, max_in_flight=args.max_in_flight, cancel=args.cancel,
                      content_length=args.framing == "content-length", protocol=args.protocol, keep_tool_errors=args.keep_tool_errors)
     view = LiveView(sys.stderr, colour=terminal, prefix="guard")
-    proxy = GuardProxy(command, core=core, framing=args.framing, view=view, grace=args.grace, terminal=terminal, report=args.report)
+    proxy = GuardProxy(command, core=core, framing=args.framing, view=view, grace=args.grace, terminal=terminal, report=args.report, log=log)
     return run_proxy(proxy)
 
 
@@ -142,7 +159,7 @@ def _run_http(args: argparse.Namespace) -> int:
         security, _ = auth_security(auth, f"http://{host}:{port}{url.path or '/'}", http_options(args),
                                     bind_host=host, allow_remote=args.allow_remote)
         app = GuardHTTPApp(args.url, security=security, forward_authorization=args.forward_authorization,
-                           tool_scopes=tool_scopes, max_sessions=args.max_sessions, report=args.report,
+                           tool_scopes=tool_scopes, max_sessions=args.max_sessions, report=args.report, idle_timeout=args.session_idle,
                            keepalive=args.keepalive if args.keepalive is not None else 15.0,
                            core_factory=lambda: GuardCore(deadline=args.deadline, max_in_flight=args.max_in_flight,
                                                           cancel=args.cancel, protocol="mcp",

@@ -7,7 +7,7 @@ same rules, named the same way, as under ``trace`` and ``check``. Each frame bec
 (a dict ready for JSON): requests are paired with their replies (``pair``: the other's ``seq``;
 ``ms``: the latency), and every rule the message breaks is on the entry itself, with the rule's
 id, title, text and hint from :data:`~sturdyrpc.check.verdicts.SPECS`. The same frames are
-written as a ``trace --log`` file by :class:`~sturdyrpc.proxy.trace.TraceLog` (what
+written as a ``trace --log`` file by :class:`~sturdyrpc.proxy.tracelog.TraceLog` (what
 :meth:`Session.export` returns), which ``sturdyrpc replay`` accepts.
 """
 
@@ -22,7 +22,7 @@ from ..check.config import MODERN_VERSION
 from ..check.verdicts import SPECS, tool_result_problems
 from ..framing import BadHeader, FrameTooLarge
 from ..proxy.monitor import C2S, S2C, Direction, Event, Key, Monitor, Violation, key_of
-from ..proxy.trace import TraceLog
+from ..proxy.tracelog import TraceLog
 
 __all__ = ["Session", "Frame", "violation_json", "C2S", "S2C"]
 

@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from ..check.verdicts import Envelope as Wire
 from ..check.verdicts import show
 from ..codec import DecodeFailure, decode, encode
 from ..dispatch import BatchJob, Call, Dispatcher
@@ -92,24 +93,16 @@ class _Forwarded(msgspec.Struct, gc=False):
     key: Key  # key_of(client_id)
     method: str
     started: float
-    payload: bytes  # what the server gets (kept while it waits for a slot)
+    message: Wire  # what the server gets (kept while it waits for a slot)
     token: Any = UNSET  # the client's progress token, when it sent one
     batch: _Batch | None = None
     sent: bool = False
 
 
-class _Request(msgspec.Struct, gc=False):
-    """A request as guard forwards it (params as the client sent them, or absent)."""
-
-    jsonrpc: str
-    id: int
-    method: str
-    params: Any = UNSET
-
-
-#: Guard's own messages to the server are encoded by msgspec directly: their params were read by
+#: Guard's own messages (requests under its ids, replies under the client's) are encoded by
+#: msgspec directly from the envelope the monitor judges: their params and results were read by
 #: the strict decoder, so they hold no NaN or infinity for the codec's check to find.
-_encode_request = msgspec.json.Encoder().encode
+_encode_wire = msgspec.json.Encoder().encode
 
 
 def _forwarded(params: Any, ctx: Any) -> None:
@@ -155,6 +148,11 @@ class GuardCore:
         self._mcp = protocol == "mcp"  # the profile is MCP's (kept with it)
         self._next_id = 0
         self._replies: list[Any] = []  # what Dispatcher.accept hands to on_response
+        self._on_reply = self._replies.append
+        # What this call wrote to the server, as the monitor judges it (one entry per payload of
+        # out.to_server from the call's mark: the envelope guard encoded it from, or the bytes).
+        self._judged: list[Wire | bytes] = []
+        self._seen: list[Wire] = []  # the envelopes of a run of the server's plain frames
         # The client's requests under guard's ids, in arrival order (deadlines count from there):
         # sent to the server, or waiting for a slot (``_queue``, first in, first out).
         self._inflight: dict[int, _Forwarded] = {}
@@ -178,6 +176,7 @@ class GuardCore:
         """Frames the client wrote, in order (unreadable ones as the framer reports them)."""
         out = Actions() if out is None else out
         mark = len(out.to_server)
+        self._judged.clear()
         for frame in frames:
             if type(frame) is bytes:
                 self._client_frame(frame, now, out)
@@ -189,11 +188,13 @@ class GuardCore:
     def _client_frame(self, frame: bytes, now: float, out: Actions) -> None:
         gate = self.gate
         got = read(frame, gate.limits)
-        if self.profile is None:
+        profile = self.profile
+        if profile is None:
             self._choose_profile(got)
+            profile = self.profile
         # The client's replies (to the server's requests) are collected, then mapped back.
         replies = self._replies
-        received = gate.accept(got, self.profile, replies.append) if type(got) is Envelope else gate.accept_read(got, self.profile, replies.append)
+        received = gate.accept(got, profile, self._on_reply) if type(got) is Envelope else gate.accept_read(got, profile, self._on_reply)
         t = type(received)
         if t is Call:
             self._forward(received, frame, now, out)  # type: ignore[arg-type]
@@ -214,16 +215,24 @@ class GuardCore:
         out.to_client.append(reply)
         self._refused(reply, out)
 
+    def _to_server(self, out: Actions, payload: bytes, judged: Wire | bytes) -> None:
+        out.to_server.append(payload)
+        self._judged.append(judged)
+
     def _judge_sent(self, sent: list[bytes], start: int, now: float) -> None:
         """Show the monitor what went to the server (``sent[start:]``): every payload once, in
-        order, the everyday ones in runs (:meth:`Monitor.feed_plain`), the rest one by one."""
+        order, the everyday ones in runs (:meth:`Monitor.feed_plain`, guard's requests as the
+        envelopes they were encoded from), the rest one by one."""
         monitor = self.monitor
-        i, n = start, len(sent)
+        judged = self._judged
+        assert len(judged) == len(sent) - start
+        i, n = 0, len(judged)
         while i < n:
-            i = monitor.feed_plain(C2S, sent, now, i)
+            i = monitor.feed_plain(C2S, judged, now, i)
             if i < n:
-                monitor.feed(C2S, sent[i], now)
+                monitor.feed(C2S, sent[start + i], now)
                 i += 1
+        judged.clear()
 
     def _choose_profile(self, got: Any) -> None:
         first = got[0] if type(got) is list and got else got
@@ -261,41 +270,44 @@ class GuardCore:
         cid = call.id
         t = type(cid)
         key = cid if t is int or t is str else key_of(cid)
+        by_client = self._by_client
         profile = self.profile
-        if profile is not None and profile.refuse_duplicate_ids and key in self._by_client:
+        if key in by_client and profile is not None and profile.refuse_duplicate_ids:
             reply = self.gate.failure(call, _DUPLICATE)
             if reply is not None:
                 out.to_client.append(reply)
             self.contained["mcp.duplicate-id"] += 1
             out.log.append(f"guard: refused a second request with the id {show(call.id, 40)} while the first is in flight")
             return
-        self._next_id += 1
-        gid = self._next_id
+        gid = self._next_id = self._next_id + 1
         params = call.params
         token: Any = UNSET
-        if type(params) is dict:
-            meta = params.get("_meta")
+        if params is None:
+            params = UNSET
+        elif type(params) is dict and "_meta" in params:
+            meta = params["_meta"]
             if type(meta) is dict and "progressToken" in meta:
                 token = meta["progressToken"]
                 params = {**params, "_meta": {**meta, "progressToken": gid}}
         method = call.method
-        payload = _encode_request(_Request("2.0", gid, method, UNSET if params is None else params))
+        message = Wire("2.0", method, gid, params)
         job = call.job
+        mif = self.max_in_flight
+        held = True if self._queue else mif is not None and self._sent >= mif
         # a batch's element: job.origin is its _Batch (set by _forward_batch)
-        f = _Forwarded(cid, key, method, now, payload, token, None if job is None else job.origin)
-        self._inflight[gid] = f
-        self._by_client[key] = gid
-        if self._queue or (self.max_in_flight is not None and self._sent >= self.max_in_flight):
+        self._inflight[gid] = _Forwarded(cid, key, method, now, message, token, None if job is None else job.origin, not held)
+        by_client[key] = gid
+        if held:
             self._queue.append(gid)
             return
-        f.sent = True
         self._sent += 1
-        out.to_server.append(payload)
+        out.to_server.append(_encode_wire(message))
+        self._judged.append(message)
 
     def _send(self, f: _Forwarded, out: Actions) -> None:
         f.sent = True
         self._sent += 1
-        out.to_server.append(f.payload)
+        self._to_server(out, _encode_wire(f.message), f.message)
 
     def _forward_notification(self, call: Call, frame: bytes | None, out: Actions) -> None:
         method = call.method
@@ -311,7 +323,8 @@ class GuardCore:
                 self._drop(gid, f)
                 out.log.append(f"guard: {f.method} (id {show(f.client_id, 40)}) was cancelled while held back: not sent")
                 return
-            out.to_server.append(encode({"jsonrpc": "2.0", "method": method, "params": {**call.params, member: gid}}))
+            cancel = encode({"jsonrpc": "2.0", "method": method, "params": {**call.params, member: gid}})
+            self._to_server(out, cancel, cancel)
             # The client expects no reply now (MCP: it ignores one): a reply that comes anyway is
             # dropped quietly, as after a deadline.
             self._drop(gid, f)
@@ -322,7 +335,7 @@ class GuardCore:
             if call.params is not None:
                 msg["params"] = call.params
             frame = encode(msg)
-        out.to_server.append(frame)
+        self._to_server(out, frame, frame)
 
     def _forward_batch(self, job: BatchJob, now: float, out: Actions) -> None:
         requests = sum(1 for c in job.calls if not c.is_notification)
@@ -351,7 +364,8 @@ class GuardCore:
             back: dict[str, Any] = {"jsonrpc": "2.0", "id": sid, "result": msg.result}
         else:
             back = {"jsonrpc": "2.0", "id": sid, "error": msg.error.to_dict()}  # type: ignore[union-attr]
-        out.to_server.append(encode(back))
+        payload = encode(back)
+        self._to_server(out, payload, payload)
 
     # -- the server's frames ---------------------------------------------------------------------
 
@@ -364,13 +378,17 @@ class GuardCore:
         """Frames the server wrote, in order (unreadable ones as the framer reports them)."""
         out = Actions() if out is None else out
         mark = len(out.to_server)
+        self._judged.clear()
         monitor = self.monitor
+        seen = self._seen
         i, n = 0, len(frames)
         while i < n:
-            # The everyday replies in runs: the monitor settles them; each is then only mapped.
-            end = monitor.feed_plain(S2C, frames, now, i)
+            # The everyday replies in runs: the monitor settles them; each is then only mapped,
+            # from the envelope the monitor read.
+            seen.clear()
+            end = monitor.feed_plain(S2C, frames, now, i, -1, seen)
             for k in range(i, end):
-                self._plain_reply(frames[k], out)  # type: ignore[arg-type]  # plain frames are bytes
+                self._plain_reply(seen[k - i], frames[k], out)  # type: ignore[arg-type]  # plain frames are bytes
             if end == n:
                 break
             frame = frames[end]
@@ -392,26 +410,27 @@ class GuardCore:
         self._judge_sent(out.to_server, mark, now)
         return out
 
-    def _plain_reply(self, frame: bytes, out: Actions) -> None:
-        """A frame the monitor found plain. A success reply to a request in flight under guard's
-        id: the client gets it under its own id, the result as the server wrote it."""
-        reply = _read_plain_reply(frame)
+    def _plain_reply(self, reply: Wire, frame: bytes, out: Actions) -> None:
+        """A frame the monitor found plain, read as ``reply``. A success reply to a request in
+        flight under guard's id: the client gets it under its own id."""
         if reply.method is not UNSET:  # a request or notification of the server's
             value = decode(frame)
             self._server_message(Event(S2C, "request" if "id" in value else "notification", value), frame, out)
             return
-        gid = reply.id
+        gid: int = reply.id  # type: ignore[assignment]  # plain: it settled a request under guard's id
         f = self._inflight.pop(gid)
         self._sent -= 1  # plain: a reply to a request sent
         if self._by_client.get(f.key) == gid:
             del self._by_client[f.key]
-        raw = reply.result
-        if f.batch is not None or type(f.client_id) not in _PLAIN_IDS or (b'"isError"' in frame and f.method == "tools/call") or (
-            self._mcp and b'"resultType"' not in frame and self._modern()
+        result = reply.result
+        cid = f.client_id
+        if f.batch is not None or type(cid) not in _PLAIN_IDS or (
+            type(result) is dict and ((f.method == "tools/call" and "isError" in result) or (self._mcp and "resultType" not in result and self._modern()))
         ):
-            self._settle(f, decode(bytes(raw)), out)  # the rare cases: the result is looked at
+            self._settle(f, result, out)  # the rare cases: the result is looked at
             return
-        out.to_client.append(_encode_plain_reply(_PlainReply("2.0", f.client_id, raw)))
+        # Positional (made faster): jsonrpc, method, id, params, result.
+        out.to_client.append(_encode_wire(Wire("2.0", UNSET, cid, UNSET, result)))  # type: ignore[arg-type]  # UNSET: the members a reply leaves out
 
     def _server_message(self, ev: Event, frame: bytes | None, out: Actions) -> None:
         for v in ev.violations:
@@ -576,6 +595,7 @@ class GuardCore:
         out = Actions()
         if self.deadline is None:
             return out
+        self._judged.clear()
         limit = now - self.deadline
         message = f"sturdyrpc guard: no reply within the deadline of {self.deadline:g} s"
         expired = []
@@ -595,7 +615,7 @@ class GuardCore:
             self._give_up(gid)
             cancel = self._cancel_notification(gid)
             if cancel is not None:
-                out.to_server.append(cancel)
+                self._to_server(out, cancel, cancel)
             out.log.append(f"guard: {f.method} (id {show(f.client_id, 40)}) got no reply within {self.deadline:g} s: answered with {DEADLINE_CODE}"
                            + (", cancelled on the server" if cancel is not None else ""))
         self._release(now, out)
@@ -649,17 +669,5 @@ class GuardCore:
 _ABSENT: Any = object()
 
 
-class _PlainReply(msgspec.Struct, gc=False):
-    """A frame the monitor's runs passed: a success reply (the result kept as the server wrote
-    it), or a request or notification (``method`` set; the rest not read here)."""
-
-    jsonrpc: str
-    id: Any = None
-    result: msgspec.Raw = msgspec.Raw(b"null")
-    method: Any = UNSET
-
-
-_read_plain_reply = msgspec.json.Decoder(_PlainReply).decode
-_encode_plain_reply = msgspec.json.Encoder().encode
 #: Client ids written by msgspec as they came (others, a float id say, go through the codec).
 _PLAIN_IDS = (int, str)

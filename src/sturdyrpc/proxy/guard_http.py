@@ -43,7 +43,7 @@ from ..limits import DEFAULT_LIMITS, Limits
 from ..mcp.versions import HANDSHAKE_VERSIONS, META_PROTOCOL_VERSION, MODERN_VERSIONS
 from ..mcp_http.events import SSE_HEADERS, sse_event
 from ..mcp_http.modern import HeaderProblem, check_modern_headers, header_version, send_problem
-from ..mcp_http.sessions import not_found, session_id_of
+from ..mcp_http.sessions import SessionCaps, not_found, session_id_of
 from ..request_context import current_principal
 from ..transports.asgi import HTTPRefusal, HTTPSecurity, Receive, Scope, Send, error_body, header_index, refuse, respond
 from ..transports.http_layer import JSON, SSE, http_layer, wait_disconnect
@@ -86,13 +86,15 @@ class GuardHTTPApp:
     2026-07-28 request); ``security``: the HTTP layer's checks (Host/Origin, auth, body bound);
     ``tool_scopes``: OAuth scopes per tool name (``"*"``: every tool) a ``tools/call`` needs
     (403 ``insufficient_scope`` otherwise); ``limits``: the message bounds; ``max_sessions``: the
-    size of guard's session table; ``keepalive``: seconds of silence before an SSE comment line.
+    size of guard's session table; ``idle_timeout``: seconds without a request after which a
+    session no client waits on ends (as ``sturdyrpc run``'s sessions do; its next request gets
+    404, and the upstream a DELETE); ``keepalive``: seconds of silence before an SSE comment line.
     """
 
     def __init__(self, upstream_url: str, *, core_factory: Callable[[], GuardCore], security: HTTPSecurity | None = None,
                  forward_authorization: bool = False, tool_scopes: Mapping[str, frozenset[str]] | None = None,
                  limits: Limits | None = None, max_sessions: int = 1000, keepalive: float = KEEPALIVE,
-                 report: str | None = None) -> None:
+                 report: str | None = None, idle_timeout: float = SessionCaps.idle_timeout) -> None:
         if max_sessions < 1:
             raise ValueError("max_sessions must be at least 1")
         self.limits = limits or DEFAULT_LIMITS
@@ -101,6 +103,8 @@ class GuardHTTPApp:
         self.forward_authorization = forward_authorization
         self.tool_scopes = dict(tool_scopes or {})
         self.max_sessions = max_sessions
+        self.idle_timeout = idle_timeout
+        self._ending: set[asyncio.Task[None]] = set()  # sessions ended for idleness, telling the upstream
         self.keepalive = keepalive
         self.report = report
         #: What the cores of ended sessions and requests answered for the server or repaired, by rule.
@@ -147,8 +151,25 @@ class GuardHTTPApp:
         except HTTPRefusal as r:
             await refuse(send, r, with_null_id=False)
 
+    def _expire_idle(self, now: float) -> None:
+        """End the sessions idle for longer than ``idle_timeout``. The table is in the order of
+        the clients' last requests, so the walk stops at the first session used since."""
+        expired = []
+        for session in self.sessions.values():
+            if session.idle_for(now) > self.idle_timeout:
+                expired.append(session)
+            elif not session.busy:
+                break  # used since the timeout began: so is every session after it
+        for session in expired:
+            task = asyncio.ensure_future(self._drop(session))
+            self.sessions.pop(session.sid or "", None)  # gone from the table at once; the upstream is told meanwhile
+            self._ending.add(task)
+            task.add_done_callback(self._ending.discard)
+
     async def _find(self, hx: dict[bytes, bytes], owner: str | None) -> GuardSession:
         sid = session_id_of(hx.get(b"mcp-session-id"))
+        now = time.monotonic()
+        self._expire_idle(now)
         session = self.sessions.get(sid)
         if session is None or session.owner != owner:
             raise not_found()  # another principal's session looks exactly like an unknown one
@@ -156,9 +177,11 @@ class GuardHTTPApp:
             await self._drop(session)
             raise not_found()
         self.sessions.move_to_end(sid)
+        session.touch(now)
         return session
 
     async def _open(self, owner: str | None) -> GuardSession:
+        self._expire_idle(time.monotonic())
         if len(self.sessions) >= self.max_sessions:
             idle = next((s for s in self.sessions.values() if not s.busy), None)
             if idle is None:

@@ -163,6 +163,15 @@ class GuardSession:
         self.upstream_lost = False
         self._headers: dict[str, str] = {"content-type": "application/json", "accept": _ACCEPT}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._active = time.monotonic()
+
+    def touch(self, now: float) -> None:
+        """A request of the client's came for it at ``now`` (monotonic)."""
+        self._active = now
+
+    def idle_for(self, now: float) -> float:
+        """Seconds since the client's last request for it (0 while a client waits on it)."""
+        return 0.0 if self.busy else now - self._active
 
     @property
     def busy(self) -> bool:

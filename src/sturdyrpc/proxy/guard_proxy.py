@@ -12,6 +12,7 @@ import time
 from .guard import Actions, GuardCore
 from .monitor import C2S, S2C, Direction
 from .pump import Proxy, frame_payload, make_framer
+from .tracelog import TraceLog
 from .view import LiveView, print_summary, report_contained
 
 __all__ = ["GuardProxy"]
@@ -37,9 +38,13 @@ class GuardProxy(Proxy):
         grace: float = 2.0,
         terminal: bool = False,
         report: str | None = None,
+        log: TraceLog | None = None,
     ) -> None:
         super().__init__(cmd, framing=framing, grace=grace)
         self.report = report
+        #: The traffic as guard read it from each side (``trace --log``'s format), and at the end
+        #: what guard contained.
+        self.log = log
         self.core = core
         self.view = view
         self.terminal = terminal
@@ -92,6 +97,8 @@ class GuardProxy(Proxy):
     def _frames(self, dir: Direction, data: bytes, now: float) -> None:
         decide = self.core.from_client_frames if dir == C2S else self.core.from_server_frames
         frames = self._framers[dir].feed(data)
+        if self.log is not None:
+            self.log.frames(dir, frames, now)
         for at in range(0, len(frames), SLICE):
             # Out in slices: the other side starts on the first messages of a large read while
             # guard decides about the rest.
@@ -121,6 +128,13 @@ class GuardProxy(Proxy):
     def client_gone(self, why: str) -> None:
         self.view.text(f"guard: the client went away ({why}); the server gets EOF, then SIGTERM and SIGKILL after {self.grace:g} s each")
 
+    def housekeeping(self) -> None:
+        if self.log is not None:
+            self.log.file.flush()  # readable with tail -f within half a second
+
     def finish(self, code: int) -> None:
         print_summary(sys.stderr, self.core.monitor.summary(time.monotonic()), title="sturdyrpc guard summary", code=code, terminal=self.terminal)
         report_contained(sys.stderr, self.core.contained, self.report, exit_code=code)
+        if self.log is not None:
+            self.log.note("contained", time.monotonic(), exit_code=code, contained=dict(sorted(self.core.contained.items())))
+            self.log.close()

@@ -24,6 +24,7 @@ from ..check.model import CheckSpec, Level
 from ..check.verdicts import (
     SPECS,
     UNSET,
+    Envelope,
     decode_envelope,
     initialize_result_problems,
     jsonrpc_code_problem,
@@ -208,10 +209,17 @@ class Monitor:
                 return self._response(dir, value, now)
         return self.feed_value(dir, value, now)
 
-    def feed_plain(self, dir: Direction, frames: Sequence[object], now: float, start: int = 0, max_requests: int = -1) -> int:
+    def feed_plain(self, dir: Direction, frames: Sequence[object], now: float, start: int = 0, max_requests: int = -1,
+                   seen: list[Envelope] | None = None) -> int:
         """Judge ``frames[start:]`` (that travelled ``dir``) for as long as each is plain, without
         making an :class:`Event`; the index of the first frame left for :meth:`feed` (``len(frames)``
         when none is). At most ``max_requests`` requests (-1: any number).
+
+        A frame is bytes, or an :class:`~sturdyrpc.check.verdicts.Envelope` its sender already
+        holds (a proxy's own message: judged as the bytes it encodes to, without decoding them
+        again). ``seen``: a list the envelope of each frame read is appended to, in order (its
+        first ``returned - start`` entries are the plain frames': a caller that acts on them reads
+        them there instead of decoding the frames again).
 
         Plain: a request or notification the rules pass (an
         :class:`~sturdyrpc.check.verdicts.Envelope` with a method and neither result nor error),
@@ -225,7 +233,7 @@ class Monitor:
         if start >= len(frames):
             return start
         asked: dict[str, int] = {}  # requests by method, added to the counts at the end
-        i = self._walk_plain(dir, frames, now, start, max_requests, asked)
+        i = self._walk_plain(dir, frames, now, start, max_requests, asked, seen)
         settled = self._answered[_OTHER[dir]]
         if len(settled) > 2 * _DONE_KEEP:
             del settled[:-_DONE_KEEP]
@@ -237,7 +245,8 @@ class Monitor:
             c["requests"] = c.get("requests", 0) + k
         return i
 
-    def _walk_plain(self, dir: Direction, frames: Sequence[object], now: float, start: int, max_requests: int, asked: dict[str, int]) -> int:
+    def _walk_plain(self, dir: Direction, frames: Sequence[object], now: float, start: int, max_requests: int, asked: dict[str, int],
+                    seen: list[Envelope] | None) -> int:
         """:meth:`feed_plain`'s walk over the frames: each plain one has its effect on the tables
         of requests in flight (requests this side sends, replies to those it answers) and on
         the counts of notifications; the requests, by method, are added to ``asked``."""
@@ -245,7 +254,6 @@ class Monitor:
         ours = self.pending[dir]  # the requests this side sends
         theirs = self.pending[_OTHER[dir]]  # the requests this side answers
         settled = self._answered[_OTHER[dir]]
-        counts = self.counts
         mcp = self.mcp
         # Nothing in a run changes the lifecycle state (the methods that do stop it): ask once.
         requests_ok = not mcp or self._lifecycle_problem(dir, "", True) is None
@@ -256,10 +264,14 @@ class Monitor:
         special = _SPECIAL.get
         method: Any
         for i in range(start, n):  # noqa: B007 - i is the answer when the loop stops early
-            try:
-                e = decode_envelope(frames[i])  # type: ignore[arg-type]  # not bytes: TypeError
-            except _NOT_AN_ENVELOPE:
-                break
+            e: Any = frames[i]
+            if type(e) is not Envelope:
+                try:
+                    e = decode_envelope(e)  # not bytes: TypeError
+                except _NOT_AN_ENVELOPE:
+                    break
+            if seen is not None:
+                seen.append(e)
             method = e.method
             if method is UNSET:  # a success reply, if it has a result and nothing a reply must not
                 if e.result is UNSET or e.error is not UNSET or e.params is not UNSET:
@@ -288,10 +300,7 @@ class Monitor:
                 break  # MCP params must be an object
             rid = e.id
             if rid is UNSET:
-                c = counts.get(method)
-                if c is None:
-                    c = counts[method] = {}
-                c["notifications"] = c.get("notifications", 0) + 1
+                self._count(method, "notifications")
                 self._notified[dir] = method
                 continue
             if not requests_ok or max_requests == 0:

@@ -13,105 +13,21 @@ import asyncio
 import sys
 import time
 from collections import deque
-from typing import IO, Any
+from typing import IO
 
-from ..codec import DecodeFailure, decode, encode
 from ..framing import Frame, FrameTooLarge
-from .monitor import C2S, S2C, Direction, Event, Monitor
+from .monitor import C2S, S2C, Direction, Monitor
 from .pump import Proxy, make_framer
-from .redact import REDACTED, maybe_secret, redact, redact_argv, redact_text
+from .redact import redact_text
+from .tracelog import LOG_BUFFER, TraceLog
 from .view import LiveView, print_summary
 
 __all__ = ["TraceLog", "TraceProxy", "LOG_BUFFER"]
 
 #: Frames judged per turn of the loop when there is a backlog.
 SLICE = 1024
-#: The buffer of the log file (bytes): records of many reads leave in one system call.
-LOG_BUFFER = 1 << 20
 #: Frames read but not judged yet above which the proxy judges them all before reading on.
 BACKLOG_LIMIT = 4096
-_UNDECODED: Any = object()
-
-
-class TraceLog:
-    """The NDJSON log: a header record, then one record per message, both ways.
-
-    Records: ``{"dir": "c2s"|"s2c", "t": monotonic, "wall": unix time, "msg": <the message>}``;
-    bytes that are not JSON: ``"raw": "<text>"`` instead of ``"msg"``; a frame the framer could not
-    read: ``"event": "bad-header"|"too-large"`` with ``"detail"``.
-
-    ``redact`` (the default): the values of secret-looking keys (:mod:`.redact`) in the messages,
-    the raw text and the server's argv are written as ``"[REDACTED]"``, and the header says
-    ``"redacted": true``; messages without such a key are written as they were read.
-    """
-
-    def __init__(self, file: IO[bytes], command: list[str], framing: str, *, redact: bool = True) -> None:
-        self.file = file
-        self.redact = redact
-        self._wall0 = time.time() - time.monotonic()  # wall = monotonic + offset: one clock read
-        self._breaks = framing != "line"  # frames may hold line breaks (a line frame holds no LF)
-        argv = redact_argv(command) if redact else command
-        file.write(encode({"sturdyrpc": "trace", "format": 1, "command": argv, "framing": framing, "redacted": redact,
-                           "wall": time.time()}) + b"\n")
-
-    def head(self, dir: Direction, now: float) -> bytes:
-        """The start of the records of the frames of one read (they share a direction and a time)."""
-        return b'{"dir":"%s","t":%.6f,"wall":%.6f,' % (dir.encode(), now, now + self._wall0)
-
-    def message(self, out: list[bytes], head: bytes, frame: bytes, ev: Event) -> None:
-        """Add the record of one frame to ``out`` (written by :meth:`write`); ``head`` from :meth:`head`."""
-        if ev.kind == "junk":
-            text = frame.decode("utf-8", "backslashreplace")
-            out += (head, b'"raw":', encode(redact_text(text) if self.redact else text), b"}\n")
-        elif self.redact and (clean := self._without_secrets(frame, ev.value)) is not None:
-            out += (head, b'"msg":', clean, b"}\n")
-        elif b"\n" in frame or b"\r" in frame:
-            out += (head, b'"msg":', encode(ev.value), b"}\n")  # NDJSON: one line each
-        else:
-            out += (head, b'"msg":', frame, b"}\n")
-
-    def plain(self, out: list[bytes], head: bytes, frames: list[bytes]) -> None:
-        """Add the records of ``frames``, messages :meth:`Monitor.feed_plain` judged, to ``out``:
-        one join for all of them."""
-        if self.redact and maybe_secret(b"\n".join(frames)):
-            # Some frame may hold a secret: one by one.
-            for frame in frames:
-                clean = self._without_secrets(frame)
-                if clean is None:
-                    clean = encode(decode(frame)) if b"\n" in frame or b"\r" in frame else frame
-                out += (head, b'"msg":', clean, b"}\n")
-            return
-        body = (b'}\n' + head + b'"msg":').join(frames)
-        if b"\r" in body or (self._breaks and body.count(b"\n") != len(frames) - 1):
-            # A line break inside a frame (Content-Length framing): one line each, re-encoded.
-            for frame in frames:
-                out += (head, b'"msg":', encode(decode(frame)) if b"\n" in frame or b"\r" in frame else frame, b"}\n")
-            return
-        out += (head, b'"msg":', body, b"}\n")
-
-    @staticmethod
-    def _without_secrets(frame: bytes, value: Any = _UNDECODED) -> bytes | None:
-        """What to write for ``frame`` (decoded: ``value``) when it holds a secret; None when it
-        holds none and is written as it was read."""
-        if not maybe_secret(frame):
-            return None
-        if value is _UNDECODED:
-            try:
-                value = decode(frame)
-            except DecodeFailure:
-                return encode(REDACTED)  # a message the monitor read but this cannot: none of it
-        clean = redact(value)
-        return None if clean is value else encode(clean)
-
-    def write(self, out: list[bytes]) -> None:
-        """Write the records collected in ``out`` (one call for many messages, into the file's buffer)."""
-        self.file.write(b"".join(out))
-
-    def event(self, dir: Direction, what: str, detail: str, now: float) -> None:
-        self.file.write(encode({"dir": dir, "t": round(now, 6), "wall": round(now + self._wall0, 6), "event": what, "detail": detail}) + b"\n")
-
-    def close(self) -> None:
-        self.file.close()
 
 
 class TraceProxy(Proxy):
