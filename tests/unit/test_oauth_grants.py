@@ -182,3 +182,18 @@ def test_token_responses_and_challenges_of_dpop() -> None:
     ch = bearer_challenge(['DPoP error="use_dpop_nonce", resource_metadata="https://mcp.example/.well-known/x"'])
     assert ch is not None and ch.scheme == "dpop" and ch.error == "use_dpop_nonce" and ch.resource_metadata
     assert bearer_challenge(['DPoP error="x"'], schemes=("bearer",)) is None
+
+
+def test_metadata_without_an_authorization_endpoint_serves_the_grants_without_a_user() -> None:
+    # RFC 8414 §2: authorization_endpoint is REQUIRED only when a grant that uses it is supported
+    from sturdyrpc.oauth.flow import ClientInfo, authorization_url
+    from sturdyrpc.oauth.pkce import PKCE
+
+    md = AuthorizationServerMetadata.from_json({"issuer": "https://as.example", "token_endpoint": "https://as.example/token",
+                                                "grant_types_supported": ["client_credentials"]})
+    assert md.authorization_endpoint is None and md.token_endpoint == "https://as.example/token"
+    with pytest.raises(OAuthError, match="authorization_endpoint"):
+        authorization_url(md, ClientInfo("c"), redirect_uri="http://127.0.0.1:1/cb", pkce=PKCE.generate(), state="s",
+                          resource="https://rs.example/mcp", scope=None)
+    with pytest.raises(OAuthError, match="token_endpoint"):
+        AuthorizationServerMetadata.from_json({"issuer": "https://as.example", "authorization_endpoint": "https://as.example/a"})

@@ -221,6 +221,8 @@ def authorization_url(
     }
     if scope:
         params["scope"] = scope
+    if asm.authorization_endpoint is None:
+        raise OAuthError("the authorization server lists no authorization_endpoint: the authorization code grant cannot be used")
     p = urlsplit(asm.authorization_endpoint)
     query = (p.query + "&" if p.query else "") + urlencode(params, quote_via=quote)
     return urlunsplit((p.scheme, p.netloc, p.path, query, ""))

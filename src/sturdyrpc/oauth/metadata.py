@@ -164,7 +164,9 @@ class AuthorizationServerMetadata:
     """The members of RFC 8414 / OpenID provider metadata the client acts on."""
 
     issuer: str
-    authorization_endpoint: str
+    #: None when the document lists none: RFC 8414 makes it optional for an authorization server
+    #: without a grant that uses it (only the grants without a user can be used then).
+    authorization_endpoint: str | None
     token_endpoint: str
     registration_endpoint: str | None = None
     scopes_supported: list[str] | None = None
@@ -183,12 +185,12 @@ class AuthorizationServerMetadata:
         """Validate and read a decoded document; :class:`OAuthError` says what is wrong."""
         if type(doc) is not dict:
             raise OAuthError("authorization server metadata is not a JSON object")
-        missing = [k for k in ("issuer", "authorization_endpoint", "token_endpoint") if _opt_str(doc, k) is None]
+        missing = [k for k in ("issuer", "token_endpoint") if _opt_str(doc, k) is None]
         if missing:
             raise OAuthError(f"authorization server metadata lacks {', '.join(missing)}")
         return cls(
             issuer=doc["issuer"],
-            authorization_endpoint=doc["authorization_endpoint"],
+            authorization_endpoint=_opt_str(doc, "authorization_endpoint"),
             token_endpoint=doc["token_endpoint"],
             registration_endpoint=_opt_str(doc, "registration_endpoint"),
             scopes_supported=_str_list(doc.get("scopes_supported")),
