@@ -23,7 +23,7 @@ from ..dispatch import Context
 from ..errors import InvalidParams
 from ..execute import Outcome, call_now, execute
 from ..params import Binder, Mismatch, compile_binder, value_checker
-from .content import ToolResult, is_content, older_block, text_content, to_content
+from .content import Message, PromptResult, ToolResult, older_block, text_content, to_content
 from .context import MCPContext
 from .docstrings import describe_function
 from .param_headers import param_headers
@@ -577,18 +577,20 @@ class Prompt(HandlerFunction):
 
     @staticmethod
     def result(value: Any, description: str | None) -> dict[str, Any]:
+        """The ``GetPromptResult`` of what the function returned: a :class:`.PromptResult`, a
+        :class:`.Message`, a ``str``, a list of those (or of message dicts, content blocks), a
+        result dict as is; anything else as one user message of JSON text."""
+        if isinstance(value, PromptResult):
+            return value.to_dict(description)
         if type(value) is dict and "messages" in value:
             return value
-        if isinstance(value, str):
-            messages = [{"role": "user", "content": text_content(value)}]
-        elif type(value) is list:
-            messages = [m if type(m) is dict and "role" in m else {"role": "user", "content": m if is_content(m) else text_content(str(m))} for m in value]
+        if isinstance(value, (str, Message)):
+            value = [value]
+        if type(value) is list:
+            messages = [m.to_dict() if isinstance(m, Message) else m if type(m) is dict and "role" in m else Message(m).to_dict() for m in value]
         else:
-            messages = [{"role": "user", "content": text_content(codec.encode(pydantic_bridge.to_builtins(value)).decode())}]
-        out: dict[str, Any] = {"messages": messages}
-        if description:
-            out["description"] = description
-        return out
+            messages = [Message(codec.encode(pydantic_bridge.to_builtins(value)).decode()).to_dict()]
+        return PromptResult([]).to_dict(description) | {"messages": messages}
 
 
 def find_resource(resources: dict[str, Resource], templates: dict[str, Resource], uri: str) -> tuple[Resource, dict[str, str]] | None:
