@@ -66,6 +66,7 @@ class ServerCore:
         page_size: int | None = None,
         coerce_json_strings: bool = False,
         mask_errors: bool = True,
+        inline_refs: bool = False,
     ) -> None:
         self.name = name
         #: A tool's unexpected exception reaches the client as a generic text naming an incident
@@ -81,6 +82,9 @@ class ServerCore:
         #: Tool arguments declared as objects/arrays that arrive as JSON strings are decoded
         #: once before validation (for the tools registered while it is set).
         self.coerce_json_strings = coerce_json_strings
+        #: Generated tool schemas have their ``$ref`` written out (:func:`.schema.inline_refs`),
+        #: for the tools registered while it is set.
+        self.inline_refs = inline_refs
         #: 2026-07-28 caching hints on list, read and discover results (``ttlMs``, ``cacheScope``).
         self.cache_ttl_ms = cache_ttl_ms
         self.cache_scope = cache_scope

@@ -27,7 +27,7 @@ from .content import Message, PromptResult, ToolResult, older_block, text_conten
 from .context import MCPContext
 from .docstrings import describe_function
 from .param_headers import param_headers
-from .schema import DIALECT, input_schema, output_schema, wraps_output
+from .schema import DIALECT, inline_refs, input_schema, output_schema, wraps_output
 from .uri_template import UriTemplate
 from .versions import VersionRules
 
@@ -326,6 +326,7 @@ class Tool(HandlerFunction):
         coerce_json_strings: bool = False,
         scopes: Iterable[str] | None = None,
         tags: Iterable[str] | None = None,
+        inline: bool = False,
     ) -> None:
         super().__init__(fn, blocking, coerce_json_strings)
         #: OAuth scopes a principal needs to see and call this tool (see :mod:`.scopes`).
@@ -339,6 +340,8 @@ class Tool(HandlerFunction):
         self.meta = meta
         self.explicit_schema = schema is not None
         self.input_schema = schema if schema is not None else {"$schema": DIALECT, **input_schema(fn, is_context_hint, self.hints, arg_docs)}
+        if inline and schema is None:  # ``inline_refs=True``: the generated schemas without $ref (a given one as given)
+            self.input_schema = inline_refs(self.input_schema)
         #: SEP-2243: the parameters mirrored into ``Mcp-Param-*`` headers (lower-case header
         #: name -> (parameter, JSON type)); an annotation that breaks the rules is refused here.
         self.header_params = param_headers(self.input_schema)
@@ -352,7 +355,7 @@ class Tool(HandlerFunction):
         #: output type (:class:`OutputMismatch`), set with :attr:`output_schema`.
         self.output_check: Callable[[Any], Any] | None = None
         if structured and declared:
-            self.output_schema = output_schema(ret)
+            self.output_schema = inline_refs(output_schema(ret)) if inline else output_schema(ret)
             self.wrap = wraps_output(ret)
             self.output_check = _output_check(ret, name)
         #: Which cached reply template renders this tool's common results (see ``tools_call``):

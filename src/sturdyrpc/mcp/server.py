@@ -97,7 +97,8 @@ class MCPServer:
 
     Transport-agnostic: :meth:`serve` / :meth:`create_peer` run one stateful session over any
     message transport; :meth:`serve_stateless` / :meth:`handle_stateless` answer one 2026-07-28
-    request.
+    request. ``include_tags``/``exclude_tags``: show only / never the components with those tags
+    (:meth:`enable`); ``inline_refs=True``: generated tool schemas without ``$ref`` (but recursive types).
     """
 
     def __init__(
@@ -105,14 +106,14 @@ class MCPServer:
         supported_versions: tuple[str, ...] = SUPPORTED_VERSIONS, limits: Limits = DEFAULT_LIMITS, cache_ttl_ms: int = 0,
         cache_scope: str = "private", page_size: int | None = None, coerce_json_strings: bool = False,
         lifespan: Lifespan | None = None, mask_errors: bool = True, include_tags: Iterable[str] | None = None,
-        exclude_tags: Iterable[str] | None = None,
+        exclude_tags: Iterable[str] | None = None, inline_refs: bool = False,
     ) -> None:
         # What every part shares is the core's (see :mod:`.core`); this object registers on it
         # and serves it.
         self._core = core = ServerCore(
             name, version, lifespan=LifespanRunner(self, lifespan), limits=limits, instructions=instructions, title=title,
             supported_versions=supported_versions, cache_ttl_ms=cache_ttl_ms, cache_scope=cache_scope, page_size=page_size,
-            coerce_json_strings=coerce_json_strings, mask_errors=mask_errors,
+            coerce_json_strings=coerce_json_strings, mask_errors=mask_errors, inline_refs=inline_refs,
         )
         #: ``tools/call``: the one path from request to reply (see :mod:`.tools_call`).
         self.tools_call = ToolsCall(core)
@@ -321,7 +322,7 @@ class MCPServer:
         def register(fn: F) -> F:
             check_function(fn, "@server.tool")
             t = Tool(fn, name or fn.__name__, description, title, annotations, input_schema, structured, blocking, meta, icons=icons,
-                     coerce_json_strings=self._core.coerce_json_strings, scopes=scopes, tags=tags)
+                     coerce_json_strings=self._core.coerce_json_strings, scopes=scopes, tags=tags, inline=self._core.inline_refs)
             if timeout is not None:
                 t.set_timeout(timeout)
             t.set_task_support(task_support)
