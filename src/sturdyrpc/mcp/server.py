@@ -111,7 +111,7 @@ class MCPServer:
         # What every part shares is the core's (see :mod:`.core`); this object registers on it
         # and serves it.
         self._core = core = ServerCore(
-            name, version, lifespan=LifespanRunner(self, lifespan), limits=limits, instructions=instructions, title=title,
+            name, version, lifespan=LifespanRunner(self, lifespan, serving.telemetry), limits=limits, instructions=instructions, title=title,
             supported_versions=supported_versions, cache_ttl_ms=cache_ttl_ms, cache_scope=cache_scope, page_size=page_size,
             coerce_json_strings=coerce_json_strings, mask_errors=mask_errors, inline_refs=inline_refs,
         )
