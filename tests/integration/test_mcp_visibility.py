@@ -98,6 +98,9 @@ def test_include_and_exclude_tags_in_memory(era: str) -> None:
         # a rule holds for what is registered after it
         late = server.tool(lambda: "late", name="late", tags={"admin", "public"})
         assert late is not None and "late" not in server.tools
+        assert server.remove_tool("late") and not server.remove_tool("late")  # a hidden one is removed too
+        server.enable(names={"late"})
+        assert "late" not in server.tools
 
     asyncio.run(main())
 

@@ -395,11 +395,11 @@ class MCPServer:
 
     def remove_tool(self, name: str) -> bool:
         """Unregister the tool ``name`` (listeners are told the list changed); False if absent."""
-        return self._remove(self._core.tools.get(name))
+        return self._remove(self._core.tables.every["tools"].get(name))  # hidden ones too
 
     def remove_prompt(self, name: str) -> bool:
         """Unregister the prompt ``name`` (listeners are told the list changed); False if absent."""
-        return self._remove(self._core.prompts.get(name))
+        return self._remove(self._core.tables.every["prompts"].get(name))
 
     def _remove(self, record: Tool | Prompt | None) -> bool:
         self.add(replacing=[record] if record is not None else [])
