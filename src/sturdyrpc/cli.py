@@ -29,6 +29,9 @@ REQUIRES = {"check": ("rich",), "inspect": ("uvicorn",)}
 def _setup_logging(verbose: int) -> None:
     level = logging.WARNING - 10 * verbose
     logging.basicConfig(stream=sys.stderr, level=max(level, logging.DEBUG), format="sturdyrpc: %(levelname)s %(message)s")
+    # The built-in middleware's lines (Timing() logs at INFO) are what its user asked for: shown
+    # on stderr (never stdout, which is the protocol's on stdio) without configuring logging.
+    logging.getLogger("sturdyrpc.timing").setLevel(max(min(level, logging.INFO), logging.DEBUG))
 
 
 def _columns() -> int:

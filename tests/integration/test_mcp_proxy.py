@@ -279,3 +279,21 @@ def test_the_proxys_own_records_win_over_the_upstreams() -> None:
 def test_create_proxy_refuses_what_is_not_a_target(target: Any, error: type[Exception]) -> None:
     with pytest.raises(error, match="create_proxy"):
         create_proxy(target)
+
+
+@pytest.mark.parametrize("version", ERAS)
+def test_a_proxy_of_fastmcp_hides_by_the_upstream_s_tags(version: str) -> None:
+    """FastMCP lists each component's tags in ``_meta.fastmcp.tags``: the proxy's ``disable``
+    names them, and the hidden tool is neither listed nor callable through the proxy."""
+    proxy = create_proxy(fastmcp_cmd(), name="tagged-proxy")
+    proxy.disable(tags={"danger"})
+
+    async def main() -> None:
+        async with proxy.test_client(version) as c:
+            assert {t["name"] for t in await c.list_tools()} == {"echo", "add", "slow"}
+            with pytest.raises(RPCError, match="Unknown tool"):
+                await c.call_tool("fail", {"reason": "x"})
+            proxy.enable(tags={"danger"})
+            assert "fail" in {t["name"] for t in await c.list_tools()}
+
+    asyncio.run(main())

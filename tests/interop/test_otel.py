@@ -498,3 +498,38 @@ def test_plain_jsonrpc_params_key() -> None:
     assert f.attributes["error.type"] == "ValueError" and f.attributes["sturdyrpc.incident.id"] == err.data["incident"]
     assert [p.count for p in t.points("rpc.server.call.duration") if p.attributes["rpc.method"] == "add"] == [2]
     no_secret_in(t.spans())
+
+
+def test_serving_turns_telemetry_on_by_itself_when_the_sdk_is_configured(tmp_path: Path) -> None:
+    """The real SDK configured before serving, no ``instrument_server`` call: the server's spans
+    are there all the same (as with the official SDK and FastMCP)."""
+    spans_file = tmp_path / "spans.jsonl"
+
+    async def go() -> None:
+        env = dict(os.environ, OTEL_TEST_SPANS=str(spans_file), OTEL_AUTO="1")
+        async with connect([sys.executable, str(SERVERS / "otel_stdio_server.py")], protocol="2025-11-25", env=env) as client:
+            assert (await client.call_tool("echo", {"text": "hi"}))["content"][0]["text"] == "hi"
+
+    asyncio.run(go())
+    spans = {s["name"]: s for s in map(json.loads, spans_file.read_text().splitlines())}
+    assert spans["tools/call echo"]["kind"] == "SpanKind.SERVER" and "initialize" in spans
+
+
+NO_SDK_SERVER = """
+import asyncio, sys
+from sturdyrpc.mcp import MCPServer
+server = MCPServer("plain")
+server.tool(lambda: "ok", name="ok")
+async def main():
+    async with server.test_client() as c:
+        assert (await c.call_tool("ok", {}))["content"][0]["text"] == "ok"
+asyncio.run(main())
+print(sorted(m for m in sys.modules if m.startswith("opentelemetry")), len(server.dispatcher.middleware_chain))
+"""
+
+
+def test_serving_without_a_configured_sdk_costs_nothing() -> None:
+    """No provider configured: nothing of OpenTelemetry is imported, no middleware installed."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    out = subprocess.run([sys.executable, "-c", NO_SDK_SERVER], capture_output=True, text=True, timeout=60, env=env, check=True)
+    assert out.stdout.split() == ["[]", "0"], out.stdout + out.stderr

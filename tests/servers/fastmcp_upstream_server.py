@@ -1,6 +1,6 @@
 """A small FastMCP server (PyPI ``fastmcp``) for the proxy tests: run with the interpreter of the
 venv scripts/install_fastmcp.sh makes; serves stdio. Tools ``echo``, ``add`` (an output schema),
-``slow`` (progress and a log message), ``fail`` (a tool error); the resource ``data://config``,
+``slow`` (progress and a log message), ``fail`` (a tool error, tagged ``danger``); the resource ``data://config``,
 the template ``users://{user_id}/profile`` and the prompt ``review``."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ async def slow(steps: int, ctx: Context) -> str:
     return f"done after {steps} steps"
 
 
-@mcp.tool
+@mcp.tool(tags={"danger"})  # listed in _meta.fastmcp.tags, which a proxy's rules can name
 def fail(reason: str) -> str:
     """Always fails with the reason."""
     raise ToolError(f"failed on purpose: {reason}")

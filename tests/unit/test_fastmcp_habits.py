@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 import pytest
 from support.mcp import Wire, validate_def
+from support.sdk import need_python_sdk
 
 from sturdyrpc import Context, RPCError
 from sturdyrpc.mcp import MCPContext, MCPServer
@@ -331,3 +332,47 @@ def test_completion_bare_and_a_model_resource_and_the_log_order_hint() -> None:
             assert r["content"][0]["text"] == "unknown log level 'hello' (the level comes first: ctx.log('info', 'hello'))"
 
     run(logs())
+
+
+def test_prompt_message_helpers_make_schema_valid_results() -> None:
+    """FastMCP's ``Message`` / ``PromptResult`` (and the older ``UserMessage`` /
+    ``AssistantMessage``) as prompt returns, each checked by the official SDK's models."""
+    need_python_sdk()
+    from mcp_types import GetPromptResult
+
+    from sturdyrpc.mcp import AssistantMessage, Message, PromptResult, UserMessage, image_content
+
+    server = MCPServer("prompts")
+
+    @server.prompt
+    def chat(topic: str) -> list[Message]:
+        """Talk about a topic."""
+        return [UserMessage(f"Tell me about {topic}"), AssistantMessage({"topic": topic, "known": True}),
+                Message(image_content(b"\x89PNG", "image/png"))]
+
+    @server.prompt
+    def whole() -> PromptResult:
+        return PromptResult([Message("hi"), Message("hello", role="assistant")], description="own", meta={"k": 1})
+
+    @server.prompt
+    def one() -> Message:
+        return AssistantMessage("just me")
+
+    async def main() -> None:
+        async with server.test_client() as c:
+            got = await c.get_prompt("chat", {"topic": "owls"})
+            r = GetPromptResult.model_validate(got)
+            assert [m.role for m in r.messages] == ["user", "assistant", "user"]
+            assert got["messages"][1]["content"] == {"type": "text", "text": '{"topic":"owls","known":true}'}
+            assert got["messages"][2]["content"]["type"] == "image" and got["description"] == "Talk about a topic."
+            got = await c.get_prompt("whole")
+            GetPromptResult.model_validate(got)
+            assert got["description"] == "own" and got["_meta"]["k"] == 1 and got["messages"][1]["role"] == "assistant"
+            got = await c.get_prompt("one")
+            assert got["messages"] == [{"role": "assistant", "content": {"type": "text", "text": "just me"}}]
+
+    asyncio.run(main())
+    with pytest.raises(ValueError, match="'user' or 'assistant'"):
+        Message("x", role="system")
+    with pytest.raises(TypeError, match="list of Message"):
+        PromptResult(["plain"])  # type: ignore[list-item]

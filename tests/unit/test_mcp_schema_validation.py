@@ -10,6 +10,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from pydantic import BaseModel
 from support.mcp import SCHEMAS, VERSIONS, Wire, has_def, modern_meta, validate_def, validate_server_message
 
 from sturdyrpc import codec
@@ -161,3 +162,55 @@ def test_stateless_messages_validate() -> None:
 def test_schema_helpers_know_the_versions() -> None:
     for v in VERSIONS:
         assert has_def(v, "CallToolResult")
+
+
+class Address(BaseModel):
+    street: str
+    city: str
+
+
+class Person(BaseModel):
+    name: str
+    home: Address
+    work: Address | None = None
+
+
+class Node(BaseModel):
+    value: int
+    children: list[Node] = []
+
+
+def test_inline_refs_writes_out_nested_models_and_keeps_recursive_ones() -> None:
+    """``MCPServer(inline_refs=True)``: pydantic's nested models come without ``$ref`` (a
+    recursive model keeps its own), and the schemas still accept and refuse what they did."""
+    import jsonschema
+
+    from sturdyrpc.mcp import MCPServer
+
+    def register(server: MCPServer) -> None:
+        @server.tool
+        def hire(person: Person) -> Person:
+            return person
+
+        @server.tool
+        def tree(root: Node) -> int:
+            return root.value
+
+    plain, inlined = MCPServer("p"), MCPServer("i", inline_refs=True)
+    register(plain)
+    register(inlined)
+    assert "$defs" in json.dumps(plain.tools["hire"].input_schema)
+    hire = inlined.tools["hire"]
+    assert "$ref" not in json.dumps(hire.input_schema) and "$ref" not in json.dumps(hire.output_schema)
+    assert hire.input_schema["properties"]["person"]["properties"]["home"]["properties"]["city"] == {"title": "City", "type": "string"}
+    tree = inlined.tools["tree"].input_schema
+    assert set(tree["$defs"]) == {"Node"} and tree["properties"]["root"]["$ref"] == "#/$defs/Node"
+    good = {"person": {"name": "a", "home": {"street": "s", "city": "c"}}}
+    bad = {"person": {"name": "a", "home": {"street": "s"}}}
+    for schema in (plain.tools["hire"].input_schema, hire.input_schema):
+        jsonschema.validate(good, schema)
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, schema)
+    jsonschema.validate({"root": {"value": 1, "children": [{"value": 2}]}}, tree)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"root": {"value": 1, "children": [{"value": "x"}]}}, tree)

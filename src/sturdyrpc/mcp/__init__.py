@@ -7,6 +7,7 @@
 - :func:`create_proxy`: a server fronting a running one (a URL, a command line, an ``MCPServer``).
 """
 
+from .content import AssistantMessage, Message, PromptResult, UserMessage
 from .profile import MCPProfile, MissingRequiredClientCapability, UnsupportedProtocolVersion
 from .server import (
     MCPContext,
@@ -53,6 +54,10 @@ __all__ = [
     "image_content",
     "audio_content",
     "embedded_resource",
+    "Message",
+    "UserMessage",
+    "AssistantMessage",
+    "PromptResult",
     "serve_mcp_stdio",
     "run_mcp_stdio",
     "SUPPORTED_VERSIONS",

@@ -1,4 +1,6 @@
-"""What tools, resources and prompts return: content blocks, :class:`ToolResult`, :class:`ToolError`.
+"""What tools, resources and prompts return: content blocks, :class:`ToolResult`, :class:`ToolError`,
+and the prompt messages (:class:`Message`, :func:`UserMessage`, :func:`AssistantMessage`,
+:class:`PromptResult`).
 
 Plain helpers with no server state, so user code can build results without importing the
 server, and every version rule about content (audio from 2025-03-26, resource links from
@@ -23,6 +25,10 @@ __all__ = [
     "is_content",
     "to_content",
     "older_block",
+    "Message",
+    "UserMessage",
+    "AssistantMessage",
+    "PromptResult",
 ]
 
 
@@ -112,3 +118,67 @@ def older_block(block: Any, rules: VersionRules) -> Any:
     if kind == "resource_link":
         return text_content(f"[resource link: {block.get('uri', '')}]")
     return block
+
+
+def _block(content: Any) -> dict[str, Any]:
+    """One content block of a prompt message: a block as is (a dict, or a model such as the
+    official SDK's ``TextContent``), a ``str`` as text, anything else as JSON text."""
+    if isinstance(content, str):
+        return text_content(content)
+    data = content if type(content) is dict else pydantic_bridge.to_builtins(content)
+    if is_content(data):
+        return dict(data)
+    return text_content(codec.encode(data).decode())
+
+
+class Message:
+    """One message of a prompt: ``Message("Review this")`` (role ``user``),
+    ``Message("Looks fine.", role="assistant")``, ``Message({"k": 1})`` (JSON text), or a
+    content block (``image_content(...)``). FastMCP's ``Message``."""
+
+    __slots__ = ("role", "content")
+
+    def __init__(self, content: Any, role: str = "user") -> None:
+        if role not in ("user", "assistant"):
+            raise ValueError(f"a prompt message's role is 'user' or 'assistant', got {role!r}")
+        self.role = role
+        self.content = _block(content)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``PromptMessage`` object."""
+        return {"role": self.role, "content": self.content}
+
+
+def UserMessage(content: Any) -> Message:  # FastMCP's name (a function here)
+    """A prompt message with role ``user`` (:class:`Message`)."""
+    return Message(content, "user")
+
+
+def AssistantMessage(content: Any) -> Message:
+    """A prompt message with role ``assistant`` (:class:`Message`)."""
+    return Message(content, "assistant")
+
+
+class PromptResult:
+    """A prompt's whole result: ``PromptResult("text")`` or ``PromptResult([Message(...), ...],
+    description=..., meta=...)`` (FastMCP's ``PromptResult``)."""
+
+    __slots__ = ("messages", "description", "meta")
+
+    def __init__(self, messages: str | list[Message], description: str | None = None, meta: dict[str, Any] | None = None) -> None:
+        if isinstance(messages, str):
+            messages = [Message(messages)]
+        if not isinstance(messages, list) or not all(isinstance(m, Message) for m in messages):
+            raise TypeError("PromptResult(messages): a string or a list of Message (wrap each value: Message(value))")
+        self.messages = messages
+        self.description = description
+        self.meta = meta
+
+    def to_dict(self, description: str | None = None) -> dict[str, Any]:
+        """The ``GetPromptResult`` object (``description``: the prompt's, unless this result has its own)."""
+        out: dict[str, Any] = {"messages": [m.to_dict() for m in self.messages]}
+        if self.description or description:
+            out["description"] = self.description or description
+        if self.meta:
+            out["_meta"] = self.meta
+        return out

@@ -37,6 +37,7 @@ from .request_state import RequestStateSigner
 from .session_state import SessionState, StatelessContext, request_session
 from .tasks import TASKS_EXTENSION, Tasks
 from .versions import META_SERVER_INFO, VersionRules
+from .visibility import Rule, Tables
 
 __all__ = ["ServerCore"]
 
@@ -65,6 +66,7 @@ class ServerCore:
         page_size: int | None = None,
         coerce_json_strings: bool = False,
         mask_errors: bool = True,
+        inline_refs: bool = False,
     ) -> None:
         self.name = name
         #: A tool's unexpected exception reaches the client as a generic text naming an incident
@@ -80,6 +82,9 @@ class ServerCore:
         #: Tool arguments declared as objects/arrays that arrive as JSON strings are decoded
         #: once before validation (for the tools registered while it is set).
         self.coerce_json_strings = coerce_json_strings
+        #: Generated tool schemas have their ``$ref`` written out (:func:`.schema.inline_refs`),
+        #: for the tools registered while it is set.
+        self.inline_refs = inline_refs
         #: 2026-07-28 caching hints on list, read and discover results (``ttlMs``, ``cacheScope``).
         self.cache_ttl_ms = cache_ttl_ms
         self.cache_scope = cache_scope
@@ -87,6 +92,9 @@ class ServerCore:
         self.resources: dict[str, Resource] = {}
         self.templates: dict[str, Resource] = {}
         self.prompts: dict[str, Prompt] = {}
+        #: Every registered record beside the shown ones above, and the rules deciding which
+        #: are shown (tags, ``enable``/``disable``: :mod:`.visibility`).
+        self.tables = Tables({"tools": self.tools, "resources": self.resources, "templates": self.templates, "prompts": self.prompts})
         self.completer: Callable[..., Any] | None = None
         #: ``await reader(session, ctx, uri)``: a resource's contents, the one path of a read
         #: (the protocol handlers set it), for ``ctx.read_resource``.
@@ -111,25 +119,30 @@ class ServerCore:
 
     def place(self, records: Iterable[Tool | Resource | Prompt], replacing: Iterable[Tool | Resource | Prompt]) -> set[str]:
         """Put ``records`` in their tables (a tool or prompt under its name, a resource or template
-        under its URI), after taking out each of ``replacing`` still there; the kinds changed."""
+        under its URI), after taking out each of ``replacing`` still there; the kinds changed.
+        A record the rules hide (:mod:`.visibility`) is registered, not shown."""
         kinds: set[str] = set()
         for old in replacing:
             table, kind, key = self._table_of(old)
-            if table.get(key) is old:
-                del table[key]
+            if self.tables.take(table, key, old):
                 kinds.add(kind)
         for record in records:
             table, kind, key = self._table_of(record)
-            table[key] = record
+            self.tables.put(table, key, record)
             kinds.add(kind)
         return kinds
 
-    def _table_of(self, record: Tool | Resource | Prompt) -> tuple[dict[str, Any], str, str]:
+    def show(self, rule: Rule, only: bool = False) -> set[str]:
+        """Add a visibility ``rule`` (:meth:`.visibility.Tables.add_rule`); the kinds whose lists changed."""
+        return self.tables.add_rule(rule, only)
+
+    @staticmethod
+    def _table_of(record: Tool | Resource | Prompt) -> tuple[str, str, str]:
         if isinstance(record, Tool):
-            return self.tools, "tools", record.name
+            return "tools", "tools", record.name
         if isinstance(record, Prompt):
-            return self.prompts, "prompts", record.name
-        return (self.templates if record.is_template else self.resources), "resources", record.uri
+            return "prompts", "prompts", record.name
+        return ("templates" if record.is_template else "resources"), "resources", record.uri
 
     def session_for(self, ctx: Context | None = None) -> SessionState:
         """The session of the request at hand (``ctx``: its context, when the handler has one)."""

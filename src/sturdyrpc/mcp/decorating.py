@@ -34,6 +34,9 @@ class ToolOptions(TypedDict, total=False):
     client call the tool as a task (2025-11-25 ``params.task``; on 2026-07-28 a client that
     declares the tasks extension gets a task), ``"required"`` makes a plain 2025-11-25 call
     an error (-32601); the default ``"forbidden"`` is not announced.
+
+    ``tags``: names that :meth:`MCPServer.enable` / :meth:`MCPServer.disable` (and
+    ``MCPServer(include_tags=, exclude_tags=)``) select by, to show or hide the tool.
     """
 
     name: str | None
@@ -48,6 +51,7 @@ class ToolOptions(TypedDict, total=False):
     timeout: float | None
     scopes: Iterable[str] | None
     task_support: str
+    tags: Iterable[str] | None
 
 
 class PromptOptions(TypedDict, total=False):
@@ -59,6 +63,7 @@ class PromptOptions(TypedDict, total=False):
     arguments: dict[str, str] | None
     icons: list[Any] | None
     scopes: Iterable[str] | None
+    tags: Iterable[str] | None
 
 
 def sort_out(kind: str, first: Any, name: Any) -> tuple[Callable[..., Any] | None, str | None]:

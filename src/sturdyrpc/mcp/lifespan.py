@@ -36,12 +36,15 @@ class LifespanRunner:
     """Runs one server's lifespan at most once at a time, shared by every transport of the process.
 
     ``fn(server)`` is called with ``server``: the object the user registered on (the
-    :class:`~sturdyrpc.mcp.server.MCPServer`).
+    :class:`~sturdyrpc.mcp.server.MCPServer`); ``on_start(server)`` runs on each entry first.
     """
 
-    def __init__(self, server: Any, fn: Lifespan | None) -> None:
+    def __init__(self, server: Any, fn: Lifespan | None, on_start: Callable[[Any], None] | None = None) -> None:
         self.server = server
         self.fn = fn
+        #: ``on_start(server)`` on each entry, before the startup (OpenTelemetry's check: see
+        #: :func:`.serving.telemetry`).
+        self.on_start = on_start
         #: What the lifespan yielded while it runs (None otherwise).
         self.value: Any = None
         self._users = 0
@@ -60,6 +63,8 @@ class LifespanRunner:
         """Startup on the first entry (raises :class:`LifespanError` when it fails), shutdown when
         the last entry leaves; yields the lifespan's value. The lifespans of mounted servers
         (:meth:`nest`) run inside this one: started after it, stopped before it."""
+        if self.on_start is not None:
+            self.on_start(self.server)
         async with contextlib.AsyncExitStack() as stack:
             value = await stack.enter_async_context(self._own())
             for child in list(self.children):

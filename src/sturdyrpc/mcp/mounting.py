@@ -11,6 +11,8 @@ for the kind that changed (the parent then tells its clients the list changed).
 A request for a mounted record takes the parent's one path like any other (its middleware,
 scopes, tasks, spans, sessions): only the records come from the child. A name the parent
 registers itself wins over a mounted one; of two mounts naming the same thing, the first does.
+What the child hides (tags, ``disable``) is not mounted; the parent's own rules apply to the
+mounted records under their parent names.
 """
 
 from __future__ import annotations
@@ -66,15 +68,15 @@ class Mount:
         ns = self.namespace
         if kind == "tools":
             tools: dict[str, Tool] = {prefixed_name(n, ns): t.aliased(prefixed_name(n, ns)) for n, t in self.child.tools.items()}
-            self._place("tools", self.parent.tools, tools)
+            self._place("tools", tools)
         elif kind == "prompts":
             prompts: dict[str, Prompt] = {prefixed_name(n, ns): p.aliased(prefixed_name(n, ns)) for n, p in self.child.prompts.items()}
-            self._place("prompts", self.parent.prompts, prompts)
+            self._place("prompts", prompts)
         elif kind == "resources":
             resources = {prefixed_uri(u, ns): r.moved(prefixed_uri(u, ns)) for u, r in self.child.resources.items()}
-            self._place("resources", self.parent.resources, resources)
+            self._place("resources", resources)
             templates = {prefixed_uri(u, ns): r.moved(prefixed_uri(u, ns)) for u, r in self.child.templates.items()}
-            self._place("templates", self.parent.templates, templates)
+            self._place("templates", templates)
 
     def attach(self, parent_changed: Callable[[str], None]) -> None:
         """Place the child's components now and follow its changes from now on; the parent's
@@ -93,7 +95,10 @@ class Mount:
         for kind in ("tools", "resources", "prompts"):
             self.sync(kind)
 
-    def _place(self, table: str, into: dict[str, _R], wanted: dict[str, _R]) -> None:
+    def _place(self, table: str, wanted: dict[str, _R]) -> None:
+        """The child's records of ``table`` in the parent's registered records, shown there as
+        the parent's rules say (:mod:`.visibility`: the child's hidden ones never arrive)."""
+        into = self.parent.tables.every[table]
         placed = self._placed[table]
         for key, alias in list(placed.items()):
             if into.get(key) is alias:  # still ours (not replaced by the parent's own or another mount's)
@@ -103,3 +108,4 @@ class Mount:
             if key not in into:
                 into[key] = record
                 placed[key] = record
+        self.parent.tables.refresh([table])

@@ -194,7 +194,7 @@ def _operation(spec: Mapping[str, Any], path: str, method: str, item: Mapping[st
     name = str(op.get("operationId") or re.sub(r"[^A-Za-z0-9]+", "_", f"{method}_{path}").strip("_"))
     call = _caller(method, path, places, send)
     return OperationTool(call, name, str(op.get("summary") or op.get("description") or f"{method.upper()} {path}"),
-                         input_schema, _output_schema(spec, op))
+                         input_schema, _output_schema(spec, op), tags=[str(t) for t in op.get("tags") or []])
 
 
 def _caller(method: str, path: str, places: dict[str, tuple[str, str]], send: Send) -> Callable[..., Any]:
@@ -265,8 +265,9 @@ class OperationTool(Tool):
     schema is the document's), the reply's value as structured content when an output schema
     is declared."""
 
-    def __init__(self, fn: Callable[..., Any], name: str, description: str, schema: dict[str, Any], output: dict[str, Any] | None) -> None:
-        super().__init__(fn, name, description, None, None, schema, False, None, None)
+    def __init__(self, fn: Callable[..., Any], name: str, description: str, schema: dict[str, Any], output: dict[str, Any] | None,
+                 tags: list[str] | None = None) -> None:
+        super().__init__(fn, name, description, None, None, schema, False, None, None, tags=tags)
         self.wrap = output is not None and output.get("type") != "object"
         self.output_schema = ({"type": "object", "properties": {"result": output}, "required": ["result"]} if self.wrap else output)
 

@@ -304,12 +304,22 @@ def _upstream_only(result: Any) -> dict[str, Any]:
     return out
 
 
+def upstream_tags(d: dict[str, Any]) -> list[str]:
+    """The tags a FastMCP upstream lists in ``_meta.fastmcp.tags`` (which the proxy's
+    ``enable``/``disable`` rules can then name); none from other servers."""
+    meta = d.get("_meta")
+    fastmcp = meta.get("fastmcp") if type(meta) is dict else None
+    tags = fastmcp.get("tags") if type(fastmcp) is dict else None
+    return [t for t in tags if type(t) is str] if type(tags) is list else []
+
+
 class ForwardedTool(Tool):
     """A tool of the upstream: described as it was listed, its result passed on as it came."""
 
     def __init__(self, fn: Callable[..., Any], d: dict[str, Any]) -> None:
         super().__init__(fn, str(d.get("name")), d.get("description") or "", d.get("title"), d.get("annotations"),
-                         d.get("inputSchema") or {"type": "object"}, False, None, d.get("_meta"), icons=d.get("icons"))
+                         d.get("inputSchema") or {"type": "object"}, False, None, d.get("_meta"), icons=d.get("icons"),
+                         tags=upstream_tags(d))
         schema = d.get("outputSchema")
         self.output_schema = schema if type(schema) is dict else None
 
@@ -329,7 +339,7 @@ class ForwardedResource(Resource):
 
     def __init__(self, fn: Callable[..., Any], d: dict[str, Any], upstream_uri: str) -> None:
         super().__init__(fn, upstream_uri, str(d.get("name") or upstream_uri), d.get("description") or "", d.get("mimeType"),
-                         d.get("title"), None)
+                         d.get("title"), None, tags=upstream_tags(d))
         self.upstream_uri = upstream_uri
 
     def contents(self, uri: str, value: Any) -> list[dict[str, Any]]:
@@ -342,7 +352,7 @@ class ForwardedPrompt(Prompt):
     """A prompt of the upstream: its arguments as listed, its messages as sent."""
 
     def __init__(self, fn: Callable[..., Any], d: dict[str, Any]) -> None:
-        super().__init__(fn, str(d.get("name")), d.get("description") or "", d.get("title"), None)
+        super().__init__(fn, str(d.get("name")), d.get("description") or "", d.get("title"), None, tags=upstream_tags(d))
         args = d.get("arguments")
         self.arguments = [a for a in args if type(a) is dict] if type(args) is list else []
 
@@ -352,7 +362,7 @@ class ForwardedPrompt(Prompt):
 
 
 def expand(template: str, variables: dict[str, str]) -> str:
-    """``template`` (the RFC 6570 forms :class:`.registry.UriTemplate` matches) with ``variables``
+    """``template`` (the RFC 6570 forms :class:`.uri_template.UriTemplate` matches) with ``variables``
     put back, percent-encoded as the form says; a query variable left out is left out."""
     out: list[str] = []
     pos = 0

@@ -12,7 +12,6 @@ import base64
 import copy
 import inspect
 import itertools
-import re
 import types
 import typing
 from collections.abc import Callable, Iterable
@@ -24,11 +23,12 @@ from ..dispatch import Context
 from ..errors import InvalidParams
 from ..execute import Outcome, call_now, execute
 from ..params import Binder, Mismatch, compile_binder, value_checker
-from .content import ToolResult, is_content, older_block, text_content, to_content
+from .content import Message, PromptResult, ToolResult, older_block, text_content, to_content
 from .context import MCPContext
 from .docstrings import describe_function
 from .param_headers import param_headers
-from .schema import DIALECT, input_schema, output_schema, wraps_output
+from .schema import DIALECT, inline_refs, input_schema, output_schema, wraps_output
+from .uri_template import UriTemplate
 from .versions import VersionRules
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "OutputMismatch",
     "TEMPLATE_WRAPPED",
     "TEMPLATE_TEXT",
+    "UriTemplate",
 ]
 
 
@@ -81,6 +82,12 @@ def check_icons(icons: Any) -> list[dict[str, Any]] | None:
             raise ValueError("an icon's 'theme' must be 'light' or 'dark'")
         out.append(d)
     return out
+
+
+def _tags(tags: Iterable[str] | None) -> frozenset[str]:
+    if isinstance(tags, str) or not all(isinstance(t, str) for t in tags or ()):
+        raise TypeError(f"tags must be a collection of strings, e.g. {{'admin'}}, got {tags!r}")
+    return frozenset(tags or ())
 
 
 class OutputMismatch(Exception):
@@ -204,6 +211,8 @@ class HandlerFunction:
 
     #: What the protocol calls it (a tool's or prompt's name, a resource's name).
     name: str
+    #: Its tags (``tags=``), which visibility rules name (:mod:`.visibility`).
+    tags: frozenset[str] = frozenset()
 
     def __init__(self, fn: Callable[..., Any], blocking: bool | None, coerce_json_strings: bool = False) -> None:
         self.fn = fn
@@ -316,10 +325,13 @@ class Tool(HandlerFunction):
         icons: list[Any] | None = None,
         coerce_json_strings: bool = False,
         scopes: Iterable[str] | None = None,
+        tags: Iterable[str] | None = None,
+        inline: bool = False,
     ) -> None:
         super().__init__(fn, blocking, coerce_json_strings)
         #: OAuth scopes a principal needs to see and call this tool (see :mod:`.scopes`).
         self.scopes: frozenset[str] = frozenset(scopes or ())
+        self.tags = _tags(tags)
         self.name = name
         self.description, arg_docs = describe_function(fn, description)
         self.title = title
@@ -328,6 +340,8 @@ class Tool(HandlerFunction):
         self.meta = meta
         self.explicit_schema = schema is not None
         self.input_schema = schema if schema is not None else {"$schema": DIALECT, **input_schema(fn, is_context_hint, self.hints, arg_docs)}
+        if inline and schema is None:  # ``inline_refs=True``: the generated schemas without $ref (a given one as given)
+            self.input_schema = inline_refs(self.input_schema)
         #: SEP-2243: the parameters mirrored into ``Mcp-Param-*`` headers (lower-case header
         #: name -> (parameter, JSON type)); an annotation that breaks the rules is refused here.
         self.header_params = param_headers(self.input_schema)
@@ -341,7 +355,7 @@ class Tool(HandlerFunction):
         #: output type (:class:`OutputMismatch`), set with :attr:`output_schema`.
         self.output_check: Callable[[Any], Any] | None = None
         if structured and declared:
-            self.output_schema = output_schema(ret)
+            self.output_schema = inline_refs(output_schema(ret)) if inline else output_schema(ret)
             self.wrap = wraps_output(ret)
             self.output_check = _output_check(ret, name)
         #: Which cached reply template renders this tool's common results (see ``tools_call``):
@@ -454,10 +468,12 @@ class Resource(HandlerFunction):
         *,
         icons: list[Any] | None = None,
         scopes: Iterable[str] | None = None,
+        tags: Iterable[str] | None = None,
     ) -> None:
         super().__init__(fn, blocking)
         #: OAuth scopes a principal needs to see and read this resource (see :mod:`.scopes`).
         self.scopes: frozenset[str] = frozenset(scopes or ())
+        self.tags = _tags(tags)
         self.uri = uri
         self.name = name
         self.description = describe_function(fn, description)[0]
@@ -517,87 +533,6 @@ class Resource(HandlerFunction):
         return [{"uri": uri, "mimeType": self.mime_type or "application/json", "text": codec.encode(pydantic_bridge.to_builtins(value)).decode()}]
 
 
-#: RFC 6570 expressions: an operator, then variables (each maybe with a ``*`` or ``:N`` modifier).
-_EXPRESSION = re.compile(r"\{([+#./;?&=,!@|]?)([^}]*)\}")
-_VARNAME = re.compile(r"[A-Za-z0-9_]+")
-_SUPPORTED = "{name}, {+name}, {#name}, {name*}, {?a,b} and {&a,b}"
-
-
-class UriTemplate:
-    """A resource template's URI template, compiled once: ``match(uri)`` gives its variables.
-
-    Supported (RFC 6570): ``{name}`` (one segment: no ``/``, ``?``, ``#``), ``{+name}`` and
-    ``{name*}`` (may hold ``/``), ``{#name}`` (a fragment), and one ``{?a,b}`` or ``{&a,b}`` at
-    the end (query parameters, each optional, in any order). Other operators and modifiers
-    raise ``ValueError`` when the template is registered: a template that could never match is
-    never listed.
-    """
-
-    def __init__(self, template: str) -> None:
-        self.template = template
-        #: Path (and fragment) variables, in order; then query variables.
-        self.path_names: list[str] = []
-        self.query_names: list[str] = []
-        has_query = "{?" in template or "{&" in template
-        # with query parameters, a value stops where they start
-        narrow, wide = ("[^/?#&]+", "[^?#&]+") if has_query else ("[^/?#]+", ".+")
-        out: list[str] = []
-        pos = 0
-        query_op: str | None = None
-        for m in _EXPRESSION.finditer(template):
-            op, names, expr = m.group(1), m.group(2).split(","), m.group(0)
-            if query_op is not None:
-                raise ValueError(f"resource template {template!r}: {{{query_op}...}} must come last")
-            out.append(re.escape(template[pos : m.start()]))
-            pos = m.end()
-            if op in ("?", "&"):
-                query_op = op
-                self.query_names.extend(self._name(n, expr) for n in names)
-                continue
-            if op not in ("", "+", "#") or len(names) != 1:
-                raise ValueError(f"resource template {template!r}: {expr} is not supported (supported: {_SUPPORTED})")
-            explode = names[0].endswith("*")
-            name = self._name(names[0][:-1] if explode else names[0], expr)
-            self.path_names.append(name)
-            if op == "#":
-                out.append("\\#")
-            out.append(f"(?P<{name}>{wide if op or explode else narrow})")
-        rest = template[pos:]
-        if query_op is not None and rest:
-            raise ValueError(f"resource template {template!r}: {{{query_op}...}} must come last")
-        if "{" in rest or "}" in rest:
-            raise ValueError(f"resource template {template!r}: an unclosed or stray brace")
-        out.append(re.escape(rest))
-        if query_op is not None:
-            out.append("(?P<_query>[?&][^#]*)?" if query_op == "&" else "(?P<_query>\\?[^#]*)?")
-        self.pattern = re.compile("".join(out))
-        every = self.path_names + self.query_names
-        if len(set(every)) != len(every):
-            raise ValueError(f"resource template {template!r}: a variable appears twice")
-
-    def _name(self, raw: str, expr: str) -> str:
-        if not _VARNAME.fullmatch(raw):
-            raise ValueError(f"resource template {self.template!r}: {expr} is not supported (supported: {_SUPPORTED})")
-        return raw
-
-    def match(self, uri: str) -> dict[str, str] | None:
-        """The variables of ``uri`` (percent-decoded), or None when it does not match. A query
-        parameter that ``uri`` leaves out is absent (the function's default applies)."""
-        from urllib.parse import parse_qsl, unquote
-
-        m = self.pattern.fullmatch(uri)
-        if m is None:
-            return None
-        found = {n: unquote(m.group(n)) for n in self.path_names}
-        query = m.group("_query") if self.query_names else None
-        if query:
-            wanted = set(self.query_names)
-            for k, v in parse_qsl(query[1:], keep_blank_values=True):
-                if k in wanted:
-                    found[k] = v
-        return found
-
-
 class Prompt(HandlerFunction):
     """A registered prompt; its arguments come from the function's parameters."""
 
@@ -611,10 +546,12 @@ class Prompt(HandlerFunction):
         *,
         icons: list[Any] | None = None,
         scopes: Iterable[str] | None = None,
+        tags: Iterable[str] | None = None,
     ) -> None:
         super().__init__(fn, None)
         #: OAuth scopes a principal needs to see and get this prompt (see :mod:`.scopes`).
         self.scopes: frozenset[str] = frozenset(scopes or ())
+        self.tags = _tags(tags)
         self.name = name
         self.description, arg_docs = describe_function(fn, description)
         arg_descriptions = {**arg_docs, **(arg_descriptions or {})}
@@ -643,18 +580,20 @@ class Prompt(HandlerFunction):
 
     @staticmethod
     def result(value: Any, description: str | None) -> dict[str, Any]:
+        """The ``GetPromptResult`` of what the function returned: a :class:`.PromptResult`, a
+        :class:`.Message`, a ``str``, a list of those (or of message dicts, content blocks), a
+        result dict as is; anything else as one user message of JSON text."""
+        if isinstance(value, PromptResult):
+            return value.to_dict(description)
         if type(value) is dict and "messages" in value:
             return value
-        if isinstance(value, str):
-            messages = [{"role": "user", "content": text_content(value)}]
-        elif type(value) is list:
-            messages = [m if type(m) is dict and "role" in m else {"role": "user", "content": m if is_content(m) else text_content(str(m))} for m in value]
+        if isinstance(value, (str, Message)):
+            value = [value]
+        if type(value) is list:
+            messages = [m.to_dict() if isinstance(m, Message) else m if type(m) is dict and "role" in m else Message(m).to_dict() for m in value]
         else:
-            messages = [{"role": "user", "content": text_content(codec.encode(pydantic_bridge.to_builtins(value)).decode())}]
-        out: dict[str, Any] = {"messages": messages}
-        if description:
-            out["description"] = description
-        return out
+            messages = [Message(codec.encode(pydantic_bridge.to_builtins(value)).decode()).to_dict()]
+        return PromptResult([]).to_dict(description) | {"messages": messages}
 
 
 def find_resource(resources: dict[str, Resource], templates: dict[str, Resource], uri: str) -> tuple[Resource, dict[str, str]] | None:

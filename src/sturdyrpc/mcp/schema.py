@@ -23,7 +23,7 @@ import msgspec
 
 from .. import pydantic_bridge
 
-__all__ = ["DIALECT", "schema_for", "input_schema", "output_schema", "wraps_output"]
+__all__ = ["DIALECT", "schema_for", "input_schema", "output_schema", "wraps_output", "inline_refs"]
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -274,3 +274,59 @@ def output_schema(hint: Any) -> dict[str, Any]:
     if defs:
         out["$defs"] = defs
     return out
+
+
+def _refs_in(value: Any, found: set[str]) -> set[str]:
+    """The ``$defs`` names ``value`` refers to (``#/$defs/Name``), added to ``found``."""
+    if type(value) is dict:
+        ref = value.get("$ref")
+        if type(ref) is str and ref.startswith("#/$defs/"):
+            found.add(ref[len("#/$defs/"):])
+        for v in value.values():
+            _refs_in(v, found)
+    elif type(value) is list:
+        for v in value:
+            _refs_in(v, found)
+    return found
+
+
+def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with each ``{"$ref": "#/$defs/Name"}`` replaced by that definition (its other
+    keys kept beside it), for clients that cannot follow ``$ref``. A recursive definition (one
+    that reaches itself) cannot be written out, so its references stay, and ``$defs`` keeps
+    exactly what is still referred to. A new schema; ``schema`` is not changed."""
+    defs = schema.get("$defs")
+    if type(defs) is not dict or not defs:
+        return schema
+    direct = {name: _refs_in(d, set()) for name, d in defs.items()}
+    recursive: set[str] = set()
+    for name in defs:  # reaches itself through its references?
+        seen, todo = set(), list(direct[name])
+        while todo:
+            n = todo.pop()
+            if n == name:
+                recursive.add(name)
+                break
+            if n not in seen and n in direct:
+                seen.add(n)
+                todo.extend(direct[n])
+
+    def out(value: Any) -> Any:
+        if type(value) is dict:
+            ref = value.get("$ref")
+            name = ref[len("#/$defs/"):] if type(ref) is str and ref.startswith("#/$defs/") else None
+            if name is not None and name in defs and name not in recursive:
+                rest = {k: out(v) for k, v in value.items() if k != "$ref"}
+                return {**out(defs[name]), **rest}
+            return {k: out(v) for k, v in value.items()}
+        if type(value) is list:
+            return [out(v) for v in value]
+        return value
+
+    result = {k: out(v) for k, v in schema.items() if k != "$defs"}
+    kept = {n: out(defs[n]) for n in recursive}
+    still = _refs_in(result, set()) | {r for d in kept.values() for r in _refs_in(d, set())}
+    kept = {n: d for n, d in kept.items() if n in still}
+    if kept:
+        result["$defs"] = kept
+    return result

@@ -60,6 +60,7 @@ from .stateless import StatelessRequest, StatelessServing
 from .tasks import Tasks
 from .tools_call import ToolsCall
 from .versions import SUPPORTED_VERSIONS
+from .visibility import Rule
 
 if TYPE_CHECKING:
     import httpx
@@ -96,21 +97,23 @@ class MCPServer:
 
     Transport-agnostic: :meth:`serve` / :meth:`create_peer` run one stateful session over any
     message transport; :meth:`serve_stateless` / :meth:`handle_stateless` answer one 2026-07-28
-    request.
+    request. ``include_tags``/``exclude_tags``: show only / never the components with those tags
+    (:meth:`enable`); ``inline_refs=True``: generated tool schemas without ``$ref`` (but recursive types).
     """
 
     def __init__(
         self, name: str, version: str = "0.1.0", *, instructions: str | None = None, title: str | None = None,
         supported_versions: tuple[str, ...] = SUPPORTED_VERSIONS, limits: Limits = DEFAULT_LIMITS, cache_ttl_ms: int = 0,
         cache_scope: str = "private", page_size: int | None = None, coerce_json_strings: bool = False,
-        lifespan: Lifespan | None = None, mask_errors: bool = True,
+        lifespan: Lifespan | None = None, mask_errors: bool = True, include_tags: Iterable[str] | None = None,
+        exclude_tags: Iterable[str] | None = None, inline_refs: bool = False,
     ) -> None:
         # What every part shares is the core's (see :mod:`.core`); this object registers on it
         # and serves it.
         self._core = core = ServerCore(
-            name, version, lifespan=LifespanRunner(self, lifespan), limits=limits, instructions=instructions, title=title,
+            name, version, lifespan=LifespanRunner(self, lifespan, serving.telemetry), limits=limits, instructions=instructions, title=title,
             supported_versions=supported_versions, cache_ttl_ms=cache_ttl_ms, cache_scope=cache_scope, page_size=page_size,
-            coerce_json_strings=coerce_json_strings, mask_errors=mask_errors,
+            coerce_json_strings=coerce_json_strings, mask_errors=mask_errors, inline_refs=inline_refs,
         )
         #: ``tools/call``: the one path from request to reply (see :mod:`.tools_call`).
         self.tools_call = ToolsCall(core)
@@ -119,6 +122,10 @@ class MCPServer:
         #: 2026-07-28 requests, each served on its own (see :mod:`.stateless`).
         self._stateless = StatelessServing(core)
         self._fanout: Fanout | None = None
+        if include_tags is not None:  # FastMCP 2's arguments: only these tags, then never those
+            core.show(Rule.of(True, None, include_tags, None), only=True)
+        if exclude_tags is not None:
+            core.show(Rule.of(False, None, exclude_tags, None))
 
     # ------------------------------------------------------------------ what the core keeps
 
@@ -225,7 +232,7 @@ class MCPServer:
 
     @property
     def tools(self) -> dict[str, Tool]:
-        """The registered tools by name."""
+        """The registered tools by name (those shown: :meth:`disable` hides some)."""
         return self._core.tools
 
     @property
@@ -295,22 +302,11 @@ class MCPServer:
     def tool(self, fn: str | None = None, /, **options: Unpack[ToolOptions]) -> Callable[[F], F]: ...
 
     def tool(
-        self,
-        fn: Any = None,
-        /,
-        *,
-        name: str | None = None,
-        description: str | None = None,
-        title: str | None = None,
-        annotations: dict[str, Any] | None = None,
-        input_schema: dict[str, Any] | None = None,
-        structured: bool | None = None,
-        blocking: bool | None = None,
-        meta: dict[str, Any] | None = None,
-        icons: list[Any] | None = None,
-        timeout: float | None = None,
-        scopes: Iterable[str] | None = None,
-        task_support: str = "forbidden",
+        self, fn: Any = None, /, *, name: str | None = None, description: str | None = None, title: str | None = None,
+        annotations: dict[str, Any] | None = None, input_schema: dict[str, Any] | None = None, structured: bool | None = None,
+        blocking: bool | None = None, meta: dict[str, Any] | None = None, icons: list[Any] | None = None,
+        timeout: float | None = None, scopes: Iterable[str] | None = None, task_support: str = "forbidden",
+        tags: Iterable[str] | None = None,
     ) -> Any:
         """Register a tool: ``@server.tool``, ``@server.tool("name", ...)`` or
         ``server.tool(fn, name=...)``. The name defaults to the function's; the description to
@@ -325,8 +321,8 @@ class MCPServer:
 
         def register(fn: F) -> F:
             check_function(fn, "@server.tool")
-            t = Tool(fn, name or fn.__name__, description, title, annotations, input_schema, structured, blocking, meta, icons=icons, coerce_json_strings=self._core.coerce_json_strings,
-                     scopes=scopes)
+            t = Tool(fn, name or fn.__name__, description, title, annotations, input_schema, structured, blocking, meta, icons=icons,
+                     coerce_json_strings=self._core.coerce_json_strings, scopes=scopes, tags=tags, inline=self._core.inline_refs)
             if timeout is not None:
                 t.set_timeout(timeout)
             t.set_task_support(task_support)
@@ -336,20 +332,12 @@ class MCPServer:
         return register if now is None else register(now)
 
     def resource(
-        self,
-        uri: str,
-        /,
-        *,
-        name: str | None = None,
-        description: str | None = None,
-        mime_type: str | None = None,
-        title: str | None = None,
-        blocking: bool | None = None,
-        icons: list[Any] | None = None,
-        scopes: Iterable[str] | None = None,
+        self, uri: str, /, *, name: str | None = None, description: str | None = None, mime_type: str | None = None,
+        title: str | None = None, blocking: bool | None = None, icons: list[Any] | None = None,
+        scopes: Iterable[str] | None = None, tags: Iterable[str] | None = None,
     ) -> Callable[[F], F]:
-        """Register a resource: ``@server.resource("data://config")``; ``title``/``icons``/``scopes``
-        as for :meth:`tool`. A URI with variables is a template (:class:`.registry.UriTemplate`:
+        """Register a resource: ``@server.resource("data://config")``; ``title``/``icons``/``scopes``/``tags``
+        as for :meth:`tool`. A URI with variables is a template (:class:`.uri_template.UriTemplate`:
         ``{name}``, ``{+name}``, ``{name*}``, ``{#name}``, ``{?a,b}``, ``{&a,b}``; other operators
         are refused here). Each variable is a parameter of the function, its text converted to the
         parameter's annotated type (``int``, ``float``, ``bool``, ``Literal``...: a value that does
@@ -363,7 +351,7 @@ class MCPServer:
 
         def register(fn: F) -> F:
             check_function(fn, f"@server.resource({uri!r})")
-            self.add(Resource(fn, uri, name or fn.__name__, description, mime_type, title, blocking, icons=icons, scopes=scopes))
+            self.add(Resource(fn, uri, name or fn.__name__, description, mime_type, title, blocking, icons=icons, scopes=scopes, tags=tags))
             return fn
 
         return register
@@ -374,27 +362,20 @@ class MCPServer:
     def prompt(self, fn: str | None = None, /, **options: Unpack[PromptOptions]) -> Callable[[F], F]: ...
 
     def prompt(
-        self,
-        fn: Any = None,
-        /,
-        *,
-        name: str | None = None,
-        description: str | None = None,
-        title: str | None = None,
-        arguments: dict[str, str] | None = None,
-        icons: list[Any] | None = None,
-        scopes: Iterable[str] | None = None,
+        self, fn: Any = None, /, *, name: str | None = None, description: str | None = None, title: str | None = None,
+        arguments: dict[str, str] | None = None, icons: list[Any] | None = None, scopes: Iterable[str] | None = None,
+        tags: Iterable[str] | None = None,
     ) -> Any:
         """Register a prompt: ``@server.prompt``, ``@server.prompt("name", ...)`` or
         ``server.prompt(fn, name=...)``; ``arguments`` maps parameter names to descriptions (the
-        docstring's ``Args:`` section fills the others). ``title``/``icons``/``scopes`` as for
+        docstring's ``Args:`` section fills the others). ``title``/``icons``/``scopes``/``tags`` as for
         :meth:`tool`. Arguments arrive as strings and are converted to the parameters' annotated
         types (a value that does not convert is an error naming the argument)."""
         now, name = sort_out("prompt", fn, name)
 
         def register(fn: F) -> F:
             check_function(fn, "@server.prompt")
-            self.add(Prompt(fn, name or fn.__name__, description, title, arguments, icons=icons, scopes=scopes))
+            self.add(Prompt(fn, name or fn.__name__, description, title, arguments, icons=icons, scopes=scopes, tags=tags))
             return fn
 
         return register if now is None else register(now)
@@ -414,15 +395,35 @@ class MCPServer:
 
     def remove_tool(self, name: str) -> bool:
         """Unregister the tool ``name`` (listeners are told the list changed); False if absent."""
-        return self._remove(self._core.tools.get(name))
+        return self._remove(self._core.tables.every["tools"].get(name))  # hidden ones too
 
     def remove_prompt(self, name: str) -> bool:
         """Unregister the prompt ``name`` (listeners are told the list changed); False if absent."""
-        return self._remove(self._core.prompts.get(name))
+        return self._remove(self._core.tables.every["prompts"].get(name))
 
     def _remove(self, record: Tool | Prompt | None) -> bool:
         self.add(replacing=[record] if record is not None else [])
         return record is not None
+
+    def enable(self, *, names: Iterable[str] | None = None, tags: Iterable[str] | None = None,
+               components: Iterable[str] | None = None, only: bool = False) -> MCPServer:
+        """Show the tools, resources, templates and prompts matching every criterion given
+        (``names``: names or URIs; ``tags``: any of them; ``components``: ``"tool"``,
+        ``"resource"``, ``"template"``, ``"prompt"``); ``only=True`` hides all others. The last
+        matching call decides, for components registered later too; open sessions are told the
+        lists changed (:mod:`.visibility`). Returns the server."""
+        return self._show(Rule.of(True, names, tags, components), only)
+
+    def disable(self, *, names: Iterable[str] | None = None, tags: Iterable[str] | None = None,
+                components: Iterable[str] | None = None) -> MCPServer:
+        """Hide the components matching every criterion given (as :meth:`enable`): a hidden one
+        is neither listed nor callable, on every path (calling it is the unknown name's error)."""
+        return self._show(Rule.of(False, names, tags, components))
+
+    def _show(self, rule: Rule, only: bool = False) -> MCPServer:
+        for kind in sorted(self._core.show(rule, only)):
+            self._changed(kind)
+        return self
 
     def mount(self, other: MCPServer, namespace: str | None = None) -> None:
         """Serve ``other``'s tools, resources and prompts here, under ``namespace``, live
