@@ -356,3 +356,13 @@ def test_idle_sessions_end() -> None:
         assert _call(url, idle, "echo", {"text": "late"}).status_code == 404
         assert _text(_call(url, used, "echo", {"text": "still"})) == "still"
         assert _text(_call(url, _init(url), "echo", {"text": "again"})) == "again"
+
+
+def test_a_session_is_idle_from_the_end_of_its_reply() -> None:
+    """--session-idle: a call that runs longer than the idle time leaves its session in use until
+    the reply is sent; the client's next request, right after, finds it (no 404)."""
+    with guarded("demo", "--session-idle", "1") as (_, url):
+        h = _init(url)
+        r = _call(url, h, "slow", {"seconds": 1.6})  # the request is 1.6 s old when its reply ends
+        assert r.status_code == 200, r.text
+        assert _text(_call(url, h, "echo", {"text": "after"})) == "after"

@@ -153,7 +153,8 @@ class GuardHTTPApp:
 
     def _expire_idle(self, now: float) -> None:
         """End the sessions idle for longer than ``idle_timeout``. The table is in the order of
-        the clients' last requests, so the walk stops at the first session used since."""
+        the clients' last requests, so the walk stops at the first session used since (a session
+        whose long reply ended after a later one's request may so end one walk late: never early)."""
         expired = []
         for session in self.sessions.values():
             if session.idle_for(now) > self.idle_timeout:
@@ -367,6 +368,7 @@ class GuardHTTPApp:
             channel.open = False
             if session.get_stream is channel:
                 session.get_stream = None
+                session.touch(time.monotonic())
             listener.cancel()
             watch.stop()
 

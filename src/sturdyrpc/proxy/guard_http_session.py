@@ -166,11 +166,12 @@ class GuardSession:
         self._active = time.monotonic()
 
     def touch(self, now: float) -> None:
-        """A request of the client's came for it at ``now`` (monotonic)."""
+        """The client used it at ``now`` (monotonic): a request came, or a reply or stream ended."""
         self._active = now
 
     def idle_for(self, now: float) -> float:
-        """Seconds since the client's last request for it (0 while a client waits on it)."""
+        """Seconds since the client last used it (0 while a client waits on it): since its last
+        request, the last reply it was sent, or the end of its GET stream."""
         return 0.0 if self.busy else now - self._active
 
     @property
@@ -243,6 +244,8 @@ class GuardSession:
                     ch = self.waiting.pop(key_of(m.get("id")), None)
                     if ch is not None:
                         target, n = ch, n + 1
+            if n:
+                self._active = time.monotonic()  # idle from the end of the reply, not from its request
             if target is None and context is not None and context.open:
                 # An answer to what the POST sent that names none of its requests' ids (an unreadable
                 # message, an invalid id, a batch refused whole): the POST's all the same.
