@@ -153,6 +153,69 @@ def test_input_required_2026_07_28_inputs_in_tasks_get_and_tasks_update() -> Non
     asyncio.run(main())
 
 
+def test_2026_07_28_input_by_rounds_before_the_task() -> None:
+    """SEP-2322 composed with SEP-2663: asks with ``before_task`` in the tool's first step are
+    input rounds of the call itself (no task yet, no ``taskId``); the round that has every answer
+    becomes the task (no ``requestState`` on it), whose result holds the answers. An ask after
+    the first step waits in the task as any task's does, ``before_task`` or not."""
+    server = MCPServer("tasks-rounds", "1.0")
+    name_schema = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+
+    @server.tool(task_support="required")
+    async def onboard(ctx: MCPContext) -> str:
+        who = await ctx.elicit("Name?", name_schema, key="who", before_task=True)
+        where = await ctx.elicit("City?", name_schema, key="where", before_task=True)
+        await asyncio.sleep(0.05)
+        late = await ctx.elicit("Sure?", SCHEMA, key="late", before_task=True)  # after the first step: in the task
+        return f"{who['content']['name']} of {where['content']['name']}: {late['content']['ok']}"
+
+    caps = {"extensions": {TASKS_EXTENSION: {}}, "elicitation": {}}
+
+    async def main() -> None:
+        n = 0
+
+        async def related(b: bytes) -> None:
+            pass
+
+        async def call(method: str, params: dict[str, Any]) -> dict[str, Any]:
+            nonlocal n
+            n += 1
+            msg = {"jsonrpc": "2.0", "id": n, "method": method, "params": {**params, "_meta": modern_meta(caps=caps)}}
+            out = await server.handle_stateless(msgspec.json.encode(msg), related)
+            assert out is not None
+            reply: dict[str, Any] = msgspec.json.decode(out)
+            assert "result" in reply, reply
+            validate_server_message("2026-07-28", reply, {(int, n): method})
+            return reply["result"]
+
+        r1 = await call("tools/call", {"name": "onboard", "arguments": {}})
+        assert r1["resultType"] == "input_required" and "taskId" not in r1
+        assert list(r1["inputRequests"]) == ["who"]
+        r2 = await call("tools/call", {"name": "onboard", "arguments": {}, "requestState": r1["requestState"],
+                                       "inputResponses": {"who": {"action": "accept", "content": {"name": "Ada"}}}})
+        assert r2["resultType"] == "input_required" and list(r2["inputRequests"]) == ["where"]
+        r3 = await call("tools/call", {"name": "onboard", "arguments": {}, "requestState": r2["requestState"],
+                                       "inputResponses": {"where": {"action": "accept", "content": {"name": "London"}}}})
+        assert r3["resultType"] == "task" and "requestState" not in r3 and "inputRequests" not in r3
+        tid = r3["taskId"]
+        for _ in range(300):
+            g = await call("tasks/get", {"taskId": tid})
+            if g["status"] == "input_required":
+                break
+            await asyncio.sleep(0.01)
+        assert g["status"] == "input_required" and list(g["inputRequests"]) == ["late"], g
+        await call("tasks/update", {"taskId": tid, "inputResponses": {"late": {"action": "accept", "content": {"ok": True}}}})
+        for _ in range(300):
+            g = await call("tasks/get", {"taskId": tid})
+            if g["status"] == "completed":
+                break
+            await asyncio.sleep(0.01)
+        assert g["status"] == "completed", g
+        assert g["result"]["content"][0]["text"] == "Ada of London: True"
+
+    asyncio.run(main())
+
+
 @pytest.mark.parametrize("protocol", ["2025-11-25", "2026-07-28"])
 def test_client_handle_answers_input_requests(protocol: str) -> None:
     server = make_server()

@@ -33,9 +33,6 @@ CLIENT_SCENARIOS = ["initialize", "tools_call", "elicitation-sep1034-client-defa
 NOT_YET: dict[str, dict[str, object]] = {
     # the suite itself skips it (its harness awaits a rewrite for the subscriptions/listen stream)
     "tasks-status-notifications": {"expect": {"tasks-status-notifications": "SKIPPED"}, "successes": 0},
-    # a tool that asks for input by a 2026-07-28 multi round-trip request (no task yet) and only
-    # then becomes a task: the library creates the task at the first round, so round 1 is a task
-    "tasks-mrtr-composition": {"expect": {"sep-2663-mrtr-synchronous-before-task-creation": "FAILURE"}, "successes": 1},
 }
 
 #: (suite, server, fewest scenarios the suite must list): the pinned suite against the plain MCP

@@ -190,7 +190,7 @@ def _task_fixtures(server: MCPServer) -> None:
     @server.tool(task_support="required")
     async def test_tool_with_task(ctx: MCPContext) -> str:
         """Asks for the user's name, then runs as a task whose result names them."""
-        answer = await ctx.elicit("What is your name?", _NAME_SCHEMA, key="user_name")
+        answer = await ctx.elicit("What is your name?", _NAME_SCHEMA, key="user_name", before_task=True)
         await asyncio.sleep(0.2)
         return f"Task done for {_content_of(answer).get('name', 'stranger')}"
 

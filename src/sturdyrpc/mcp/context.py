@@ -193,7 +193,8 @@ class MCPContext(Context):
     async def error(self, data: Any) -> None:
         await self.log("error", data)
 
-    async def _ask(self, method: str, params: dict[str, Any], capability: str, timeout: float | None, key: str | None = None) -> Any:
+    async def _ask(self, method: str, params: dict[str, Any], capability: str, timeout: float | None, key: str | None = None,
+                   before_task: bool = False) -> Any:
         self._asked += 1
         if key is None:
             key = f"{method.split('/')[0]}-{self._asked}"
@@ -201,9 +202,9 @@ class MCPContext(Context):
             if self.modern:
                 raise MissingRequiredClientCapability({capability: {}}, f"This request needs the client's {capability} capability")
             raise ToolError(f"The client does not support {capability}")
-        ask_input = getattr(self._ctx, "ask_input", None)
+        ask_input = self._task_input(before_task)
         if self.modern and ask_input is not None:
-            return await ask_input(method, params, timeout)  # a task: input_required in its record (.tasks)
+            return await ask_input(method, params, timeout, key)  # a task: input_required in its record (.tasks)
         if self.modern:
             # the request runs again from the start on every round: an input answered in an
             # earlier round is in the carried state, this round's in inputResponses
@@ -215,6 +216,15 @@ class MCPContext(Context):
                 return responses[key]
             raise InputRequired({key: {"method": method, "params": params}}, self._carry)
         return await self._ctx.request(method, params, timeout=timeout)  # type: ignore[attr-defined]
+
+    def _task_input(self, before_task: bool) -> Callable[..., Awaitable[Any]] | None:
+        """How a task asks the client (through its record: :class:`.tasks.TaskContext`), or None:
+        not a task, or (``before_task``) a 2026-07-28 call that is not a task yet, whose input
+        goes by rounds as a plain call's does."""
+        ask: Callable[..., Awaitable[Any]] | None = getattr(self._ctx, "ask_input", None)
+        if ask is None or before_task and not getattr(self._ctx, "published", True):
+            return None
+        return ask
 
     @property
     def rerun(self) -> bool:
@@ -250,30 +260,38 @@ class MCPContext(Context):
         return await self._reader(self.session, self._ctx, uri)
 
     async def sample(self, messages: list[dict[str, Any]], max_tokens: int, *, timeout: float | None = 120.0,
-                     key: str | None = None, **extra: Any) -> dict[str, Any]:
+                     key: str | None = None, before_task: bool = False, **extra: Any) -> dict[str, Any]:
         """Ask the client's LLM (``sampling/createMessage``); returns the client's result.
-        ``key``: the request's key in a 2026-07-28 ``inputRequests`` (default: one of ours)."""
+        ``key``: the request's key in a 2026-07-28 ``inputRequests`` (default: one of ours).
+
+        ``before_task``: in a 2026-07-28 call that the server runs as a task (the tasks
+        extension), ask before the task exists, by an ``input_required`` answer to the call
+        itself (SEP-2322); the client calls again with the answer, the tool runs again from the
+        start, and the call becomes a task once the tool's first step (up to its first wait) is
+        over (SEP-2663). Only in that first step; elsewhere it changes nothing. Without it, a
+        task's request waits in the task (status ``input_required``, answered by ``tasks/update``)."""
         params = {"messages": messages, "maxTokens": max_tokens, **extra}
-        result: dict[str, Any] = await self._ask("sampling/createMessage", params, "sampling", timeout, key)
+        result: dict[str, Any] = await self._ask("sampling/createMessage", params, "sampling", timeout, key, before_task)
         return result
 
     async def elicit(self, message: str, requested_schema: dict[str, Any], *, timeout: float | None = 600.0,
-                     key: str | None = None) -> dict[str, Any]:
+                     key: str | None = None, before_task: bool = False) -> dict[str, Any]:
         """Ask the user for input (``elicitation/create``); returns ``{action, content?}``.
-        ``key``: as for :meth:`sample`."""
+        ``key``, ``before_task``: as for :meth:`sample`."""
         if not RULES[self.version].elicitation:
             raise ToolError("Elicitation is not available in this protocol version")
         result: dict[str, Any] = await self._ask(
-            "elicitation/create", {"message": message, "requestedSchema": requested_schema}, "elicitation", timeout, key
+            "elicitation/create", {"message": message, "requestedSchema": requested_schema}, "elicitation", timeout, key, before_task
         )
         return result
 
-    async def list_roots(self, *, timeout: float | None = 60.0, key: str | None = None) -> dict[str, Any]:
-        """The client's roots (``roots/list``). ``key``: as for :meth:`sample`."""
-        result: dict[str, Any] = await self._ask("roots/list", {}, "roots", timeout, key)
+    async def list_roots(self, *, timeout: float | None = 60.0, key: str | None = None, before_task: bool = False) -> dict[str, Any]:
+        """The client's roots (``roots/list``). ``key``, ``before_task``: as for :meth:`sample`."""
+        result: dict[str, Any] = await self._ask("roots/list", {}, "roots", timeout, key, before_task)
         return result
 
-    async def ask_all(self, requests: Mapping[str, tuple[str, dict[str, Any]]], *, timeout: float | None = 600.0) -> dict[str, Any]:
+    async def ask_all(self, requests: Mapping[str, tuple[str, dict[str, Any]]], *, timeout: float | None = 600.0,
+                      before_task: bool = False) -> dict[str, Any]:
         """Several requests to the client at once, ``{key: (method, params)}`` with ``method`` one of
         ``sampling/createMessage``, ``elicitation/create``, ``roots/list``; returns ``{key: result}``.
 
@@ -284,7 +302,7 @@ class MCPContext(Context):
         for method, _params in requests.values():
             if method not in _CAPABILITY_OF:
                 raise ValueError(f"not a request to the client: {method!r}")
-        if self.modern and getattr(self._ctx, "ask_input", None) is None:
+        if self.modern and self._task_input(before_task) is None:
             for method, _params in requests.values():
                 if _CAPABILITY_OF[method] not in self.client_capabilities:
                     raise MissingRequiredClientCapability({_CAPABILITY_OF[method]: {}},
@@ -300,7 +318,7 @@ class MCPContext(Context):
                 raise InputRequired(missing, self._carry)
             return {k: given[k] for k in requests}
         keys = list(requests)
-        answers = await asyncio.gather(*(self._ask(m, p, _CAPABILITY_OF[m], timeout, k) for k, (m, p) in requests.items()))
+        answers = await asyncio.gather(*(self._ask(m, p, _CAPABILITY_OF[m], timeout, k, before_task) for k, (m, p) in requests.items()))
         return dict(zip(keys, answers, strict=True))
 
 

@@ -26,9 +26,14 @@ class TaskContext(Context):
     ``principal``: the principal of the request that created the task (None: ``ctx``'s);
     ``tasks``: where the tool's requests to the client are parked (None: sent on the session's
     connection).
+
+    2026-07-28 (``modern``): the call becomes a task only once the tool's first step is over
+    (until it first waits); until then (:attr:`published` False) its requests to the client go by
+    input rounds, as a plain call's do, and the call's answer is the ``input_required`` result
+    (SEP-2322 composed with SEP-2663). The record exists once :attr:`stored` is set.
     """
 
-    __slots__ = ("task_id", "session", "runner", "_last_progress", "_token", "tasks", "modern", "_asked")
+    __slots__ = ("task_id", "session", "runner", "_last_progress", "_token", "tasks", "modern", "_asked", "published", "stored")
 
     def __init__(self, ctx: Context, session: SessionState, task_id: str, tasks: Asker | None = None, modern: bool = False,
                  principal: Any = None) -> None:
@@ -47,6 +52,11 @@ class TaskContext(Context):
         self.tasks = tasks
         self.modern = modern
         self._asked = 0
+        #: Whether the call is a task yet (see the class docstring); True from the start in
+        #: 2025-11-25, where a task call is a task before its tool runs.
+        self.published = not modern
+        #: Set once the task's record is stored: parking a request needs the record.
+        self.stored = asyncio.Event()
 
     @property
     def cancelled(self) -> bool:
@@ -79,19 +89,22 @@ class TaskContext(Context):
         """A request to the client: parked in the task record, the task ``input_required``,
         until the client answers it (2025-11-25: delivered on a ``tasks/result`` stream;
         2026-07-28: ``inputRequests`` of ``tasks/get``, answered by ``tasks/update``)."""
+        key: str | None = kw.pop("key", None)  # its key in the record; the peer picks its own ids
         if self.tasks is None:
             peer = self.session.peer
             if peer is None:
                 raise RPCError("no connection to the client for this task")
             return await peer.request(method, self._with_meta(params), **kw)
+        await self.stored.wait()
         self._asked += 1
-        key = f"{method.split('/')[0]}-{self._asked}"
+        key = key or f"{method.split('/')[0]}-{self._asked}"
         sent = dict(params) if type(params) is dict else {}
         if not self.modern:
             sent = self._with_meta(sent)
         return await self.tasks.ask(self.task_id, key, method, sent, kw.get("timeout"))
 
-    async def ask_input(self, method: str, params: Any = None, timeout: float | None = None) -> Any:
+    async def ask_input(self, method: str, params: Any = None, timeout: float | None = None, key: str | None = None) -> Any:
         """What :class:`~sturdyrpc.mcp.context.MCPContext` calls on 2026-07-28 instead of answering
-        ``input_required`` (a task asks through its record, see :meth:`request`)."""
-        return await self.request(method, params, timeout=timeout)
+        ``input_required`` (a task asks through its record, see :meth:`request`); ``key``: the
+        request's key in ``inputRequests`` (default: one of ours)."""
+        return await self.request(method, params, timeout=timeout, key=key)

@@ -227,7 +227,12 @@ class TaskService:
     async def create(self, session: SessionState, ctx: Context, params: dict[str, Any], rules: VersionRules, modern: bool,
                      run: RunTool) -> dict[str, Any]:
         """Create the task, start the tool in the background (``run``: the ``tools/call`` path it
-        runs through), return the ``CreateTaskResult``."""
+        runs through), return the ``CreateTaskResult``.
+
+        2026-07-28 (``modern``): the tool's first step (until it first waits) runs before the
+        task exists; a first step that asks for input not given yet ends the call with the
+        ``input_required`` result and no task (the client answers by calling again: SEP-2322),
+        so a tool gathers input by rounds and becomes a task on the last one (SEP-2663)."""
         await self._listen()
         ttl = self._ttl_of(params)
         now = time.time()
@@ -244,12 +249,20 @@ class TaskService:
         context.run(current_call.set, None)  # not the creating request's: its stream has ended
         # The tool's ctx.principal is its creating request's, not the session's later ones.
         context.run(current_principal.set, principal)
-        stored = asyncio.Event()  # the tool starts once the record exists
+        stored = tctx.stored  # a 2025-11-25 tool starts once the record exists
         loop = asyncio.get_running_loop()
         runner = loop.create_task(self._run(run, session, tctx, call_params, record, stored), context=context)
         tctx.runner = runner
         self._running[task_id] = runner  # before the record is visible: it is never taken for lost
         runner.add_done_callback(lambda _t: self._running.pop(task_id, None))
+        if modern:
+            # the runner was scheduled first: its first step runs before this one resumes (FIFO,
+            # on every loop); an input round found there is the call's answer, with no task
+            await asyncio.sleep(0)
+            early = runner.result() if runner.done() and not runner.cancelled() and runner.exception() is None else None
+            if early is not None:
+                return early
+            tctx.published = True
         try:
             await self.records.create(record, self._index(session, owner))
         except BaseException:
@@ -269,21 +282,26 @@ class TaskService:
             t.cancel()
 
     async def _run(self, run: RunTool, session: SessionState, tctx: TaskContext, params: dict[str, Any], record: dict[str, Any],
-                   stored: asyncio.Event) -> None:
+                   stored: asyncio.Event) -> dict[str, Any] | None:
+        """Run the task's tool and settle its record; returns the ``input_required`` result of a
+        2026-07-28 first step that asked for input (then there is no task: see :meth:`create`)."""
         task_id = record["id"]
         modern = record["modern"]
         try:
-            await stored.wait()
+            if not modern:
+                await stored.wait()
             value = await run(session, tctx, params, as_task=True)
+            if not tctx.published and type(value) is dict and value.get("resultType") == "input_required":
+                return value
             # as the record will hold it (rendered bytes decoded; what the store cannot hold fails here)
             result = codec.decode(codec.encode(value))
             event, outcome, message = self._outcome(result, modern)
         except asyncio.CancelledError:
             if task_id in self._expired:
                 self._expired.discard(task_id)
-                return  # the record expired with it
+                return None  # the record expired with it
             await self._settle(task_id, CANCEL, None, "The task was cancelled")
-            return
+            return None
         except RPCError as exc:
             event, outcome, message = FAIL, {"error": exc.to_dict()}, exc.message
         except Exception as exc:  # an outcome the store cannot hold; ToolsCall.run turns tool failures into isError results
@@ -292,9 +310,11 @@ class TaskService:
             # the incident id, never the exception's text or class: the message goes to the client
             event, outcome = FAIL, {"error": InternalError("Internal error", {"incident": incident}).to_dict()}
             message = f"Internal error (incident {incident})"
+        await stored.wait()  # a 2026-07-28 tool may end before its record is stored
         moved, rec = await self._settle(task_id, event, outcome, message)
         if moved and rec is not None and not modern:
             await self._status_notification(session, rec)
+        return None
 
     @staticmethod
     def _outcome(result: Any, modern: bool) -> tuple[str, dict[str, Any], str | None]:
