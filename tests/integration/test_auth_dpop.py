@@ -106,6 +106,7 @@ def test_a_bound_token_needs_a_valid_proof(idp: IdP, served: tuple[str, str | No
     if accepted:
         assert r.status_code == 200, (r.status_code, r.headers, r.text)
         assert r.json()["result"]["protocolVersion"] == V
+        assert r.headers.get("dpop-nonce") == nonce  # the current nonce on a success too (RFC 9449 §9)
     else:
         assert r.status_code == 401, (name, r.status_code, r.text)
         challenge = r.headers["www-authenticate"]
@@ -216,3 +217,56 @@ def test_our_client_and_our_resource_server_agree(idp: IdP, nonce: str | None) -
             asyncio.run(main())
     assert seen and all(c["htm"] == "POST" and c["htu"] == f"{issuer}/token" for c in seen)
     assert [c.get("nonce") for c in seen] == ([None, nonce] if nonce else [None])
+
+
+def test_our_client_takes_the_nonce_a_success_carries(idp: IdP) -> None:
+    """RFC 9449 §9: a nonce given on a successful answer is the one the next proof carries. A
+    server that changes its nonce on every answer (and says so on the answer) refuses nothing
+    after the first answer, however many requests follow."""
+    from sturdyrpc.mcp_http.connect import connect_http
+    from sturdyrpc.oauth import OAuthClientProvider
+    from sturdyrpc.oauth.grants import ClientCredentialsGrant
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    current = {"nonce": "n0", "n": 0}
+    statuses: list[tuple[str, int]] = []
+    with _token_endpoint(idp, url, None) as (issuer, _seen):
+        server = MCPServer("dpop-rotating", "1.0")
+
+        @server.tool()
+        def ping() -> str:
+            """Answers pong."""
+            return "pong"
+
+        rs = ResourceServer(JWTVerifier(idp.issuer, idp.jwks_url, url), resource=url, authorization_servers=[issuer],
+                            dpop=DPoPChecker(nonce=lambda: current["nonce"]))
+        inner = mcp_http_app(server, security=HTTPSecurity(auth=rs))
+
+        async def rotating(scope: Any, receive: Any, send: Any) -> None:
+            async def sending(message: Any) -> None:
+                if message["type"] == "http.response.start" and scope["type"] == "http":
+                    statuses.append((scope["path"], message["status"]))
+                    if message["status"] < 300 and scope["path"] == "/mcp":  # a new nonce from now on, given on this answer
+                        current["n"] += 1
+                        current["nonce"] = f"n{current['n']}"
+                        kept = [(k, v) for k, v in message.get("headers", []) if k != b"dpop-nonce"]
+                        message = {**message, "headers": [*kept, (b"dpop-nonce", current["nonce"].encode())]}
+                await send(message)
+            await inner(scope, receive, sending)
+
+        with serve_app(rotating, port):
+            async def main() -> None:
+                auth = OAuthClientProvider(grant=ClientCredentialsGrant("svc", "pw"), dpop=True)
+                try:
+                    async with connect_http(url, "2025-11-25", auth=auth) as client:
+                        for _ in range(4):
+                            assert (await client.call_tool("ping", {}))["content"][0]["text"] == "pong"
+                finally:
+                    await auth.aclose()
+
+            asyncio.run(main())
+    # the two 401s of the start (no token yet; then no nonce yet), none after the first answer
+    first_ok = next(i for i, (path, st) in enumerate(statuses) if path == "/mcp" and st < 300)
+    assert [st for _, st in statuses[:first_ok]].count(401) == 2, statuses
+    assert all(st < 300 for _, st in statuses[first_ok:]) and len(statuses) - first_ok >= 6, statuses

@@ -128,14 +128,16 @@ class ResourceServer(BearerAuth):
             raise self.insufficient_scope(principal, self.required_scopes)
         return principal
 
-    def check_presentation(self, principal: Any, presented: Presentation) -> None:
-        """A bound token only with the DPoP scheme and a valid proof; an unbound one only as Bearer."""
+    def check_presentation(self, principal: Any, presented: Presentation) -> list[tuple[bytes, bytes]]:
+        """A bound token only with the DPoP scheme and a valid proof; an unbound one only as Bearer.
+        A DPoP answer carries the current nonce when one is required (``DPoP-Nonce``, RFC 9449
+        §9): a nonce that changes reaches the client on a success, before its next proof needs it."""
         claims = getattr(principal, "claims", None)
         jkt = bound_key(claims) if claims is not None else None
         if jkt is None:
             if presented.scheme != "bearer":
                 self._refuse_dpop(DPoPRefused("invalid_token", "the DPoP scheme with a token bound to no key"))
-            return
+            return []
         if presented.scheme != "dpop":
             self._refuse_dpop(DPoPRefused("invalid_token", "a DPoP-bound token presented as a bearer token"))
         try:
@@ -143,6 +145,8 @@ class ResourceServer(BearerAuth):
                             access_token=presented.token, jkt=jkt)
         except DPoPRefused as refused:
             self._refuse_dpop(refused)
+        nonce = self.dpop.current_nonce()
+        return [] if nonce is None else [(b"dpop-nonce", nonce.encode("ascii"))]
 
     def _refuse_dpop(self, refused: DPoPRefused) -> None:
         log.info("DPoP: token refused: %s", refused.reason)

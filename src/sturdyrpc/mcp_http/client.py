@@ -275,6 +275,9 @@ class StreamableHTTPClientTransport:
                 headers = {k: v for k, v in headers.items() if k not in ("authorization", "dpop")} | given
                 sent = given.get("authorization")
             async with self._client.stream(method, self.url, content=content, headers=headers) as resp:
+                nonce = resp.headers.get("dpop-nonce")
+                if nonce and self.auth is not None:
+                    self.auth.note_dpop_nonce(self.url, nonce)  # on a success too: the next proof carries it
                 if self.auth is not None and resp.status_code in (401, 403):
                     await resp.aread()
                     challenges = resp.headers.get_list("www-authenticate")

@@ -113,6 +113,11 @@ class HTTPAuth(Protocol):
         :meth:`request_headers`); ``attempt`` counts the retries so far."""
         ...
 
+    def note_dpop_nonce(self, url: str, nonce: str) -> None:
+        """The ``DPoP-Nonce`` a server sent on an answer to a request to ``url`` (any status):
+        the nonce the next proof to it carries (RFC 9449 §9: the client MUST use it)."""
+        ...
+
 
 class _Discovery:
     """What discovery found for one server URL."""
@@ -216,6 +221,10 @@ class OAuthClientProvider:
         if self.dpop is not None and tokens.token_type == "DPoP":
             headers["dpop"] = self.dpop.proof(method, url, access_token=tokens.access_token, nonce=self._nonces.get(_origin(url)))
         return headers
+
+    def note_dpop_nonce(self, url: str, nonce: str) -> None:
+        if self.dpop is not None:
+            self._nonces[_origin(url)] = nonce
 
     async def handle_challenge(
         self, url: str, status: int, www_authenticate: Sequence[str], *, sent: str | None, attempt: int,

@@ -211,13 +211,15 @@ class BearerAuth:
             result = await result
         return result
 
-    def check_presentation(self, principal: Any, presented: Presentation) -> None:
+    def check_presentation(self, principal: Any, presented: Presentation) -> list[tuple[bytes, bytes]]:
         """Whether ``principal``'s token may be used as ``presented``; raise :class:`HTTPRefusal`
-        if not. A plain hook knows only bearer tokens: a ``DPoP`` scheme carries none (401
-        without an error code, RFC 6750 §3.1); :class:`sturdyrpc.auth.ResourceServer` checks
-        DPoP proofs for bound tokens."""
+        if not. Returns the headers to add to the answer (a DPoP server's current nonce, RFC
+        9449 §9), usually none. A plain hook knows only bearer tokens: a ``DPoP`` scheme
+        carries none (401 without an error code, RFC 6750 §3.1);
+        :class:`sturdyrpc.auth.ResourceServer` checks DPoP proofs for bound tokens."""
         if presented.scheme != "bearer":
             raise HTTPRefusal(401, -32600, "Unauthorized", [(b"www-authenticate", self.challenge(None))])
+        return []
 
     def metadata_documents(self) -> Mapping[str, bytes]:
         """The OAuth protected-resource metadata (RFC 9728) this resource publishes, by path:

@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 from ...request_context import current_principal
 from ..asgi import (
     LOCAL_HOSTS,
+    Message,
     ASGIApp,
     BearerAuth,
     HTTPRefusal,
@@ -233,17 +234,20 @@ class BearerAuthentication:
             await self._next(scope, receive, send)
             return
         try:
-            principal = await self._principal(scope)
+            principal, extra = await self._principal(scope)
         except HTTPRefusal as refusal:
             await refuse(send, refusal, with_null_id=self.null_id)
             return
+        if extra:
+            send = _adding_headers(send, extra)
         token = current_principal.set(principal)
         try:
             await self._next(scope, receive, send)
         finally:
             current_principal.reset(token)
 
-    async def _principal(self, scope: Scope) -> Any:
+    async def _principal(self, scope: Scope) -> tuple[Any, list[tuple[bytes, bytes]]]:
+        """The request's principal, and the headers its answer carries (see ``check_presentation``)."""
         auth = self.auth
         raw = header(scope, b"authorization")
         if raw is None:
@@ -263,8 +267,16 @@ class BearerAuthentication:
             principal = None
         if principal is None:
             raise HTTPRefusal(401, -32600, "Unauthorized", [(b"www-authenticate", auth.challenge("invalid_token"))])
-        auth.check_presentation(principal, _presentation(scope, scheme, token))
-        return principal
+        return principal, auth.check_presentation(principal, _presentation(scope, scheme, token))
+
+
+def _adding_headers(send: Send, extra: list[tuple[bytes, bytes]]) -> Send:
+    """``send`` with ``extra`` headers on the response's start."""
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", ()), *extra]}
+        await send(message)
+    return sending
 
 
 def _presentation(scope: Scope, scheme: str, token: str) -> Presentation:
