@@ -277,6 +277,30 @@ def test_deadline_over_http() -> None:
         assert _text(_call(url, h, "echo", {"text": "still here"})) == "still here"
 
 
+@pytest.mark.parametrize("limit", [1, 2, None])
+def test_max_in_flight_over_http(limit: int | None) -> None:
+    """--max-in-flight on HTTP: at most N requests of a session reach the upstream at once, the
+    rest wait in order and are sent as answers come; every call is answered under its own id.
+    Without the option all four run at once upstream (so the limit is what holds them back)."""
+    import concurrent.futures
+
+    with guarded("guard-upstream", *(["--max-in-flight", str(limit)] if limit else [])) as (_, url):
+        h = _init(url)
+
+        def one(i: int) -> httpx.Response:
+            return _post(url, {"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call",
+                               "params": {"name": "slow", "arguments": {"seconds": 0.4}}}, h)
+
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            replies = list(pool.map(one, range(4)))
+        for i, r in enumerate(replies):
+            assert r.status_code == 200, r.text
+            body = r.json() if r.headers["content-type"].startswith("application/json") else json.loads(
+                [line for line in r.text.splitlines() if line.startswith("data:") and line[5:].strip()][-1][5:])
+            assert body["id"] == 100 + i and body["result"]["content"][0]["text"] == "slept 0.4", body
+        assert _text(_call(url, h, "peak")) == str(limit or 4)
+
+
 def test_get_stream(everything_guarded: str) -> None:
     h = _init(everything_guarded)
     with httpx.stream("GET", everything_guarded, headers={**h, "accept": "text/event-stream"}, timeout=20) as r:

@@ -21,3 +21,26 @@ def authorization() -> str:
 def echo(text: str) -> str:
     """Return the text as it came."""
     return text
+
+
+_running = {"now": 0, "peak": 0}
+
+
+@mcp.tool()
+async def slow(seconds: float) -> str:
+    """Sleep ``seconds`` (at most 5); counts how many calls of it run at once."""
+    import asyncio
+
+    _running["now"] += 1
+    _running["peak"] = max(_running["peak"], _running["now"])
+    try:
+        await asyncio.sleep(min(max(seconds, 0.0), 5.0))
+    finally:
+        _running["now"] -= 1
+    return f"slept {seconds:g}"
+
+
+@mcp.tool()
+def peak() -> int:
+    """The most calls of ``slow`` that ran at once so far."""
+    return _running["peak"]
