@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -299,6 +300,21 @@ def test_max_in_flight_over_http(limit: int | None) -> None:
                 [line for line in r.text.splitlines() if line.startswith("data:") and line[5:].strip()][-1][5:])
             assert body["id"] == 100 + i and body["result"]["content"][0]["text"] == "slept 0.4", body
         assert _text(_call(url, h, "peak")) == str(limit or 4)
+
+
+@pytest.mark.parametrize("protocol", ["2025-11-25", "2025-06-18", "2026-07-28"])
+def test_server_requests_through_guard(protocol: str) -> None:
+    """A request of the server to the client (``elicitation/create`` of the demo's ``approve``)
+    through guard: on the handshake era it travels on the call's SSE stream and the client's
+    answer is POSTed back through guard to the upstream; on 2026-07-28 it is an input round of
+    the call. Either way the tool gets the answer and the call its reply."""
+    with guarded("demo") as (_, url):
+        r = subprocess.run([PY, "-m", "sturdyrpc", "mcp", "call", "--url", url, "--protocol", protocol,
+                            "--elicit-accept", '{"ok": true}', "approve", '{"action": "deploy"}'],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, (r.stdout, r.stderr)
+        assert r.stdout.strip() == "deploy: approved", (r.stdout, r.stderr)
+        assert "elicitation: Approve deploy? -> accept" in r.stderr, r.stderr
 
 
 def test_get_stream(everything_guarded: str) -> None:
