@@ -21,6 +21,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 from support.auth import IdP, init_body, serve_app
 from support.http import ACCEPT, free_port
+from support.redis import unique_prefix
 
 from sturdyrpc.auth import JWTVerifier, ResourceServer
 from sturdyrpc.auth.dpop import DPoPChecker
@@ -270,3 +271,76 @@ def test_our_client_takes_the_nonce_a_success_carries(idp: IdP) -> None:
     first_ok = next(i for i, (path, st) in enumerate(statuses) if path == "/mcp" and st < 300)
     assert [st for _, st in statuses[:first_ok]].count(401) == 2, statuses
     assert all(st < 300 for _, st in statuses[first_ok:]) and len(statuses) - first_ok >= 6, statuses
+
+
+@pytest.mark.parametrize("shared", ["memory", "redis", None])
+def test_a_proof_replayed_to_another_worker(idp: IdP, shared: str | None, request: pytest.FixtureRequest) -> None:
+    """Two workers (two apps, each its own resource server) behind one URL: with the ``jti``
+    values in a store they share, a proof one of them accepted is refused by the other; each
+    on its own (no store) remembers only its own. The shared store: the memory one, and a real
+    redis-server as ``--store`` uses."""
+    from sturdyrpc.store import open_store
+
+    if shared == "redis":
+        server = request.getfixturevalue("redis_server")
+        store_url = server.url
+    else:
+        store_url = "memory"
+    url = "http://127.0.0.1/mcp"  # the URL both serve under (a load balancer's): the proof's htu
+
+    async def main() -> list[int]:
+        store = None if shared is None else open_store(store_url, **({"prefix": unique_prefix()} if shared == "redis" else {}))
+        apps = []
+        for _ in range(2):
+            server = MCPServer("dpop-workers", "1.0")
+            rs = ResourceServer(JWTVerifier(idp.issuer, idp.jwks_url, url), resource=url,
+                                authorization_servers=[idp.issuer], dpop=DPoPChecker(store=store))
+            apps.append(mcp_http_app(server, security=HTTPSecurity(auth=rs), json_response=True))
+        key = DPoPKey(ec.generate_private_key(ec.SECP256R1()))
+        token = idp.token(url, cnf={"jkt": key.thumbprint})
+        proof = key.proof("POST", url, access_token=token)
+        headers = {"authorization": f"DPoP {token}", "dpop": proof, "accept": ACCEPT, "mcp-protocol-version": V,
+                   "content-type": "application/json", "host": "127.0.0.1"}
+        statuses = []
+        try:
+            for app in (apps[0], apps[1], apps[0]):
+                transport = httpx.ASGITransport(app=app)
+                async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
+                    r = await c.post("/mcp", content=json.dumps(init_body(V)), headers=headers)
+                    statuses.append(r.status_code)
+        finally:
+            if store is not None:
+                await store.aclose()
+        return statuses
+
+    statuses = asyncio.run(main())
+    # the first worker accepts it; the replay is refused by the other worker only with the shared
+    # store, and by the first worker itself always
+    assert statuses == ([200, 401, 401] if shared else [200, 200, 401]), statuses
+
+
+def test_a_shared_store_that_is_down_refuses_with_503(idp: IdP) -> None:
+    """Whether a proof was seen cannot be told while the shared store is down: 503, never an
+    unchecked 200."""
+    from sturdyrpc.store import open_store
+
+    url = "http://127.0.0.1/mcp"
+
+    async def main() -> httpx.Response:
+        store = open_store(f"redis://127.0.0.1:{free_port()}/0", op_timeout=1.0)
+        server = MCPServer("dpop-down", "1.0")
+        rs = ResourceServer(JWTVerifier(idp.issuer, idp.jwks_url, url), resource=url,
+                            authorization_servers=[idp.issuer], dpop=DPoPChecker(store=store))
+        app = mcp_http_app(server, security=HTTPSecurity(auth=rs), json_response=True)
+        key = DPoPKey(ec.generate_private_key(ec.SECP256R1()))
+        token = idp.token(url, cnf={"jkt": key.thumbprint})
+        headers = {"authorization": f"DPoP {token}", "dpop": key.proof("POST", url, access_token=token), "accept": ACCEPT,
+                   "mcp-protocol-version": V, "content-type": "application/json"}
+        try:
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as c:
+                return await c.post("/mcp", content=json.dumps(init_body(V)), headers=headers)
+        finally:
+            await store.aclose()
+
+    r = asyncio.run(main())
+    assert r.status_code == 503, (r.status_code, r.text)

@@ -7,6 +7,10 @@ token's ``cnf.jkt`` and whose key verifies the signature, ``htm`` the request's 
 its URL (no query or fragment compared), ``ath`` the hash of this access token, ``iat`` within
 ``window`` seconds of now, a ``jti`` not seen in that window (a replayed proof is refused), and
 the server's current ``nonce`` when it requires one. Needs the ``auth`` extra (PyJWT).
+
+The ``jti`` values seen are remembered in the process, or in a store every worker shares
+(``DPoPChecker(store=...)``: a :class:`~sturdyrpc.store.Store`, e.g. the Redis one of ``--store``),
+so that a proof replayed to another worker is refused too.
 """
 
 from __future__ import annotations
@@ -18,10 +22,10 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-__all__ = ["DPoPChecker", "DPoPRefused", "bound_key", "ALGORITHMS"]
+__all__ = ["DPoPChecker", "DPoPRefused", "ReplayStore", "ReplayStoreUnavailable", "bound_key", "ALGORITHMS"]
 
 #: The asymmetric algorithms a proof may use (never ``none`` nor an HMAC).
 ALGORITHMS = ("ES256", "ES384", "ES512", "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "EdDSA")
@@ -35,6 +39,18 @@ class DPoPRefused(Exception):
     error: str
     reason: str
     nonce: str | None = None
+
+
+class ReplayStore(Protocol):
+    """Where the ``jti`` values of several workers are remembered: what a
+    :class:`~sturdyrpc.store.Store` offers (its atomic set-if-absent)."""
+
+    async def compare_and_set(self, key: str, expected: bytes | None, value: bytes | None, ttl: float | None = None) -> bool: ...
+
+
+class ReplayStoreUnavailable(Exception):
+    """The shared store of ``jti`` values could not say whether a proof was seen: the request is
+    refused as not verifiable now (never accepted unchecked)."""
 
 
 def bound_key(claims: Any) -> str | None:
@@ -66,13 +82,16 @@ class DPoPChecker:
     """Checks proofs for one resource server. ``window``: seconds a proof's ``iat`` may be from
     now, and how long its ``jti`` is remembered; ``nonce``: the nonce proofs must carry (a
     string, or a callable giving the current one; None: no nonce required);
-    ``max_remembered``: the most ``jti`` values kept (the oldest are forgotten first)."""
+    ``max_remembered``: the most ``jti`` values kept (the oldest are forgotten first);
+    ``store``: remember them there instead, shared by every worker (see the module docstring)."""
 
     def __init__(self, *, window: float = 300.0, nonce: str | Callable[[], str] | None = None,
-                 max_remembered: int = 100_000, clock: Callable[[], float] = time.time) -> None:
+                 max_remembered: int = 100_000, clock: Callable[[], float] = time.time,
+                 store: ReplayStore | None = None) -> None:
         self.window = window
         self.nonce = nonce
         self.max_remembered = max_remembered
+        self.store = store
         self._clock = clock
         self._seen: OrderedDict[str, float] = OrderedDict()
 
@@ -80,8 +99,27 @@ class DPoPChecker:
         """The nonce a proof must carry now, or None."""
         return self.nonce() if callable(self.nonce) else self.nonce
 
-    def check(self, proofs: list[str], *, method: str, url: str, access_token: str, jkt: str) -> None:
-        """Accept the request's ``proofs`` (every ``DPoP`` header value) or raise :class:`DPoPRefused`."""
+    async def verify(self, proofs: list[str], *, method: str, url: str, access_token: str, jkt: str) -> None:
+        """Accept the request's ``proofs`` (every ``DPoP`` header value) or raise :class:`DPoPRefused`
+        (:class:`ReplayStoreUnavailable` when the shared store cannot be asked): :meth:`check`,
+        and with a ``store`` its ``jti`` remembered there, once for every worker."""
+        jti = self.check(proofs, method=method, url=url, access_token=access_token, jkt=jkt)
+        store = self.store
+        if store is None:
+            return
+        key = "dpop:jti:" + hashlib.sha256(f"{jkt} {jti}".encode()).hexdigest()[:40]
+        try:
+            # a proof's iat may be up to `window` on either side of now: it is usable for 2 windows
+            fresh = await store.compare_and_set(key, None, b"1", ttl=2 * self.window)
+        except Exception as exc:  # the store's own failure (down, too slow): not verifiable now
+            raise ReplayStoreUnavailable(str(exc)) from None
+        if not fresh:
+            raise DPoPRefused("invalid_dpop_proof", "a replayed proof (jti seen before, by some worker)")
+
+    def check(self, proofs: list[str], *, method: str, url: str, access_token: str, jkt: str) -> str:
+        """Accept the request's ``proofs`` (every ``DPoP`` header value) or raise :class:`DPoPRefused`;
+        returns the proof's ``jti`` (remembered here unless a ``store`` is to remember it: see
+        :meth:`verify`, which HTTP entry points call)."""
         import jwt
 
         if len(proofs) != 1 or "," in proofs[0]:
@@ -103,9 +141,9 @@ class DPoPChecker:
                                 options={"verify_aud": False, "verify_exp": False, "verify_iat": False})
         except (jwt.PyJWTError, ValueError, TypeError):
             raise DPoPRefused("invalid_dpop_proof", "the signature does not verify") from None
-        self._claims(claims, method=method, url=url, access_token=access_token)
+        return self._claims(claims, method=method, url=url, access_token=access_token)
 
-    def _claims(self, claims: dict[str, Any], *, method: str, url: str, access_token: str) -> None:
+    def _claims(self, claims: dict[str, Any], *, method: str, url: str, access_token: str) -> str:
         now = self._clock()
         jti, iat, htu = claims.get("jti"), claims.get("iat"), claims.get("htu")
         if type(jti) is not str or not jti:
@@ -122,7 +160,9 @@ class DPoPChecker:
         nonce = self.current_nonce()
         if nonce is not None and claims.get("nonce") != nonce:
             raise DPoPRefused("use_dpop_nonce", "the proof lacks the current nonce", nonce)
-        self._remember(jti, now)
+        if self.store is None:
+            self._remember(jti, now)
+        return jti
 
     def _remember(self, jti: str, now: float) -> None:
         seen = self._seen

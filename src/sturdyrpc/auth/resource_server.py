@@ -32,7 +32,7 @@ from typing import Any
 from ..transports.asgi import ASGIApp, BearerAuth, HTTPRefusal, Presentation
 from ..transports.http_layer import ResourceMetadata, not_found
 from .challenge import bearer_challenge
-from .dpop import ALGORITHMS, DPoPChecker, DPoPRefused, bound_key
+from .dpop import ALGORITHMS, DPoPChecker, DPoPRefused, ReplayStoreUnavailable, bound_key
 from .errors import InvalidToken, VerificationUnavailable
 from .fetch import FETCH_TIMEOUT
 from .metadata import WELL_KNOWN, ProtectedResourceMetadata, check_resource_url, well_known_path, well_known_url
@@ -128,7 +128,7 @@ class ResourceServer(BearerAuth):
             raise self.insufficient_scope(principal, self.required_scopes)
         return principal
 
-    def check_presentation(self, principal: Any, presented: Presentation) -> list[tuple[bytes, bytes]]:
+    async def check_presentation(self, principal: Any, presented: Presentation) -> list[tuple[bytes, bytes]]:
         """A bound token only with the DPoP scheme and a valid proof; an unbound one only as Bearer.
         A DPoP answer carries the current nonce when one is required (``DPoP-Nonce``, RFC 9449
         §9): a nonce that changes reaches the client on a success, before its next proof needs it."""
@@ -141,10 +141,13 @@ class ResourceServer(BearerAuth):
         if presented.scheme != "dpop":
             self._refuse_dpop(DPoPRefused("invalid_token", "a DPoP-bound token presented as a bearer token"))
         try:
-            self.dpop.check(list(presented.proofs), method=presented.method, url=presented.url,
-                            access_token=presented.token, jkt=jkt)
+            await self.dpop.verify(list(presented.proofs), method=presented.method, url=presented.url,
+                                   access_token=presented.token, jkt=jkt)
         except DPoPRefused as refused:
             self._refuse_dpop(refused)
+        except ReplayStoreUnavailable as exc:
+            log.warning("DPoP: replayed proofs cannot be told now: %s", exc)
+            raise _unavailable() from None
         nonce = self.dpop.current_nonce()
         return [] if nonce is None else [(b"dpop-nonce", nonce.encode("ascii"))]
 

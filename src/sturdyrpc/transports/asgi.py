@@ -211,7 +211,7 @@ class BearerAuth:
             result = await result
         return result
 
-    def check_presentation(self, principal: Any, presented: Presentation) -> list[tuple[bytes, bytes]]:
+    async def check_presentation(self, principal: Any, presented: Presentation) -> list[tuple[bytes, bytes]]:
         """Whether ``principal``'s token may be used as ``presented``; raise :class:`HTTPRefusal`
         if not. Returns the headers to add to the answer (a DPoP server's current nonce, RFC
         9449 §9), usually none. A plain hook knows only bearer tokens: a ``DPoP`` scheme

@@ -10,10 +10,10 @@ from urllib.parse import urlsplit
 from ...request_context import current_principal
 from ..asgi import (
     LOCAL_HOSTS,
-    Message,
     ASGIApp,
     BearerAuth,
     HTTPRefusal,
+    Message,
     Network,
     Presentation,
     Receive,
@@ -267,7 +267,7 @@ class BearerAuthentication:
             principal = None
         if principal is None:
             raise HTTPRefusal(401, -32600, "Unauthorized", [(b"www-authenticate", auth.challenge("invalid_token"))])
-        return principal, auth.check_presentation(principal, _presentation(scope, scheme, token))
+        return principal, await auth.check_presentation(principal, _presentation(scope, scheme, token))
 
 
 def _adding_headers(send: Send, extra: list[tuple[bytes, bytes]]) -> Send:
