@@ -247,13 +247,28 @@ def test_no_child_server_inherits_our_stdin(path: tuple[str, str], tool: list[st
 
 def test_the_stdio_and_proxy_suites_pass_on_the_portable_path() -> None:
     # The same tests, their servers, proxies, clients and the checker started with the portable path forced.
-    suites = [str(TESTS / "integration" / f) for f in ("test_stdio_e2e.py", "test_eof_drain.py", "test_proxy_e2e.py",
-                                                       "test_peer_e2e.py", "test_call_cli.py", "test_mcp_cli.py")]
     check = str(TESTS / "integration" / "test_check.py")
-    suites += [f"{check}::test_reference_server_passes_everything", f"{check}::test_mcp_reference_server_passes_everything[2025-11-25]",
-               f"{check}::test_a_server_that_never_answers_cannot_hang_the_checker", f"{check}::test_cli_demo_passes_with_reports"]
+    # Two runs at once, of about the same length: the tests mostly wait on their subprocesses.
+    halves = [
+        [str(TESTS / "integration" / f) for f in ("test_stdio_e2e.py", "test_proxy_e2e.py", "test_peer_e2e.py",
+                                                  "test_call_cli.py", "test_mcp_cli.py")]
+        + [f"{check}::test_cli_demo_passes_with_reports"],
+        [str(TESTS / "integration" / "test_eof_drain.py"), f"{check}::test_reference_server_passes_everything",
+         f"{check}::test_mcp_reference_server_passes_everything[2025-11-25]",
+         f"{check}::test_a_server_that_never_answers_cannot_hang_the_checker"],
+    ]
     env = {**os.environ, PORTABLE_ENV: "1"}
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--timeout=120", *suites],
-                       capture_output=True, text=True, env=env, timeout=600, stdin=subprocess.DEVNULL)
-    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-2000:]
-    assert " passed" in r.stdout.strip().splitlines()[-1] and "failed" not in r.stdout.strip().splitlines()[-1]
+    runs = [subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--timeout=120",
+                              *suites], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                             stdin=subprocess.DEVNULL) for suites in halves]
+    try:
+        outs = [p.communicate(timeout=600) for p in runs]
+    finally:
+        for p in runs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(10)
+    for p, (out, err) in zip(runs, outs, strict=True):
+        assert p.returncode == 0, out[-6000:] + err[-2000:]
+        last = out.strip().splitlines()[-1]
+        assert " passed" in last and "failed" not in last, last
