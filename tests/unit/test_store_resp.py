@@ -391,3 +391,34 @@ def test_commands_of_one_turn_leave_in_one_write(redis_server: RedisServer, loop
 
     got = run_on(loop_name, go())
     assert got == [str(i).encode() for i in range(50)] + [[b"PONG", b"x"]]
+
+
+def test_commands_that_may_wait_leave_with_the_next_command_or_after_their_delay(redis_server: RedisServer, loop_name: str) -> None:
+    import time
+
+    import redis
+
+    from sturdyrpc.store.resp import RespClient
+
+    async def go() -> None:
+        c = RespClient(redis_server.url)
+        r = redis.Redis(port=redis_server.port)
+        try:
+            await c.call("DEL", "lazy")
+            # Waiting for a command to ride with: none comes, so they leave after their delay.
+            t0 = time.monotonic()
+            assert await c.pipeline([("RPUSH", "lazy", "a"), ("RPUSH", "lazy", "b")], within=0.2) == [1, 2]
+            assert time.monotonic() - t0 >= 0.19
+            # One comes: both leave at once, in order, in one write (Redis reads them at once).
+            before = int(r.info("stats")["total_reads_processed"])
+            lazy = asyncio.ensure_future(c.pipeline([("RPUSH", "lazy", "c")], within=5.0))
+            await asyncio.sleep(0.05)
+            assert not lazy.done() and r.llen("lazy") == 2  # still waiting, nothing sent
+            t0 = time.monotonic()
+            assert await c.call("LRANGE", "lazy", 0, -1) == [b"a", b"b", b"c"]  # sent after it, answered after it
+            assert await lazy == [3] and time.monotonic() - t0 < 1.0
+            assert int(r.info("stats")["total_reads_processed"]) - before <= 3  # the two INFO calls and one read
+        finally:
+            c.close()
+
+    run_on(loop_name, go())

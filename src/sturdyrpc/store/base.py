@@ -83,11 +83,13 @@ class Store(Protocol):
         """Append an entry (keeping at most about ``maxlen``, oldest dropped first) and return its id."""
 
     async def append_batch(self, items: list[tuple[str, int | None, bytes]], *, maxlen: int = 1000,
-                           ttl: float | None = None, ttls: Mapping[str, float] | None = None) -> list[str]:
+                           ttl: float | None = None, ttls: Mapping[str, float] | None = None,
+                           within: float = 0.0) -> list[str]:
         """Append several entries in one round trip: (stream, sequence number or None, data).
         A sequence number gives the entry the id :meth:`entry_id` names (it must grow within
         its stream; for streams only one writer appends to); None lets the store choose.
-        ``ttls``: the time to live of some of the streams, instead of ``ttl``."""
+        ``ttls``: the time to live of some of the streams, instead of ``ttl``. ``within``: seconds
+        the write may wait to share a round trip with the store's next command (0: now)."""
 
     def entry_id(self, seq: int) -> str:
         """The id an entry appended with sequence number ``seq`` gets."""

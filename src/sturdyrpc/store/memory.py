@@ -173,8 +173,9 @@ class MemoryStore:
         return str(st.seq)
 
     async def append_batch(self, items: list[tuple[str, int | None, bytes]], *, maxlen: int = 1000,
-                           ttl: float | None = None, ttls: Mapping[str, float] | None = None) -> list[str]:
-        out = []
+                           ttl: float | None = None, ttls: Mapping[str, float] | None = None,
+                           within: float = 0.0) -> list[str]:
+        out = []  # in process there is no round trip to share: ``within`` changes nothing
         for stream, seq, data in items:
             life = ttl if ttls is None else ttls.get(stream, ttl)
             if seq is not None:

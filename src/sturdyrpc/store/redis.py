@@ -247,14 +247,15 @@ class RedisStore:
         return (await self.append_batch([(stream, None, data)], maxlen=maxlen, ttl=ttl))[0]
 
     async def append_batch(self, items: list[tuple[str, int | None, bytes]], *, maxlen: int = 1000,
-                           ttl: float | None = None, ttls: Mapping[str, float] | None = None) -> list[str]:
+                           ttl: float | None = None, ttls: Mapping[str, float] | None = None,
+                           within: float = 0.0) -> list[str]:
         cmds: list[tuple[Any, ...]] = []
         keys: dict[str, float | None] = {}
         for stream, seq, data in items:
             keys[stream] = ttl if ttls is None else ttls.get(stream, ttl)
             cmds.append(("XADD", self._k(stream), "MAXLEN", maxlen, "*" if seq is None else f"{seq}-0", "d", data))
         cmds.extend(("PEXPIRE", self._k(k), _ms(t)) for k, t in keys.items() if t is not None)
-        out = await self._raw(self.raw.pipeline(cmds))
+        out = await self._raw(self.raw.pipeline(cmds, within=within))
         return [_s(x) for x in out[: len(items)]]
 
     def entry_id(self, seq: int) -> str:

@@ -184,26 +184,39 @@ class _Conn(asyncio.Protocol):
         self.lost = False
         self.reply_timeout = reply_timeout
         self._out: list[bytes] = []
+        self._soon = False  # a write at the end of this turn is scheduled
+        self._later: asyncio.TimerHandle | None = None  # the write of commands that may wait
         self._watch: asyncio.TimerHandle | None = None
         self._head: asyncio.Future[Any] | None = None  # the oldest waiter at the last check
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(_Transport, transport)
 
-    def send(self, loop: asyncio.AbstractEventLoop, commands: list[tuple[Any, ...]]) -> list[asyncio.Future[Any]]:
-        """Queue ``commands`` for this turn's write; their replies' futures, in order."""
+    def send(self, loop: asyncio.AbstractEventLoop, commands: list[tuple[Any, ...]], within: float = 0.0) -> list[asyncio.Future[Any]]:
+        """Queue ``commands`` for this turn's write; their replies' futures, in order.
+
+        ``within`` > 0: the commands may wait up to that many seconds and leave with the next
+        command sent here (one write, one read on Redis's side for both)."""
         futs = [loop.create_future() for _ in commands]
         self.waiters.extend(futs)
-        if not self._out:
-            loop.call_soon(self._flush)
         self._out.extend(encode(a) for a in commands)
+        if not self._soon:
+            if within <= 0:
+                self._soon = True
+                loop.call_soon(self._flush)
+            elif self._later is None:
+                self._later = loop.call_later(within, self._flush)
         if self._watch is None:
             self._watch = loop.call_later(self.reply_timeout / 2, self._check)
         return futs
 
     def _flush(self) -> None:
+        self._soon = False
+        if self._later is not None:
+            self._later.cancel()
+            self._later = None
         out, self._out = self._out, []
-        if not self.lost and self.transport is not None:
+        if out and not self.lost and self.transport is not None:
             self.transport.write(b"".join(out))
 
     def _check(self) -> None:
@@ -249,6 +262,9 @@ class _Conn(asyncio.Protocol):
         if self._watch is not None:
             self._watch.cancel()
             self._watch = None
+        if self._later is not None:
+            self._later.cancel()
+            self._later = None
         self._out = []
         while self.waiters:
             fut = self.waiters.popleft()
@@ -325,10 +341,11 @@ class RespClient:
         """One command's reply (an error reply raises :class:`RespError`)."""
         return await self._send(await self._get(), args)
 
-    async def pipeline(self, commands: list[tuple[Any, ...]]) -> list[Any]:
-        """Several commands in one write; their replies in order (an error reply raises)."""
+    async def pipeline(self, commands: list[tuple[Any, ...]], *, within: float = 0.0) -> list[Any]:
+        """Several commands in one write; their replies in order (an error reply raises).
+        ``within`` > 0: they may wait up to that many seconds to leave with the next command."""
         conn = await self._get()
-        return list(await asyncio.gather(*conn.send(asyncio.get_running_loop(), commands)))
+        return list(await asyncio.gather(*conn.send(asyncio.get_running_loop(), commands, within)))
 
     def close(self) -> None:
         if self._conn is not None:
