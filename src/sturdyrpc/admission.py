@@ -16,6 +16,10 @@ from collections.abc import Callable
 __all__ = ["Admission"]
 
 
+#: The waiters of an admission nobody has waited on yet: shared, always empty (nothing is added to it).
+_NOBODY_WAITS: deque[asyncio.Future[None]] = deque(maxlen=0)
+
+
 class Admission:
     """A counter of running requests with a fixed number of slots.
 
@@ -31,7 +35,7 @@ class Admission:
             raise ValueError("limit must be a positive integer")
         self.limit = limit
         self._used = 0
-        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._waiters: deque[asyncio.Future[None]] = _NOBODY_WAITS  # made when one must wait
         self._on_pressure = on_pressure
         #: Whether a new request would have to wait (or be refused): kept as the count changes
         #: (every HTTP request asks). ``on_pressure`` hears each change of it.
@@ -58,6 +62,9 @@ class Admission:
             self._take()
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if self._waiters is _NOBODY_WAITS:
+            # A session's admission that never fills holds no deque (760 bytes: its first block).
+            self._waiters = deque()
         self._waiters.append(fut)
         try:
             await fut  # release() hands its slot over: _used already counts us

@@ -39,6 +39,7 @@ import msgspec
 from .. import codec
 from ..admission import Admission
 from ..dispatch import Call
+from ..flag import Flag
 from ..peer import Peer
 from ..request_context import current_call, current_session
 from ..runner import Origin
@@ -52,6 +53,8 @@ __all__ = ["HTTPSession", "SessionHome", "SessionPipe", "Stream", "SSEResponse",
 log = logging.getLogger("sturdyrpc.http")
 
 Key = tuple[type, Any]
+#: The held messages of a session that has held none yet: shared, always empty (nothing is added to it).
+_NOTHING_HELD: deque[bytes] = deque(maxlen=0)
 
 
 def key_of(id_: Any) -> Key:
@@ -145,7 +148,7 @@ class SessionPipe:
 
     def __init__(self, session: HTTPSession) -> None:
         self.session = session
-        self._closed = asyncio.Event()
+        self._closed = Flag()
         #: Messages queued by a handler, tagged with the request they belong to (see note_outgoing).
         self.tags: dict[int, Key] = {}
 
@@ -303,7 +306,8 @@ class HTTPSession:
         self.by_request: dict[Key, Stream] = {}
         self.progress: dict[Key, Key] = {}  # progress token -> request
         self.standalone: Stream | None = None
-        self._held: deque[bytes] = deque(maxlen=hold_unrouted)
+        self._held: deque[bytes] = _NOTHING_HELD  # made on first use (see _hold)
+        self._hold_unrouted = hold_unrouted
         self.last_active = time.monotonic()
         self.stream_counter = 0
         self.ended = False
@@ -404,6 +408,14 @@ class HTTPSession:
             self.streams[st.id] = st
         return st
 
+    def _hold(self, data: bytes) -> None:
+        """Keep a message for the GET stream: delivered when one opens; bounded (the oldest go)."""
+        held = self._held
+        if held is _NOTHING_HELD:
+            # An idle session holds no deque (760 bytes: its first block) until it must hold one.
+            held = self._held = deque(maxlen=self._hold_unrouted)
+        held.append(data)
+
     def take_held(self) -> list[bytes]:
         out = list(self._held)
         self._held.clear()
@@ -434,7 +446,7 @@ class HTTPSession:
         st = self.standalone
         if st is not None and not st.finished:
             return st.emit_nowait(data)
-        self._held.append(data)  # delivered when a GET stream opens; bounded
+        self._hold(data)
         return True
 
     async def route(self, data: bytes, tag: Key | None) -> None:
@@ -461,7 +473,7 @@ class HTTPSession:
         if st is not None and not st.finished:
             await st.emit(data)
         else:
-            self._held.append(data)  # delivered when a GET stream opens; bounded
+            self._hold(data)
 
     async def _route_response(self, obj: dict[str, Any], data: bytes) -> None:
         if self.version is None:

@@ -19,11 +19,12 @@ from typing import Any
 
 from ..dispatch import Call, Context, Dispatcher
 from ..errors import RPCError
+from ..flag import Flag
 from ..framing import BadHeader, FrameTooLarge
 from ..messages import Id
 from ..profile import JSONRPCProfile, Profile
 from ..runner import Origin, Runner
-from .incoming import Incoming
+from .incoming import Held, Incoming
 from .outgoing import Outgoing, PendingCall, handler_of
 from .protocols import MessageTransport, NoticeHook, ProgressCallback, SendHook
 from .writer import Writer
@@ -179,7 +180,7 @@ class Peer:
         self._started = False
         self._closing = False
         self._close_reason = "connection closed"
-        self._closed = asyncio.Event()
+        self._closed = Flag()
         self._close_task: asyncio.Task[None] | None = None
         self._draining_eof = False  # closing because the input ended: no deadline until close()
 
@@ -269,7 +270,7 @@ class Peer:
         await self.close()
 
     @property
-    def closed(self) -> asyncio.Event:
+    def closed(self) -> Flag:
         """Set once the peer is fully closed (transport closed, everything settled)."""
         return self._closed
 
@@ -516,7 +517,7 @@ class Peer:
         return self._outgoing.background
 
     @property
-    def _held(self) -> deque[tuple[Any, Origin | None, tuple[type, Any] | None, contextvars.Context | None]]:
+    def _held(self) -> deque[Held]:
         return self._incoming.held
 
     def __repr__(self) -> str:

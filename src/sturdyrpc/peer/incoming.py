@@ -15,6 +15,7 @@ from typing import Any
 from ..dispatch import Dispatcher
 from ..envelope import UNSET, Envelope, read
 from ..errors import ServerError
+from ..flag import Flag
 from ..framing import BadHeader, FrameTooLarge
 from ..messages import InvalidMessage
 from ..profile import NO_CANCEL, Profile
@@ -22,6 +23,11 @@ from ..runner import Origin, Runner
 from .protocols import FrameSource, MessageTransport, Settings, id_key
 
 log = logging.getLogger("sturdyrpc.peer")
+
+#: A request held back: what was read, its origin, the request's id key or None, the context it came in.
+Held = tuple[Any, Origin | None, tuple[type, Any] | None, contextvars.Context | None]
+#: The held requests of a peer that has held none yet: shared, always empty (nothing is added to it).
+_NOTHING_HELD: deque[Held] = deque(maxlen=0)
 
 
 class Incoming:
@@ -59,10 +65,10 @@ class Incoming:
         self._on_progress = on_progress
         self._on_end = on_end
         #: (what was read, its origin, the request's id key or None, the context it came in), in order.
-        self.held: deque[tuple[Any, Origin | None, tuple[type, Any] | None, contextvars.Context | None]] = deque()
+        self.held: deque[Held] = _NOTHING_HELD  # made on first use (see _hold)
         self._context: contextvars.Context | None = None  # the peer's, once started
         self._max_held = max(1, max_held)
-        self._resume_reading: asyncio.Event | None = None
+        self._resume_reading: Flag | None = None
         self._release_scheduled = False
         self._closing = False
         self._refusing = False  # closing by our choice: requests still held are refused
@@ -79,8 +85,7 @@ class Incoming:
         ``context``, or read a pull transport in a task (``name``: the peer's)."""
         loop = asyncio.get_running_loop()
         self._context = context
-        self._resume_reading = asyncio.Event()
-        self._resume_reading.set()
+        self._resume_reading = Flag(True)
         source = self._source
         if source is not None:
             # the source logs what a frame raises (a bug of ours) and goes on with the next
@@ -244,10 +249,14 @@ class Incoming:
         key = id_key(got.id) if (t is Envelope and got.id is not UNSET) or t is InvalidMessage else None
         # a message with an origin keeps the context it arrived in (its HTTP request's principal
         # and headers); the others are released in the peer's own, as they arrived
-        self.held.append((got, origin, key, None if origin is None else contextvars.copy_context()))
+        held = self.held
+        if held is _NOTHING_HELD:
+            # An idle peer holds no deque (760 bytes: its first block) until it must hold a request.
+            held = self.held = deque()
+        held.append((got, origin, key, None if origin is None else contextvars.copy_context()))
         if not self._full():
             self.schedule_release()
-        if len(self.held) >= self._max_held:
+        if len(held) >= self._max_held:
             self._reading(False)  # bounded: stop reading until some are started
 
     def _full(self) -> bool:

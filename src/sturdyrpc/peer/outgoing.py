@@ -14,6 +14,7 @@ from typing import Any
 from .. import codec
 from ..dispatch import Call
 from ..errors import InternalError, RPCError
+from ..flag import Flag
 from ..messages import ErrorResponse, Id, InvalidMessage, Message, Response
 from ..profile import Profile
 from ..request_context import current_call
@@ -123,7 +124,7 @@ class Outgoing:
         *,
         max_outgoing: int,
         enqueue: Callable[[bytes], None],
-        room: asyncio.Event,
+        room: Flag,
         park: Callable[[Call], None],
         unpark: Callable[[Call], None],
     ) -> None:

@@ -8,10 +8,14 @@ import logging
 from collections import deque
 from collections.abc import Callable
 
+from ..flag import Flag
 from ..runner import Origin
 from .protocols import MessageTransport, NowaitSender, Settings
 
 log = logging.getLogger("sturdyrpc.peer")
+
+#: The queue of a writer that has queued nothing yet: shared, always empty (nothing is added to it).
+_NOTHING_QUEUED: deque[bytes | tuple[Origin, bytes]] = deque(maxlen=0)
 
 
 class Writer:
@@ -56,15 +60,14 @@ class Writer:
         self._on_pressure = on_pressure
         self._on_broken = on_broken
         # what the writer sends, in order; a (origin, reply) pair is handed to its origin in its place
-        self._q: deque[bytes | tuple[Origin, bytes]] = deque()
+        self._q: deque[bytes | tuple[Origin, bytes]] = _NOTHING_QUEUED  # made on first use (see _queue)
         self._bytes = 0
         self._wake: asyncio.Future[None] | None = None
         self._writing = False
         self._flush_waiters: list[asyncio.Future[None]] = []
         self._pressure = False
         #: Set while the queue is below its high water: senders wait for it.
-        self.room = asyncio.Event()
-        self.room.set()
+        self.room = Flag(True)
         self._task: asyncio.Task[None] | None = None
         #: The writer task runs (started, not done yet): what is queued will be written. Kept
         #: by the task's start and end, so queuing a message tests one flag.
@@ -97,7 +100,7 @@ class Writer:
         """A reply that goes to its request's origin (an HTTP POST), kept in order with what this
         peer sent before it: a handler's notifications still queued go first."""
         if data is not None and (self._q or self._writing):
-            self._q.append((origin, data))
+            self._queue().append((origin, data))
             w = self._wake
             if w is not None:
                 self._wake = None
@@ -125,7 +128,10 @@ class Writer:
                         return
                 except Exception:  # the writer's send reports the failure
                     pass
-        self._q.append(data)
+        q = self._q
+        if q is _NOTHING_QUEUED:
+            q = self._q = deque()  # (_queue's step, without the call: every message queued passes here)
+        q.append(data)
         self._bytes += len(data)
         w = self._wake
         if w is not None:
@@ -134,18 +140,25 @@ class Writer:
                 w.set_result(None)
         if not self._pressure:
             s = self._settings
-            if len(self._q) >= s.out_high_messages or self._bytes >= s.out_high_bytes:
+            if len(q) >= s.out_high_messages or self._bytes >= s.out_high_bytes:
                 self._pressure = True
                 self.room.clear()
                 self._on_pressure(True)
 
-    async def _write_loop(self) -> None:
+    def _queue(self) -> deque[bytes | tuple[Origin, bytes]]:
         q = self._q
+        if q is _NOTHING_QUEUED:
+            # An idle peer's writer holds no deque (760 bytes: its first block) until it queues.
+            q = self._q = deque()
+        return q
+
+    async def _write_loop(self) -> None:
         send = self._transport.send
         settings = self._settings
         loop = asyncio.get_running_loop()
         try:
             while True:
+                q = self._q
                 if not q:
                     self._writing = False
                     self._settle_flushes()
@@ -170,7 +183,7 @@ class Writer:
             raise
         except Exception as exc:  # the transport broke: nothing more can be sent
             log.debug("%s: send failed: %r", settings.name, exc)
-            q.clear()
+            self._q.clear()
             self._bytes = 0
             self._on_broken(f"connection lost while sending: {exc!r}")
         finally:

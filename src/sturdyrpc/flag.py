@@ -1,0 +1,68 @@
+"""A flag tasks can wait for, cheap enough to make by the thousand.
+
+:class:`Flag` has the interface of :class:`asyncio.Event` (``is_set``, ``set``, ``clear``,
+``wait``). An ``asyncio.Event`` allocates the deque of its waiters when it is made (760 bytes,
+a deque's first block), and an idle MCP session over HTTP holds several of them: a ``Flag``
+makes its list of waiters when a task first waits, so a flag nobody waits for costs its object
+alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Literal
+
+__all__ = ["Flag"]
+
+
+class Flag:
+    """Set or clear; :meth:`wait` returns once it is set (at once if it is)."""
+
+    __slots__ = ("_value", "_waiters")
+
+    def __init__(self, value: bool = False) -> None:
+        self._value = value
+        self._waiters: list[asyncio.Future[None]] | None = None
+
+    def __repr__(self) -> str:
+        return f"Flag({'set' if self._value else 'clear'})"
+
+    def is_set(self) -> bool:
+        """Whether the flag is set."""
+        return self._value
+
+    def set(self) -> None:
+        """Set the flag and wake every task waiting for it (they return even if it is cleared
+        again before they run, as with ``asyncio.Event``)."""
+        if self._value:
+            return
+        self._value = True
+        waiters, self._waiters = self._waiters, None
+        if waiters:
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)
+
+    def clear(self) -> None:
+        """Clear the flag: later :meth:`wait` calls wait again."""
+        self._value = False
+
+    async def wait(self) -> Literal[True]:
+        """Return True once the flag is set."""
+        if self._value:
+            return True
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiters = self._waiters
+        if waiters is None:
+            waiters = self._waiters = []
+        waiters.append(fut)
+        try:
+            await fut
+            return True
+        finally:
+            # Cancelled: not left behind (set() has let go of the list of those it woke).
+            if waiters is self._waiters:
+                try:
+                    waiters.remove(fut)
+                except ValueError:
+                    pass
