@@ -34,6 +34,7 @@ def test_broken_annotations_leave_the_tool_unchecked() -> None:
     lines = t.learn({"tools": [tool("a", region={"type": "string", "x-mcp-header": "Has Space"}), tool("c", region=REGION)]})
     assert len(lines) == 1 and "'a'" in lines[0] and "not checked" in lines[0]
     assert dict(t.get("a")) == {} and dict(t.get("c")) == {"mcp-param-region": ("region", "string")}
+    assert t.learn({"tools": [tool("a", region={"type": "string", "x-mcp-header": "Has Space"})]}) == []  # said once
 
 
 @pytest.mark.parametrize("result", [None, [], {"tools": None}, {"tools": [None, 3, {"name": 7}, {"inputSchema": {}}]}])

@@ -36,6 +36,8 @@ class ParamHeaderTable:
             raise ValueError("cap must be at least 1")
         self.cap = cap
         self._tools: OrderedDict[str, dict[str, tuple[str, str]]] = OrderedDict()
+        #: The left-out lines said already (each said once, not at every list; bounded as the table).
+        self._told: OrderedDict[str, None] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._tools)
@@ -46,7 +48,7 @@ class ParamHeaderTable:
 
     def learn(self, result: Any) -> list[str]:
         """Take in one page of a ``tools/list`` result; returns a line for each tool left out
-        (its annotations break the rules: it has no entry now)."""
+        (its annotations break the rules: it has no entry now) that was not said before."""
         tools = result.get("tools") if type(result) is dict else None
         if type(tools) is not list:
             return []
@@ -62,4 +64,13 @@ class ParamHeaderTable:
                 table[name] = found  # the newest list last: the oldest goes first when full
         while len(table) > self.cap:
             table.popitem(last=False)
-        return [f"guard: {line} (its Mcp-Param-* headers are not checked)" for line in left_out]
+        return [f"guard: {line} (its Mcp-Param-* headers are not checked)" for line in left_out if self._first_time(line)]
+
+    def _first_time(self, line: str) -> bool:
+        told = self._told
+        if line in told:
+            return False
+        told[line] = None
+        if len(told) > self.cap:
+            told.popitem(last=False)
+        return True
