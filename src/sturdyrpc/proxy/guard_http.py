@@ -9,7 +9,9 @@ endpoint itself, as :class:`~sturdyrpc.mcp_http.StreamableHTTPApp` has them:
 
 - ``MCP-Protocol-Version`` validated (:func:`~sturdyrpc.mcp_http.modern.header_version`: 400),
   a 2026-07-28 request's ``Mcp-Method``/``Mcp-Name`` and ``_meta`` checked against its body
-  (:func:`~sturdyrpc.mcp_http.modern.check_modern_headers`: 400), GET and DELETE refused (405)
+  (:func:`~sturdyrpc.mcp_http.modern.check_modern_headers`: 400), and so are a ``tools/call``'s
+  SEP-2243 ``Mcp-Param-*`` headers, for the tools guard saw listed (:mod:`.guard_http_params`:
+  learned from the 2026-07-28 ``tools/list`` results it passed on), GET and DELETE refused (405)
   for 2026-07-28;
 - guard's own table of sessions: an ``initialize`` opens one (guard's id, never the upstream's,
   is what the client sees), any other request needs ``Mcp-Session-Id`` (400) of a session
@@ -48,6 +50,7 @@ from ..request_context import current_principal
 from ..transports.asgi import HTTPRefusal, HTTPSecurity, Receive, Scope, Send, error_body, header_index, refuse, respond
 from ..transports.http_layer import JSON, SSE, http_layer, wait_disconnect
 from .guard import GuardCore
+from .guard_http_params import ParamHeaderTable
 from .guard_http_session import UNNAMED, Channel, GuardSession, Upstream, requests_in
 from .monitor import key_of
 from .view import report_contained
@@ -107,8 +110,11 @@ class GuardHTTPApp:
         self._ending: set[asyncio.Task[None]] = set()  # sessions ended for idleness, telling the upstream
         self.keepalive = keepalive
         self.report = report
-        #: What the cores of ended sessions and requests answered for the server or repaired, by rule.
+        #: What the cores of ended sessions and requests answered for the server or repaired, by
+        #: rule, and the 2026-07-28 header mismatches guard refused (``mcp.header-mismatch``).
         self.contained: Counter[str] = Counter()
+        #: Each listed tool's ``Mcp-Param-*`` headers (one table for every request: 2026-07-28 has no sessions).
+        self.param_table = ParamHeaderTable()
         self.path = urlsplit(upstream_url).path or "/"
         self.upstream = Upstream(upstream_url, max_bytes=self.limits.max_message_bytes)
         #: Guard's sessions by its own id, least recently used first.
@@ -214,12 +220,17 @@ class GuardHTTPApp:
         ids = requests_in(value)
         created = False
         if modern or (version is None and _is_modern_body(value)):
-            problem = _modern_problem(value, version, hx)
+            problem = _modern_problem(value, version, hx, self.param_table)
             if problem is not None:
+                if problem.code == -32020:
+                    self.contained["mcp.header-mismatch"] += 1
                 rid = value.get("id") if type(value) is dict else None
                 await send_problem(send, problem, rid if type(rid) in (str, int) else None)
                 return
             session = GuardSession(None, self.core_factory(), self.upstream, owner=owner, forward_authorization=self.forward_authorization)
+            if type(value) is dict and value.get("method") == "tools/list" and type(value.get("id")) in (str, int):
+                session.param_table = self.param_table  # its result teaches guard the tools' Mcp-Param-* headers
+                session.listing.add(key_of(value["id"]))
             self._live.add(session)
         elif hx.get(b"mcp-session-id") is None and type(value) is dict and value.get("method") == "initialize":
             session, created = await self._open(owner), True
@@ -430,15 +441,16 @@ class _Watch:
             self._task.cancel()
 
 
-def _modern_problem(value: Any, version: str | None, hx: dict[bytes, bytes]) -> HeaderProblem | None:
-    """What is wrong with the headers of a 2026-07-28 POST (None: nothing)."""
+def _modern_problem(value: Any, version: str | None, hx: dict[bytes, bytes], tools: ParamHeaderTable) -> HeaderProblem | None:
+    """What is wrong with the headers of a 2026-07-28 POST (None: nothing); ``tools``: the
+    ``Mcp-Param-*`` headers of each tool listed, checked against a ``tools/call``'s arguments."""
     if version is None:
         return HeaderProblem(400, -32020, "Header mismatch: MCP-Protocol-Version header is required")
     if type(value) is not dict or value.get("jsonrpc") != "2.0" or type(value.get("method")) is not str or (
             "id" in value and type(value["id"]) not in (str, int)):
         return None  # not a valid request or notification: answered as one (the headers come second)
     try:
-        check_modern_headers(value["method"], value.get("params"), "id" in value, version, list(MODERN_VERSIONS), hx)
+        check_modern_headers(value["method"], value.get("params"), "id" in value, version, list(MODERN_VERSIONS), hx, tools.get)
     except HeaderProblem as p:
         return p
     return None

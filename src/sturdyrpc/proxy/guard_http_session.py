@@ -29,6 +29,7 @@ from typing import Any
 from ..codec import DecodeFailure, decode, encode
 from ..mcp_http.sse import SSEParser
 from .guard import SERVER_GONE_CODE, Actions, GuardCore
+from .guard_http_params import ParamHeaderTable
 from .monitor import Key, key_of
 from .upstream_http import HTTPUpstream, UpstreamError
 
@@ -38,7 +39,8 @@ log = logging.getLogger("sturdyrpc.guard")
 
 #: What a Streamable HTTP client accepts on a POST (guard is the upstream's client).
 _ACCEPT = "application/json, text/event-stream"
-#: Client-side headers handed on to the upstream as they came (the 2026-07-28 request metadata).
+#: Client-side headers handed on to the upstream as they came (the 2026-07-28 request metadata;
+#: a 2026-07-28 request's ``Mcp-Param-*`` headers as well).
 _PASSED_ON = (b"mcp-method", b"mcp-name")
 #: Messages one response stream may hold undelivered before newer ones are dropped.
 CHANNEL_BOUND = 1024
@@ -161,6 +163,10 @@ class GuardSession:
         self.closed = False
         #: The upstream answered 404 for its session: this one ends at the client's next request.
         self.upstream_lost = False
+        #: Where the results of :attr:`listing` go (the guard's table; None: nowhere).
+        self.param_table: ParamHeaderTable | None = None
+        #: The client's ``tools/list`` requests (by id) whose results teach :attr:`param_table`.
+        self.listing: set[Key] = set()
         self._headers: dict[str, str] = {"content-type": "application/json", "accept": _ACCEPT}
         self._tasks: set[asyncio.Task[None]] = set()
         self._active = time.monotonic()
@@ -189,6 +195,10 @@ class GuardSession:
             value = hx.get(name)
             if value is not None:
                 h[name.decode()] = value.decode("latin-1")
+        if self.sid is None:  # a 2026-07-28 request (its own session): its SEP-2243 Mcp-Param-* headers too
+            for name, value in hx.items():
+                if name.startswith(b"mcp-param-"):
+                    h[name.decode("latin-1")] = value.decode("latin-1")
         if self.forward_authorization:
             auth = hx.get(b"authorization")
             if auth is not None:
@@ -241,9 +251,12 @@ class GuardSession:
             target, n = None, 0
             for m in items:
                 if type(m) is dict and "method" not in m:
-                    ch = self.waiting.pop(key_of(m.get("id")), None)
+                    key = key_of(m.get("id"))
+                    ch = self.waiting.pop(key, None)
                     if ch is not None:
                         target, n = ch, n + 1
+                        if key in self.listing:
+                            self._learn(key, m)
             if n:
                 self._active = time.monotonic()  # idle from the end of the reply, not from its request
             if target is None and context is not None and context.open:
@@ -261,6 +274,14 @@ class GuardSession:
                 return
         log.warning("guard: a message of the server with no open stream to go to was dropped: %.200s",
                     payload.decode("utf-8", "replace"))
+
+    def _learn(self, key: Key, reply: dict[str, Any]) -> None:
+        """The reply to the client's ``tools/list`` request ``key``, on its way to the client: its
+        tools' ``Mcp-Param-*`` headers into :attr:`param_table`."""
+        self.listing.discard(key)
+        if self.param_table is not None and "result" in reply:
+            for line in self.param_table.learn(reply["result"]):
+                log.warning("%s", line)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(coro)
