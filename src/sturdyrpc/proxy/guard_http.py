@@ -227,10 +227,10 @@ class GuardHTTPApp:
                 rid = value.get("id") if type(value) is dict else None
                 await send_problem(send, problem, rid if type(rid) in (str, int) else None)
                 return
-            session = GuardSession(None, self.core_factory(), self.upstream, owner=owner, forward_authorization=self.forward_authorization)
+            session = GuardSession(None, self.core_factory(), self.upstream, owner=owner, forward_authorization=self.forward_authorization,
+                                   param_table=self.param_table)
             if type(value) is dict and value.get("method") == "tools/list" and type(value.get("id")) in (str, int):
-                session.param_table = self.param_table  # its result teaches guard the tools' Mcp-Param-* headers
-                session.listing.add(key_of(value["id"]))
+                session.lists_tools(value["id"])  # its result teaches guard the tools' Mcp-Param-* headers
             self._live.add(session)
         elif hx.get(b"mcp-session-id") is None and type(value) is dict and value.get("method") == "initialize":
             session, created = await self._open(owner), True

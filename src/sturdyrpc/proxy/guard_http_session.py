@@ -149,7 +149,7 @@ class GuardSession:
     """
 
     def __init__(self, sid: str | None, core: GuardCore, upstream: Upstream, *, owner: str | None,
-                 forward_authorization: bool = False) -> None:
+                 forward_authorization: bool = False, param_table: ParamHeaderTable | None = None) -> None:
         self.sid = sid
         self.core = core
         self.upstream = upstream
@@ -163,8 +163,8 @@ class GuardSession:
         self.closed = False
         #: The upstream answered 404 for its session: this one ends at the client's next request.
         self.upstream_lost = False
-        #: Where the results of :attr:`listing` go (the guard's table; None: nowhere).
-        self.param_table: ParamHeaderTable | None = None
+        #: Where the results of the client's ``tools/list`` requests go (the guard's table; None: nowhere).
+        self.param_table = param_table
         #: The client's ``tools/list`` requests (by id) whose results teach :attr:`param_table`.
         self.listing: set[Key] = set()
         self._headers: dict[str, str] = {"content-type": "application/json", "accept": _ACCEPT}
@@ -274,6 +274,11 @@ class GuardSession:
                 return
         log.warning("guard: a message of the server with no open stream to go to was dropped: %.200s",
                     payload.decode("utf-8", "replace"))
+
+    def lists_tools(self, request_id: Any) -> None:
+        """The client's request ``request_id`` is a ``tools/list``: its result teaches :attr:`param_table`."""
+        if self.param_table is not None:
+            self.listing.add(key_of(request_id))
 
     def _learn(self, key: Key, reply: dict[str, Any]) -> None:
         """The reply to the client's ``tools/list`` request ``key``, on its way to the client: its
