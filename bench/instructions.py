@@ -14,6 +14,11 @@ and set-up excluded. ``PYTHONHASHSEED`` is fixed so the interpreter's own work r
 Every scenario uses the public API only, so the same file measures two checkouts side by side
 (``PYTHONPATH=/other/checkout/src .venv/bin/python bench/instructions.py``).
 
+``stdio-typed-floor`` is no path of ours: the checks JSON-RPC 2.0 asks of every request made by
+a decode typed by the message's shape (msgspec, in C), beside the bare loop that checks nothing.
+It shows what a server that checks the spec can cost at least (below the bare loop), so the
+distance of each path of ours from it is work of ours, not of the spec.
+
 Each figure is shown beside its bare baseline measured in the same run: the bare loop for
 stdio (read, decode, look up, encode, write, nothing checked) and the bare ASGI app for HTTP.
 """
@@ -30,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -98,6 +103,54 @@ def stdio_bare(n: int) -> None:
         for line in lines:
             msg = decode(line)
             out.append(encode({"jsonrpc": "2.0", "result": methods[msg["method"]](msg.get("params")), "id": msg["id"]}))
+        out.append(b"")
+        os.write(w, b"\n".join(out))
+    _check_out(w, n)
+
+
+class _FloorRequest(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """A request as JSON-RPC 2.0 defines it, checked by msgspec in C while it decodes."""
+
+    jsonrpc: Literal["2.0"]
+    method: str
+    id: int | str | None | msgspec.UnsetType = msgspec.UNSET
+    params: list[Any] | dict[str, Any] | msgspec.UnsetType = msgspec.UNSET
+
+
+class _FloorResult(msgspec.Struct, gc=False):
+    jsonrpc: str
+    result: Any
+    id: Any
+
+
+def stdio_typed_floor(n: int) -> None:
+    """The checks the spec asks of every request, done by a decode typed by the message's shape
+    (``jsonrpc``, ``method`` a string, the id's and params' types, no other member), the echo's
+    params checked, the reply encoded from a struct: what any server that checks the spec must
+    at least do, and how cheaply it can. (Errors are not reached: each would be answered.)"""
+    r = _pipe_with([PLAIN % i for i in range(n)])
+    w = _out_file()
+    decode = msgspec.json.Decoder(_FloorRequest).decode
+    encode = msgspec.json.Encoder().encode
+
+    def echo(params: Any) -> Any:
+        if type(params) is not list or len(params) != 1 or type(params[0]) is not str:
+            raise ValueError("invalid params")
+        return params[0]
+
+    methods = {"echo": echo}
+    rest = b""
+    while data := os.read(r, 65536):
+        lines = (rest + data).split(b"\n")
+        rest = lines.pop()
+        out = []
+        for line in lines:
+            req = decode(line)
+            fn = methods.get(req.method)
+            if fn is None:
+                raise ValueError("method not found")
+            if req.id is not msgspec.UNSET:
+                out.append(encode(_FloorResult("2.0", fn(req.params), req.id)))
         out.append(b"")
         os.write(w, b"\n".join(out))
     _check_out(w, n)
@@ -277,6 +330,7 @@ def guard(n: int) -> None:
 
 SCENARIOS: dict[str, tuple[Callable[[int], None], str | None]] = {
     "stdio-bare": (stdio_bare, None),
+    "stdio-typed-floor": (stdio_typed_floor, "stdio-bare"),
     "stdio-plain": (stdio_plain, "stdio-bare"),
     "stdio-plain-async": (stdio_plain_async, "stdio-bare"),
     "stdio-mcp": (stdio_mcp, "stdio-bare"),
