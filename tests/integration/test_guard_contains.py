@@ -110,7 +110,8 @@ def test_guard_logs_the_traffic_as_trace_does_and_what_it_contained(tmp_path: Pa
     assert last["contained"] == json.loads(report.read_text())["contained"] and last["contained"]["framing.parse-error"] == 1
 
 
-def test_guard_log_is_for_stdio() -> None:
-    out = subprocess.run([PY, "-m", "sturdyrpc", "guard", "--log", "x.ndjson", "--url", "http://127.0.0.1:1/mcp", "--http", "127.0.0.1:0"],
-                         capture_output=True, timeout=30)
-    assert out.returncode == 2 and b"--log records a stdio server's traffic" in out.stderr
+def test_guard_log_over_http_that_cannot_be_written(tmp_path: Path) -> None:
+    # --log with --url (tests/integration/test_guard_http_log.py): a log it cannot write is a usage error, before it listens.
+    out = subprocess.run([PY, "-m", "sturdyrpc", "guard", "--log", str(tmp_path / "no" / "x.ndjson"), "--url", "http://127.0.0.1:1/mcp",
+                          "--http", "127.0.0.1:0"], capture_output=True, timeout=30)
+    assert out.returncode == 2 and b"cannot write the log" in out.stderr, out.stderr

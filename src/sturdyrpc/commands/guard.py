@@ -56,8 +56,10 @@ def register(sub: Any) -> None:
                    help="pass failed tools' results (isError) as they are, even when they reveal a traceback, path or exception name")
     g.add_argument("--report", metavar="FILE", help="write what guard contained (counts by rule, as check names them) to FILE as JSON at exit")
     g.add_argument("--log", metavar="FILE",
-                   help="stdio: write the traffic as guard read it from each side to FILE as NDJSON (trace --log's format, secrets "
-                   "redacted; replayable with sturdyrpc replay), and at exit a record of what it contained")
+                   help="write the traffic as guard read it from each side to FILE as NDJSON (trace --log's format, secrets "
+                   "redacted; replayable with sturdyrpc replay), and at exit a record of what it contained; with --url: "
+                   "the POST bodies, the upstream's replies and SSE events and guard's own answers, each record with its "
+                   "session (replay --session ID picks one), the header naming the upstream URL, no HTTP header recorded")
     g.add_argument("--grace", metavar="S", type=float, default=2.0, help="after the client left: seconds before SIGTERM, and again before SIGKILL (default: 2)")
     h = g.add_argument_group("Streamable HTTP (instead of -- CMD)")
     h.add_argument("--url", metavar="URL", help="the upstream MCP endpoint, http://HOST:PORT/PATH; guard serves PATH on --http")
@@ -91,8 +93,6 @@ def run(args: argparse.Namespace) -> int:
         return _usage("--session-idle must be positive")
     if args.max_in_flight is not None and args.max_in_flight < 1:
         return _usage("--max-in-flight must be at least 1")
-    if args.log and (args.url or args.http):
-        return _usage("--log records a stdio server's traffic (-- CMD); it is not built for --url yet")
     if args.url or args.http:
         return _run_http(args)
     if auth_requested(args) or http_options(args) or args.forward_authorization or args.auth_tool_scope:
@@ -143,7 +143,9 @@ def _run_http(args: argparse.Namespace) -> int:
     from ..mcp_http.workers import AUTH_KEYS, auth_security
     from ..proxy.guard import GuardCore
     from ..proxy.guard_http import GuardHTTPApp, serve_guard_http
+    from ..proxy.tracelog import LOG_BUFFER, TraceLog
     from ..transports.serve_http import RemoteBindRefused, parse_host_port
+    from .trace import open_private
 
     if not args.url or not args.http:
         return _usage("--url (the upstream) and --http (where guard listens) go together")
@@ -153,6 +155,11 @@ def _run_http(args: argparse.Namespace) -> int:
     if args.auth_tool_scope and not auth_requested(args):
         return _usage("--auth-tool-scope needs the --auth-* options")
     try:
+        log_file = open_private(args.log, LOG_BUFFER) if args.log else None
+    except OSError as exc:
+        return _usage(f"cannot write the log {args.log!r}: {exc.strerror}")
+    log = TraceLog(log_file, [], "line", upstream=args.url) if log_file is not None else None
+    try:
         host, port = parse_host_port(args.http)
         tool_scopes = _tool_scopes(args.auth_tool_scope)
         auth = {k: getattr(args, k) for k in AUTH_KEYS} if auth_requested(args) else None
@@ -160,7 +167,7 @@ def _run_http(args: argparse.Namespace) -> int:
                                     bind_host=host, allow_remote=args.allow_remote)
         app = GuardHTTPApp(args.url, security=security, forward_authorization=args.forward_authorization,
                            tool_scopes=tool_scopes, max_sessions=args.max_sessions, report=args.report, idle_timeout=args.session_idle,
-                           keepalive=args.keepalive if args.keepalive is not None else 15.0,
+                           keepalive=args.keepalive if args.keepalive is not None else 15.0, log=log,
                            core_factory=lambda: GuardCore(deadline=args.deadline, max_in_flight=args.max_in_flight,
                                                           cancel=args.cancel, protocol="mcp",
                                                           keep_tool_errors=args.keep_tool_errors))
@@ -169,4 +176,7 @@ def _run_http(args: argparse.Namespace) -> int:
         return _usage(f"{exc}; add --allow-remote to serve other hosts")
     except (AuthOptionsError, ValueError) as exc:
         return _usage(str(exc))
+    finally:
+        if log is not None and not log.file.closed:
+            log.close()  # serving ended without the shutdown that closes it (a usage error, a failed bind)
     return 0

@@ -652,6 +652,17 @@ class GuardCore:
         """Client requests not answered yet (in flight or held back)."""
         return len(self._inflight)
 
+    def client_id(self, msg: Any) -> Any:
+        """The id the client knows the server's message ``msg`` by (None: none): for a reply, asked
+        before it is fed to :meth:`from_server`, the id of the client's request; for a request
+        of the server, asked after, guard's id for it toward the client (``guard --log`` on HTTP)."""
+        if type(msg) is not dict or "id" not in msg:
+            return None
+        if "method" in msg:
+            return self._s2c_by_server.get(key_of(msg["id"]))
+        f = self._inflight.get(msg["id"]) if type(msg["id"]) is int else None
+        return None if f is None else f.client_id
+
     # -- messages guard writes -------------------------------------------------------------------
 
     def _cancel_notification(self, gid: int) -> bytes | None:

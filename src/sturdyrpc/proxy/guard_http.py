@@ -22,7 +22,9 @@ endpoint itself, as :class:`~sturdyrpc.mcp_http.StreamableHTTPApp` has them:
 Each session's messages go through one :class:`~.guard.GuardCore`
 (:mod:`.guard_http_session`), a 2026-07-28 request through a core of its own. With an
 ``auth`` :class:`~sturdyrpc.transports.asgi.HTTPSecurity` guard is the OAuth resource server,
-and the upstream gets no ``Authorization`` unless ``forward_authorization``.
+and the upstream gets no ``Authorization`` unless ``forward_authorization``. With a ``log``
+(:class:`~.tracelog.TraceLog`, ``guard --url --log``) each session's messages are recorded in it,
+flushed every half second and closed at shutdown.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from .guard import GuardCore
 from .guard_http_params import ParamHeaderTable
 from .guard_http_session import UNNAMED, Channel, GuardSession, Upstream, requests_in
 from .monitor import key_of
+from .tracelog import UNREADABLE, TraceLog
 from .view import report_contained
 
 __all__ = ["GuardHTTPApp", "serve_guard_http"]
@@ -63,7 +66,9 @@ log = logging.getLogger("sturdyrpc.guard")
 KEEPALIVE = 15.0
 #: Seconds a POST waits for its answer before guard watches for the client's disconnect.
 _WATCH_AFTER = 0.05
-_UNREADABLE = object()
+#: Seconds between two flushes of the log (``tail -f`` shows it within that).
+_FLUSH_EVERY = 0.5
+_UNREADABLE = UNREADABLE  # a body that is no JSON (the log writes it as text)
 #: The message guard sends with an upstream's refusal of a message without an id (never the upstream's text).
 _REFUSALS = {-32700: "Parse error", -32600: "Invalid Request", -32601: "Method not found", -32602: "Invalid params"}
 
@@ -91,13 +96,14 @@ class GuardHTTPApp:
     (403 ``insufficient_scope`` otherwise); ``limits``: the message bounds; ``max_sessions``: the
     size of guard's session table; ``idle_timeout``: seconds without a request after which a
     session no client waits on ends (as ``sturdyrpc run``'s sessions do; its next request gets
-    404, and the upstream a DELETE); ``keepalive``: seconds of silence before an SSE comment line.
+    404, and the upstream a DELETE); ``keepalive``: seconds of silence before an SSE comment line;
+    ``log``: where the traffic is recorded (its file is flushed every half second, and closed by :meth:`aclose`).
     """
 
     def __init__(self, upstream_url: str, *, core_factory: Callable[[], GuardCore], security: HTTPSecurity | None = None,
                  forward_authorization: bool = False, tool_scopes: Mapping[str, frozenset[str]] | None = None,
                  limits: Limits | None = None, max_sessions: int = 1000, keepalive: float = KEEPALIVE,
-                 report: str | None = None, idle_timeout: float = SessionCaps.idle_timeout) -> None:
+                 report: str | None = None, idle_timeout: float = SessionCaps.idle_timeout, log: TraceLog | None = None) -> None:
         if max_sessions < 1:
             raise ValueError("max_sessions must be at least 1")
         self.limits = limits or DEFAULT_LIMITS
@@ -110,6 +116,8 @@ class GuardHTTPApp:
         self._ending: set[asyncio.Task[None]] = set()  # sessions ended for idleness, telling the upstream
         self.keepalive = keepalive
         self.report = report
+        self.log = log
+        self._flusher: asyncio.Task[None] | None = None
         #: What the cores of ended sessions and requests answered for the server or repaired, by
         #: rule, and the 2026-07-28 header mismatches guard refused (``mcp.header-mismatch``).
         self.contained: Counter[str] = Counter()
@@ -195,7 +203,8 @@ class GuardHTTPApp:
                 raise HTTPRefusal(503, -32000, "Server busy: too many sessions", [(b"retry-after", b"1")])
             await self._drop(idle)
         sid = secrets.token_urlsafe(24)
-        session = GuardSession(sid, self.core_factory(), self.upstream, owner=owner, forward_authorization=self.forward_authorization)
+        session = GuardSession(sid, self.core_factory(), self.upstream, owner=owner, forward_authorization=self.forward_authorization,
+                               log=self.log)
         self.sessions[sid] = session
         self._live.add(session)
         return session
@@ -228,7 +237,7 @@ class GuardHTTPApp:
                 await send_problem(send, problem, rid if type(rid) in (str, int) else None)
                 return
             session = GuardSession(None, self.core_factory(), self.upstream, owner=owner, forward_authorization=self.forward_authorization,
-                                   param_table=self.param_table)
+                                   param_table=self.param_table, log=self.log)
             if type(value) is dict and value.get("method") == "tools/list" and type(value.get("id")) in (str, int):
                 session.lists_tools(value["id"])  # its result teaches guard the tools' Mcp-Param-* headers
             self._live.add(session)
@@ -267,7 +276,7 @@ class GuardHTTPApp:
         for k in keys:
             session.waiting[k] = channel
         session.note_headers(hx)
-        tasks = session.client_message(body, channel)
+        tasks = session.client_message(body, channel, value)
         if not ids:
             if tasks:  # a notification or the client's answer: on to the upstream before the next request
                 await asyncio.wait(tasks)
@@ -393,6 +402,8 @@ class GuardHTTPApp:
         if self._ticking:
             return
         self._ticking = True  # on the first request: the serving loop runs it
+        if self.log is not None:
+            self._flusher = asyncio.ensure_future(self._flush(self.log))
         deadline = self.core_factory().deadline
         if deadline is not None:
             self._ticker = asyncio.ensure_future(self._tick(max(min(deadline / 4, 0.5), 0.01)))
@@ -402,17 +413,38 @@ class GuardHTTPApp:
             await asyncio.sleep(every)
             now = time.monotonic()
             for session in list(self._live):
-                session.apply(session.core.tick(now), None)
+                session.apply(session.core.tick(now), None, own=True)
+
+    @staticmethod
+    async def _flush(log: TraceLog) -> None:
+        """The log out of its buffer now and then (one write of what the records since hold)."""
+        while True:
+            await asyncio.sleep(_FLUSH_EVERY)
+            log.file.flush()
 
     async def aclose(self) -> None:
         """End every session (the upstream's too) and close the HTTP client (server shutdown)."""
         if self._ticker is not None:
             self._ticker.cancel()
-        drops = [asyncio.ensure_future(self._drop(s)) for s in list(self.sessions.values())]
+        sessions = list(self.sessions.values())
+        drops = [asyncio.ensure_future(self._drop(s)) for s in sessions]
         if drops:
             await asyncio.wait(drops, timeout=5.0)  # an upstream that does not answer its DELETEs holds no shutdown
         await self.upstream.aclose()
         self._write_report()
+        self._close_log([*sessions, *self._live])
+
+    def _close_log(self, sessions: list[GuardSession]) -> None:
+        """The log's last record (what guard contained), then its file closed: nothing is written after."""
+        log, self.log = self.log, None
+        if log is None:
+            return
+        if self._flusher is not None:
+            self._flusher.cancel()
+        for s in sessions:
+            s.log = None  # a session still ending (its upstream's DELETE) writes no more
+        log.note("contained", time.monotonic(), contained=dict(sorted(self.contained.items())))
+        log.close()
 
     def _write_report(self) -> None:
         """What guard contained, by the rule check names: one line on stderr, and ``report`` as JSON."""

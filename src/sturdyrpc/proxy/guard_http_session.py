@@ -15,6 +15,10 @@ write to each side; this module only carries it:
   stream that ends early, a connection that fails) is answered through the core as well: the
   core is handed an error reply for it, as if the server had written one, so the client's id
   and the core's bookkeeping stay the core's business.
+
+With a ``log`` (``guard --url --log``) every message is recorded as guard read it, in its session:
+the client's POST bodies, the upstream's messages (with the id the client knows each by), and
+what guard answered the client itself (:class:`Recorder`, implemented by :class:`~.tracelog.TraceLog`).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Coroutine
-from typing import Any
+from typing import Any, Protocol
 
 from ..codec import DecodeFailure, decode, encode
 from ..mcp_http.sse import SSEParser
@@ -33,7 +37,7 @@ from .guard_http_params import ParamHeaderTable
 from .monitor import Key, key_of
 from .upstream_http import HTTPUpstream, UpstreamError
 
-__all__ = ["Channel", "GuardSession", "Upstream", "requests_in", "UNNAMED"]
+__all__ = ["Channel", "GuardSession", "Recorder", "Upstream", "requests_in", "UNNAMED"]
 
 log = logging.getLogger("sturdyrpc.guard")
 
@@ -47,6 +51,16 @@ CHANNEL_BOUND = 1024
 #: The ``n`` of a reply that answers none of the ids the POST is waiting for (``"id": null`` or
 #: an id no request of it had: the answer to an unreadable message, an invalid id, a refused batch).
 UNNAMED = -1
+
+
+class Recorder(Protocol):
+    """Where a session records its messages (``guard --log``: :meth:`~.tracelog.TraceLog.http_message`)."""
+
+    def http_message(self, dir: str, session: str | None, payload: bytes, now: float, *, value: Any = ...,
+                     client_id: Any = None) -> None: ...
+
+
+_UNDECODABLE: Any = object()
 
 
 def requests_in(value: Any) -> list[Any]:
@@ -145,12 +159,15 @@ class GuardSession:
     """One client's conversation with the upstream through ``core``.
 
     ``sid``: guard's own session id (None for a 2026-07-28 request, which has no session);
-    ``owner``: the identity of the principal that opened it (:func:`~sturdyrpc.auth.principal.identity_of`).
+    ``owner``: the identity of the principal that opened it (:func:`~sturdyrpc.auth.principal.identity_of`);
+    ``log``: where its messages are recorded (None: nowhere).
     """
 
     def __init__(self, sid: str | None, core: GuardCore, upstream: Upstream, *, owner: str | None,
-                 forward_authorization: bool = False, param_table: ParamHeaderTable | None = None) -> None:
+                 forward_authorization: bool = False, param_table: ParamHeaderTable | None = None,
+                 log: Recorder | None = None) -> None:
         self.sid = sid
+        self.log = log
         self.core = core
         self.upstream = upstream
         self.owner = owner
@@ -215,10 +232,14 @@ class GuardSession:
 
     # -- the client's side -----------------------------------------------------------------------
 
-    def client_message(self, body: bytes, channel: Channel | None) -> list[asyncio.Task[None]]:
-        """A POST body of the client: through the core, then on to where it says. Returns the
-        upstream calls it started (a notification's POST waits for them: order is kept)."""
-        return self.apply(self.core.from_client(body, time.monotonic()), channel)
+    def client_message(self, body: bytes, channel: Channel | None, value: Any = _UNDECODABLE) -> list[asyncio.Task[None]]:
+        """A POST body of the client (``value``: decoded, for the log, when the caller has it):
+        through the core, then on to where it says. Returns the upstream calls it started (a
+        notification's POST waits for them: order is kept)."""
+        now = time.monotonic()
+        if self.log is not None:
+            self._record("c2s", body, now, value)
+        return self.apply(self.core.from_client(body, now), channel, own=True)
 
     def abandon(self, ids: list[Any], channel: Channel) -> None:
         """The client left before ``ids`` were answered: cancel them on the server (through the core,
@@ -228,14 +249,19 @@ class GuardSession:
                 del self.waiting[key_of(rid)]
                 cancel = encode({"jsonrpc": "2.0", "method": "notifications/cancelled",
                                  "params": {"requestId": rid, "reason": "the client closed its request"}})
-                self.apply(self.core.from_client(cancel, time.monotonic()), None)
+                self.apply(self.core.from_client(cancel, time.monotonic()), None, own=True)
 
     # -- what the core says ------------------------------------------------------------------------
 
-    def apply(self, acts: Actions, context: Channel | None) -> list[asyncio.Task[None]]:
-        """Carry out ``acts``; ``context``: the stream the message that caused them belongs to."""
+    def apply(self, acts: Actions, context: Channel | None, *, own: bool = False) -> list[asyncio.Task[None]]:
+        """Carry out ``acts``; ``context``: the stream the message that caused them belongs to;
+        ``own``: what they send the client is guard's own answer (none of the server's), for the log."""
         for line in acts.log:
             log.warning("%s", line)
+        if own and self.log is not None and acts.to_client:
+            now = time.monotonic()
+            for payload in acts.to_client:
+                self._record("g2c", payload, now)
         for payload in acts.to_client:
             self._route(payload, context)
         return [self._spawn(self._forward(frame, context)) for frame in acts.to_server]
@@ -296,15 +322,35 @@ class GuardSession:
 
     # -- the upstream's side ---------------------------------------------------------------------
 
+    def _record(self, dir: str, payload: bytes, now: float, value: Any = _UNDECODABLE, client_id: Any = None) -> None:
+        assert self.log is not None
+        if value is _UNDECODABLE:
+            self.log.http_message(dir, self.sid, payload, now, client_id=client_id)
+        else:
+            self.log.http_message(dir, self.sid, payload, now, value=value, client_id=client_id)
+
     def _from_server(self, payload: bytes, context: Channel | None, answered: set[Key]) -> None:
         try:
             value = decode(payload)
         except DecodeFailure:
-            value = None
-        for m in value if type(value) is list else [value]:
+            value = _UNDECODABLE
+        items = value if type(value) is list else [value]
+        for m in items:
             if type(m) is dict and "method" not in m and "id" in m:
                 answered.add(key_of(m["id"]))
-        self.apply(self.core.from_server(payload, time.monotonic()), context)
+        now = time.monotonic()
+        core = self.core
+        if self.log is None:
+            self.apply(core.from_server(payload, now), context)
+            return
+        # The ids the client knows them by: a reply's before the core settles it, a request's after it maps it.
+        before = [core.client_id(m) if type(m) is dict and "method" not in m else None for m in items]
+        acts = core.from_server(payload, now)
+        ids = [b if b is not None or type(m) is not dict or "method" not in m else core.client_id(m)
+               for m, b in zip(items, before, strict=True)]
+        client_id = (ids if any(i is not None for i in ids) else None) if type(value) is list else ids[0]
+        self._record("s2c", payload, now, value, client_id)
+        self.apply(acts, context)
 
     async def _forward(self, frame: bytes, context: Channel | None) -> None:
         """POST one message to the upstream; feed what comes back to the core."""
@@ -369,7 +415,7 @@ class GuardSession:
         for rid in ids:
             if key_of(rid) not in answered:
                 reply = encode({"jsonrpc": "2.0", "id": rid, "error": error})
-                self.apply(self.core.from_server(reply, time.monotonic()), None)
+                self.apply(self.core.from_server(reply, time.monotonic()), None, own=True)
 
     # -- the GET stream and the end ----------------------------------------------------------------
 
@@ -397,7 +443,7 @@ class GuardSession:
         self.closed = True
         for task in list(self._tasks):
             task.cancel()
-        self.apply(self.core.server_gone(None), None)
+        self.apply(self.core.server_gone(None), None, own=True)
         for ch in {*self.waiting.values(), *([self.get_stream] if self.get_stream else [])}:
             ch.close()
         self.waiting.clear()

@@ -8,6 +8,15 @@ and order, the id mapped to the server's new id). Ids are never compared; fields
 ``ignore`` are left out of the comparison. A log written with its secrets redacted
 (:func:`recorded_redacted`) holds ``"[REDACTED]"`` where they were: the server's replies are
 compared after the same redaction, so a secret the server sends again is no difference.
+
+A log of the HTTP guard (``guard --url --log``: its header says ``"transport": "http"``) holds
+the sessions of many clients, each record marked with its ``"session"`` (:func:`recorded_sessions`);
+:func:`load_session` with ``session`` reads one of them as a stdio log is read. The upstream's
+messages are read under the ids the client knew them by (``"client_id"``: guard's own ids are
+the upstream's business), a reply guard did not hand to the client is left out, and guard's own
+answers (``g2c``) are too: what is replayed is the client's conversation with the server, the
+JSON-RPC messages alone (no HTTP header was recorded), so a stdio server of the same app can be
+its replay.
 """
 
 from __future__ import annotations
@@ -22,8 +31,14 @@ from ..check.config import id_key
 from ..codec import DecodeFailure, decode, encode
 from .redact import redact
 
-__all__ = ["Record", "Difference", "Replay", "load_session", "recorded_framing", "recorded_redacted", "strip_ignored",
-           "diff_text"]
+__all__ = ["Record", "Difference", "Replay", "load_session", "recorded_framing", "recorded_redacted", "recorded_sessions",
+           "strip_ignored", "diff_text", "ALL_SESSIONS", "STATELESS"]
+
+#: ``load_session(session=...)``: every record, whichever session it belongs to (the default).
+ALL_SESSIONS: Any = object()
+#: What the sessionless 2026-07-28 requests of an HTTP log (``"session": null``) are called for ``replay --session``.
+STATELESS = "stateless"
+_LEAVE_OUT: Any = object()
 
 
 @dataclass(frozen=True)
@@ -46,21 +61,62 @@ class Difference:
     diff: str
 
 
-def load_session(lines: Iterable[bytes | str]) -> list[Record]:
-    """The messages of a trace log, in order (records without a JSON message are left out)."""
-    out = []
+def _records(lines: Iterable[bytes | str]) -> Iterable[Any]:
     for n, line in enumerate(lines, 1):
         if isinstance(line, str):
             line = line.encode()
         if not line.strip():
             continue
         try:
-            rec = decode(line)
+            yield decode(line)
         except DecodeFailure as exc:
             raise ValueError(f"line {n} of the log is not JSON: {exc.reason}") from None
+
+
+def load_session(lines: Iterable[bytes | str], session: Any = ALL_SESSIONS) -> list[Record]:
+    """The messages of a trace log, in order (records without a JSON message are left out);
+    ``session``: of an HTTP guard's log, only that session's (None: the 2026-07-28 requests)."""
+    out = []
+    for rec in _records(lines):
         if type(rec) is dict and rec.get("dir") in ("c2s", "s2c") and "msg" in rec:
-            out.append(Record(rec["dir"], rec["msg"], float(rec.get("t", 0.0))))
+            msg = rec["msg"]
+            if "session" in rec:  # the HTTP guard's
+                if session is not ALL_SESSIONS and rec["session"] != session:
+                    continue
+                if rec["dir"] == "s2c" and (msg := _as_the_client_saw(msg, rec.get("client_id"))) is _LEAVE_OUT:
+                    continue
+            out.append(Record(rec["dir"], msg, float(rec.get("t", 0.0))))
     return out
+
+
+def _as_the_client_saw(msg: Any, client_id: Any) -> Any:
+    """A message of the upstream under the id the client knew it by; a reply the client never
+    got (no ``client_id``: late, or to guard's own message) is left out."""
+    if type(msg) is list:
+        ids = client_id if type(client_id) is list and len(client_id) == len(msg) else [None] * len(msg)
+        kept = [m for m in map(_as_the_client_saw, msg, ids) if m is not _LEAVE_OUT]
+        return kept or _LEAVE_OUT
+    if type(msg) is not dict or "id" not in msg:
+        return msg
+    if client_id is None:
+        return _LEAVE_OUT if _is_response(msg) else msg
+    return {**msg, "id": client_id}
+
+
+def recorded_sessions(lines: list[bytes]) -> list[str | None] | None:
+    """The sessions of an HTTP guard's log, in the order they first appear (None for the
+    2026-07-28 requests, which have none); None for a stdio log, which has no sessions."""
+    try:
+        head = decode(lines[0]) if lines else None
+    except DecodeFailure:
+        head = None
+    if type(head) is not dict or head.get("transport") != "http":
+        return None
+    seen: dict[str | None, None] = {}
+    for rec in _records(lines[1:]):
+        if type(rec) is dict and rec.get("dir") in ("c2s", "s2c", "g2c") and "session" in rec:
+            seen.setdefault(rec["session"])
+    return list(seen)
 
 
 def recorded_framing(lines: list[bytes]) -> str:

@@ -1,22 +1,25 @@
-"""The NDJSON log of ``trace --log`` and ``guard --log``: one writer of the format, which
-``sturdyrpc replay`` reads (:func:`~.replay.load_session`)."""
+"""The NDJSON log of ``trace --log`` and ``guard --log`` (stdio, and ``guard --url``): one writer
+of the format, which ``sturdyrpc replay`` reads (:func:`~.replay.load_session`)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
 from typing import IO, Any
+from urllib.parse import urlsplit, urlunsplit
 
 from ..codec import DecodeFailure, decode, encode
 from ..framing import BadHeader, Frame, FrameTooLarge
 from .monitor import Direction, Event
 from .redact import REDACTED, maybe_secret, redact, redact_argv, redact_text
 
-__all__ = ["TraceLog", "LOG_BUFFER"]
+__all__ = ["TraceLog", "LOG_BUFFER", "UNREADABLE"]
 
 #: The buffer of the log file (bytes): records of many reads leave in one system call.
 LOG_BUFFER = 1 << 20
 _UNDECODED: Any = object()
+#: The ``value`` of :meth:`TraceLog.http_message` for bytes that are no JSON (written as ``"raw"``).
+UNREADABLE: Any = object()
 
 
 class TraceLog:
@@ -30,13 +33,29 @@ of what it contained, :meth:`note`) have an ``"event"`` and no ``"dir"``: replay
     ``redact`` (the default): the values of secret-looking keys (:mod:`.redact`) in the messages,
     the raw text and the server's argv are written as ``"[REDACTED]"``, and the header says
     ``"redacted": true``; messages without such a key are written as they were read.
+
+    The HTTP guard's log (``upstream``: its URL, in the header instead of ``"command"``, with
+    ``"transport": "http"``; its user info and secret-looking query values redacted) is written
+    with :meth:`http_message`: the same records, each with the ``"session"`` it belongs to
+    (guard's ``Mcp-Session-Id``; null for a 2026-07-28 request, which has none). Directions:
+    ``c2s`` a POST body of the client (a batch as it came), ``s2c`` a message of the upstream (a
+    JSON reply, an SSE event's data) with ``"client_id"``, the id the client knows it by, when
+    guard maps it (a reply: the id of the client's request; a request of the server: guard's id
+    for it), and ``g2c`` what guard answered the client itself (replay leaves those out). No
+    HTTP header is written.
     """
 
-    def __init__(self, file: IO[bytes], command: list[str], framing: str, *, redact: bool = True) -> None:
+    def __init__(self, file: IO[bytes], command: list[str], framing: str, *, redact: bool = True,
+                 upstream: str | None = None) -> None:
         self.file = file
         self.redact = redact
         self._wall0 = time.time() - time.monotonic()  # wall = monotonic + offset: one clock read
         self._breaks = framing != "line"  # frames may hold line breaks (a line frame holds no LF)
+        if upstream is not None:
+            file.write(encode({"sturdyrpc": "trace", "format": 1, "transport": "http",
+                               "upstream": _clean_url(upstream) if redact else upstream, "redacted": redact,
+                               "wall": time.time()}) + b"\n")
+            return
         argv = redact_argv(command) if redact else command
         file.write(encode({"sturdyrpc": "trace", "format": 1, "command": argv, "framing": framing, "redacted": redact,
                            "wall": time.time()}) + b"\n")
@@ -115,6 +134,26 @@ of what it contained, :meth:`note`) have an ``"event"`` and no ``"dir"``: replay
                 self.event(dir, "bad-header", frame.reason, now)
         self.write(records)
 
+    def http_message(self, dir: str, session: str | None, payload: bytes, now: float, *, value: Any = _UNDECODED,
+                     client_id: Any = None) -> None:
+        """The record of one message of the HTTP guard (``dir``: ``c2s``, ``s2c`` or ``g2c``) in
+        ``session``; ``value``: ``payload`` decoded, when the caller has it (``_UNDECODED``, or
+        :data:`UNREADABLE` for bytes that are no JSON); ``client_id``: see the class docstring
+        (None: not mapped). Into the file's buffer: written out when it fills or is flushed."""
+        if value is _UNDECODED:
+            try:
+                value = decode(payload)
+            except DecodeFailure:
+                value = UNREADABLE
+        side: Direction = "c2s" if dir == "c2s" else "s2c"  # what the record says is ``dir``: the event's own is not written
+        ev = Event(side, "junk", payload) if value is UNREADABLE else Event(side, "message", value)
+        head = b'{"dir":"%s","session":%s,%s"t":%.6f,"wall":%.6f,' % (
+            dir.encode(), encode(session), b"" if client_id is None else b'"client_id":' + encode(client_id) + b",",
+            now, now + self._wall0)
+        out: list[bytes] = []
+        self.message(out, head, payload, ev)
+        self.write(out)
+
     def note(self, what: str, now: float, **fields: Any) -> None:
         """A record of ``what`` happened (``"event": what``, ``fields`` beside it), in no direction."""
         self.file.write(encode({"event": what, "t": round(now, 6), "wall": round(now + self._wall0, 6), **fields}) + b"\n")
@@ -124,3 +163,13 @@ of what it contained, :meth:`note`) have an ``"event"`` and no ``"dir"``: replay
 
     def close(self) -> None:
         self.file.close()
+
+
+def _clean_url(url: str) -> str:
+    """``url`` without its user info (``user:password@``: a credential) and with the values of
+    secret-looking query parameters (``?token=X``) redacted."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = REDACTED + "@" + netloc.rsplit("@", 1)[1]
+    return redact_text(urlunsplit(parts._replace(netloc=netloc)))
