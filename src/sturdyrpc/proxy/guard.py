@@ -177,36 +177,38 @@ class GuardCore:
         out = Actions() if out is None else out
         mark = len(out.to_server)
         self._judged.clear()
-        for frame in frames:
-            if type(frame) is bytes:
-                self._client_frame(frame, now, out)
-            else:
-                self._unreadable(frame, out)  # type: ignore[arg-type]  # not bytes
-        self._judge_sent(out.to_server, mark, now)
-        return out
-
-    def _client_frame(self, frame: bytes, now: float, out: Actions) -> None:
+        # One frame's decisions, inline (a call per frame costs more than the loop's work).
         gate = self.gate
-        got = read(frame, gate.limits)
+        limits = gate.limits
+        accept = gate.accept
+        forward = self._forward
         profile = self.profile
-        if profile is None:
-            self._choose_profile(got)
-            profile = self.profile
         # The client's replies (to the server's requests) are collected, then mapped back.
         replies = self._replies
-        received = gate.accept(got, profile, self._on_reply) if type(got) is Envelope else gate.accept_read(got, profile, self._on_reply)
-        t = type(received)
-        if t is Call:
-            self._forward(received, frame, now, out)  # type: ignore[arg-type]
-        elif t is bytes:
-            out.to_client.append(received)  # type: ignore[arg-type]
-            self._refused(received, out)  # type: ignore[arg-type]
-        elif t is BatchJob:
-            self._forward_batch(received, now, out)  # type: ignore[arg-type]
-        if replies:
-            for r in replies:
-                self._client_reply(r, now, out)
-            replies.clear()
+        on_reply = self._on_reply
+        for frame in frames:
+            if type(frame) is not bytes:
+                self._unreadable(frame, out)  # type: ignore[arg-type]  # not bytes
+                continue
+            got = read(frame, limits)
+            if profile is None:
+                self._choose_profile(got)
+                profile = self.profile
+            received = accept(got, profile, on_reply) if type(got) is Envelope else gate.accept_read(got, profile, on_reply)
+            t = type(received)
+            if t is Call:
+                forward(received, frame, now, out)  # type: ignore[arg-type]
+            elif t is bytes:
+                out.to_client.append(received)  # type: ignore[arg-type]
+                self._refused(received, out)  # type: ignore[arg-type]
+            elif t is BatchJob:
+                self._forward_batch(received, now, out)  # type: ignore[arg-type]
+            if replies:
+                for r in replies:
+                    self._client_reply(r, now, out)
+                replies.clear()
+        self._judge_sent(out.to_server, mark, now)
+        return out
 
     def _unreadable(self, frame: FrameTooLarge | BadHeader, out: Actions) -> None:
         """A frame of the client's the framer could not read: answered as a server answers it."""
@@ -387,8 +389,8 @@ class GuardCore:
             # from the envelope the monitor read.
             seen.clear()
             end = monitor.feed_plain(S2C, frames, now, i, -1, seen)
-            for k in range(i, end):
-                self._plain_reply(seen[k - i], frames[k], out)  # type: ignore[arg-type]  # plain frames are bytes
+            if end > i:
+                self._plain_replies(seen, frames, i, end, out)
             if end == n:
                 break
             frame = frames[end]
@@ -410,27 +412,39 @@ class GuardCore:
         self._judge_sent(out.to_server, mark, now)
         return out
 
-    def _plain_reply(self, reply: Wire, frame: bytes, out: Actions) -> None:
-        """A frame the monitor found plain, read as ``reply``. A success reply to a request in
-        flight under guard's id: the client gets it under its own id."""
-        if reply.method is not UNSET:  # a request or notification of the server's
-            value = decode(frame)
-            self._server_message(Event(S2C, "request" if "id" in value else "notification", value), frame, out)
-            return
-        gid: int = reply.id  # type: ignore[assignment]  # plain: it settled a request under guard's id
-        f = self._inflight.pop(gid)
-        self._sent -= 1  # plain: a reply to a request sent
-        if self._by_client.get(f.key) == gid:
-            del self._by_client[f.key]
-        result = reply.result
-        cid = f.client_id
-        if f.batch is not None or type(cid) not in _PLAIN_IDS or (
-            type(result) is dict and ((f.method == "tools/call" and "isError" in result) or (self._mcp and "resultType" not in result and self._modern()))
-        ):
-            self._settle(f, result, out)  # the rare cases: the result is looked at
-            return
-        # Positional (made faster): jsonrpc, method, id, params, result.
-        out.to_client.append(_encode_wire(Wire("2.0", UNSET, cid, UNSET, result)))  # type: ignore[arg-type]  # UNSET: the members a reply leaves out
+    def _plain_replies(self, seen: list[Wire], frames: Sequence[Frame], start: int, end: int, out: Actions) -> None:
+        """``frames[start:end]``, found plain by the monitor and read as ``seen`` (in order). A
+        success reply to a request in flight under guard's id: the client gets it under its own id."""
+        inflight = self._inflight
+        by_client = self._by_client
+        to_client = out.to_client
+        # Every 2026-07-28 result names its type: asked once (only an initialize reply, never
+        # plain, changes the version).
+        modern = self._mcp and self._modern()
+        settled = 0
+        for k in range(start, end):
+            reply = seen[k - start]
+            if reply.method is not UNSET:  # a request or notification of the server's
+                frame: bytes = frames[k]  # type: ignore[assignment]  # plain frames are bytes
+                value = decode(frame)
+                self._server_message(Event(S2C, "request" if "id" in value else "notification", value), frame, out)
+                continue
+            gid: int = reply.id  # type: ignore[assignment]  # plain: it settled a request under guard's id
+            f = inflight.pop(gid)
+            settled += 1  # plain: a reply to a request sent
+            key = f.key
+            if by_client.get(key) == gid:
+                del by_client[key]
+            result = reply.result
+            cid = f.client_id
+            if f.batch is not None or type(cid) not in _PLAIN_IDS or (
+                type(result) is dict and ((f.method == "tools/call" and "isError" in result) or (modern and "resultType" not in result))
+            ):
+                self._settle(f, result, out)  # the rare cases: the result is looked at
+                continue
+            # Positional (made faster): jsonrpc, method, id, params, result.
+            to_client.append(_encode_wire(Wire("2.0", UNSET, cid, UNSET, result)))  # type: ignore[arg-type]  # UNSET: the members a reply leaves out
+        self._sent -= settled
 
     def _server_message(self, ev: Event, frame: bytes | None, out: Actions) -> None:
         for v in ev.violations:
