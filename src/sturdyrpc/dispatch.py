@@ -32,6 +32,7 @@ from .params import Binder, compile_binder
 from .profile import Profile
 
 __all__ = [
+    "NOTIFICATION",
     "Dispatcher", "Call", "BatchJob", "Context", "MethodEntry", "Received", "HANDLER_ERRORS", "Middleware", "CallNext",
     "Plan", "INLINE", "NOW", "TASK",
 ]
@@ -41,6 +42,9 @@ log = logging.getLogger("sturdyrpc")
 F = TypeVar("F", bound=Callable[..., Any])
 
 _NOTIFICATION: Any = object()  # the id slot of a call that must not be answered
+#: :attr:`Call.id` of a notification (compare with ``is``): what :attr:`Call.is_notification`
+#: asks, for a caller that asks it once per message on its hot path (a property is a call).
+NOTIFICATION: Any = _NOTIFICATION
 _encode = codec.encode
 _RAW = msgspec.Raw  # encoded already (a rendered result): nothing non-finite can hide in it
 _EMPTY: dict[str, Any] = {}

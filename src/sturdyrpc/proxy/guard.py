@@ -33,7 +33,7 @@ import msgspec
 from ..check.verdicts import Envelope as Wire
 from ..check.verdicts import show
 from ..codec import DecodeFailure, decode, encode
-from ..dispatch import BatchJob, Call, Dispatcher
+from ..dispatch import NOTIFICATION, BatchJob, Call, Dispatcher
 from ..envelope import UNSET, Envelope, read, unreadable_frame_error
 from ..errors import InvalidRequest
 from ..framing import BadHeader, Frame, FrameTooLarge
@@ -157,8 +157,7 @@ class GuardCore:
         # sent to the server, or waiting for a slot (``_queue``, first in, first out).
         self._inflight: dict[int, _Forwarded] = {}
         self._by_client: dict[Key, int] = {}
-        self._queue: deque[int] = deque()
-        self._sent = 0
+        self._queue: deque[int] = deque()  # (the rest of _inflight went to the server)
         # Answered by guard (deadline): a late reply is dropped quietly (the newest kept).
         self._given_up: OrderedDict[int, None] = OrderedDict()
         # The server's requests to the client: guard's id toward the client -> the server's id.
@@ -266,10 +265,10 @@ class GuardCore:
                 out.log.append(f"guard: answered for the server ({rule}): {show(v, 160)}")
 
     def _forward(self, call: Call, frame: bytes | None, now: float, out: Actions) -> None:
-        if call.is_notification:
+        cid = call.id
+        if cid is NOTIFICATION:
             self._forward_notification(call, frame, out)
             return
-        cid = call.id
         t = type(cid)
         key = cid if t is int or t is str else key_of(cid)
         by_client = self._by_client
@@ -295,20 +294,20 @@ class GuardCore:
         message = Wire("2.0", method, gid, params)
         job = call.job
         mif = self.max_in_flight
-        held = True if self._queue else mif is not None and self._sent >= mif
+        inflight = self._inflight
+        # In flight at the server: len(inflight) - len(queue); with a queue, the new one waits too.
+        held = True if self._queue else mif is not None and len(inflight) >= mif
         # a batch's element: job.origin is its _Batch (set by _forward_batch)
-        self._inflight[gid] = _Forwarded(cid, key, method, now, message, token, None if job is None else job.origin, not held)
+        inflight[gid] = _Forwarded(cid, key, method, now, message, token, None if job is None else job.origin, not held)
         by_client[key] = gid
         if held:
             self._queue.append(gid)
             return
-        self._sent += 1
         out.to_server.append(_encode_wire(message))
         self._judged.append(message)
 
     def _send(self, f: _Forwarded, out: Actions) -> None:
         f.sent = True
-        self._sent += 1
         self._to_server(out, _encode_wire(f.message), f.message)
 
     def _forward_notification(self, call: Call, frame: bytes | None, out: Actions) -> None:
@@ -421,7 +420,6 @@ class GuardCore:
         # Every 2026-07-28 result names its type: asked once (only an initialize reply, never
         # plain, changes the version).
         modern = self._mcp and self._modern()
-        settled = 0
         for k in range(start, end):
             reply = seen[k - start]
             if reply.method is not UNSET:  # a request or notification of the server's
@@ -430,8 +428,7 @@ class GuardCore:
                 self._server_message(Event(S2C, "request" if "id" in value else "notification", value), frame, out)
                 continue
             gid: int = reply.id  # type: ignore[assignment]  # plain: it settled a request under guard's id
-            f = inflight.pop(gid)
-            settled += 1  # plain: a reply to a request sent
+            f = inflight.pop(gid)  # plain: a reply to a request sent
             key = f.key
             if by_client.get(key) == gid:
                 del by_client[key]
@@ -444,7 +441,6 @@ class GuardCore:
                 continue
             # Positional (made faster): jsonrpc, method, id, params, result.
             to_client.append(_encode_wire(Wire("2.0", UNSET, cid, UNSET, result)))  # type: ignore[arg-type]  # UNSET: the members a reply leaves out
-        self._sent -= settled
 
     def _server_message(self, ev: Event, frame: bytes | None, out: Actions) -> None:
         for v in ev.violations:
@@ -577,8 +573,6 @@ class GuardCore:
 
     def _drop(self, gid: int, f: _Forwarded) -> None:
         del self._inflight[gid]
-        if f.sent:
-            self._sent -= 1
         if self._by_client.get(f.key) == gid:
             del self._by_client[f.key]
 
@@ -591,7 +585,7 @@ class GuardCore:
 
     def _release(self, now: float, out: Actions) -> None:
         queue = self._queue
-        while queue and (self.max_in_flight is None or self._sent < self.max_in_flight):
+        while queue and (self.max_in_flight is None or len(self._inflight) - len(queue) < self.max_in_flight):
             self._send(self._inflight[queue.popleft()], out)
 
     # -- time and death --------------------------------------------------------------------------
@@ -659,7 +653,7 @@ class GuardCore:
     @property
     def in_flight(self) -> int:
         """Client requests passed to the server and not settled."""
-        return self._sent
+        return len(self._inflight) - len(self._queue)
 
     @property
     def open(self) -> int:
