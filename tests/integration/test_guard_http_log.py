@@ -31,11 +31,11 @@ pytestmark = pytest.mark.timeout(120)
 
 
 @contextmanager
-def logged_guard(log: Path, *extra: str, demo: bool = False) -> Iterator[str]:
-    """The upstream app (``demo``: ``sturdyrpc demo --mcp``) on HTTP with ``guard --log log`` in
+def logged_guard(log: Path, *extra: str, demo: bool = False, app: str = APP) -> Iterator[str]:
+    """The upstream ``app`` (``demo``: ``sturdyrpc demo --mcp``) on HTTP with ``guard --log log`` in
     front; yields guard's URL. Guard is stopped (SIGTERM) at the end: its log is then complete."""
     up_port, port = free_port(), free_port()
-    up = demo_http_cmd(up_port, mcp=True) if demo else [PY, "-m", "sturdyrpc", "run", APP, "--http", f"127.0.0.1:{up_port}"]
+    up = demo_http_cmd(up_port, mcp=True) if demo else [PY, "-m", "sturdyrpc", "run", app, "--http", f"127.0.0.1:{up_port}"]
     with server_process(up, up_port):
         cmd = [PY, "-m", "sturdyrpc", "guard", "--url", f"http://127.0.0.1:{up_port}/mcp", "--http", f"127.0.0.1:{port}",
                "--log", str(log), *extra]
@@ -182,3 +182,44 @@ def test_a_request_of_the_server_on_an_sse_stream_is_logged_and_replayed(tmp_pat
     assert asked["client_id"] == answer["msg"]["id"] and asked["session"] == answer["session"] is not None
     out = _replay(log, cmd=[PY, "-m", "sturdyrpc", "demo", "--mcp"])
     assert out.returncode == 0 and "same behaviour" in out.stderr, (out.stdout, out.stderr)
+
+
+def _initialized(url: str) -> dict[str, str]:
+    """A new 2025-11-25 session through guard at ``url``, initialized: its headers."""
+    r = _post(url, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    assert r.status_code == 200, r.text
+    h = {"mcp-session-id": r.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
+    assert _post(url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, h).status_code == 202
+    return h
+
+
+def test_what_the_upstream_sends_on_the_get_stream_is_logged(tmp_path: Path) -> None:
+    """A notification and a request the upstream sends outside any POST come on the session's GET
+    stream: the log holds both (s2c, in their session, the request under the id the client saw),
+    and the client's answer to the request (c2s)."""
+    log = tmp_path / "get.ndjson"
+    with logged_guard(log, app=str(SERVERS / "guard_get_stream_server.py") + ":mcp") as url:
+        h = _initialized(url)
+        with httpx.stream("GET", url, headers={**h, "accept": "text/event-stream", "authorization": BEARER}, timeout=20) as g:
+            assert g.status_code == 200
+            call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "announce", "arguments": {"after": 0.3}}}
+            assert _messages(_post(url, call, h))[-1]["result"]["content"][0]["text"] == "announced"
+            seen: list[Any] = []
+            for line in g.iter_lines():
+                if line.startswith("data:") and line[5:].strip():
+                    seen.append(json.loads(line[5:]))
+                    if seen[-1].get("method") == "ping":
+                        break
+        assert [m["method"] for m in seen] == ["notifications/tools/list_changed", "ping"], seen
+        ping = seen[-1]
+        assert _post(url, {"jsonrpc": "2.0", "id": ping["id"], "result": {}}, h).status_code == 202
+    records = [json.loads(line) for line in log.read_bytes().splitlines()]
+    mine = [r for r in records if r.get("session") == h["mcp-session-id"]]
+    changed = [r for r in mine if r["msg"].get("method") == "notifications/tools/list_changed"]
+    assert [r["dir"] for r in changed] == ["s2c"], changed
+    asked = [r for r in mine if r["msg"].get("method") == "ping" and "id" in r["msg"] and r["dir"] == "s2c"]
+    assert len(asked) == 1 and asked[0]["client_id"] == ping["id"], asked
+    answered = [r for r in mine if r["dir"] == "c2s" and r["msg"].get("id") == ping["id"] and "result" in r["msg"]]
+    assert len(answered) == 1, mine
+    assert records.index(changed[0]) < records.index(asked[0]) < records.index(answered[0])
