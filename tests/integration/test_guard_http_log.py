@@ -223,3 +223,53 @@ def test_what_the_upstream_sends_on_the_get_stream_is_logged(tmp_path: Path) -> 
     answered = [r for r in mine if r["dir"] == "c2s" and r["msg"].get("id") == ping["id"] and "result" in r["msg"]]
     assert len(answered) == 1, mine
     assert records.index(changed[0]) < records.index(asked[0]) < records.index(answered[0])
+
+
+MODERN = "2026-07-28"
+
+
+def _stateless(url: str, method: str, params: dict[str, Any], id_: int = 1) -> Any:
+    """One 2026-07-28 request through guard (no session: its version in a header and in ``_meta``): its reply."""
+    h = {"mcp-protocol-version": MODERN, "mcp-method": method}
+    if method == "tools/call":
+        h["mcp-name"] = params["name"]
+    meta = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
+    r = _post(url, {"jsonrpc": "2.0", "id": id_, "method": method, "params": {**params, "_meta": meta}}, h)
+    assert r.status_code == 200 and "mcp-session-id" not in r.headers, r.text
+    return _messages(r)[-1]
+
+
+@pytest.fixture(scope="module")
+def with_stateless(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A log of one 2025-11-25 session and, around it, 2026-07-28 requests (each with id 1, as a
+    client without sessions may well send them): (log, the session's id)."""
+    log = tmp_path_factory.mktemp("guard-log-stateless") / "http.ndjson"
+    with logged_guard(log) as url:
+        assert _stateless(url, "tools/list", {})["result"]["tools"]
+        sid, _ = _session(url, "in a session", 0)
+        for text in ("stateless one", "stateless two"):
+            assert _stateless(url, "tools/call", {"name": "echo", "arguments": {"text": text}})["result"]["content"][0]["text"] == text
+    return log, sid
+
+
+def test_stateless_requests_are_logged_without_a_session(with_stateless: tuple[Path, str]) -> None:
+    log, sid = with_stateless
+    records = [json.loads(line) for line in log.read_bytes().splitlines()]
+    messages = [r for r in records if "dir" in r]
+    assert {r["session"] for r in messages} == {sid, None}
+    stateless = [r for r in messages if r["session"] is None]
+    c2s = [r["msg"]["method"] for r in stateless if r["dir"] == "c2s"]
+    assert c2s == ["tools/list", "tools/call", "tools/call"], stateless
+    texts = [r["msg"]["result"]["content"][0]["text"] for r in stateless if r["dir"] == "s2c" and "content" in r["msg"].get("result", {})]
+    assert texts == ["stateless one", "stateless two"]
+    assert all(r["client_id"] == 1 for r in stateless if r["dir"] == "s2c")
+
+
+def test_replay_names_the_stateless_requests_and_replays_them(with_stateless: tuple[Path, str]) -> None:
+    log, sid = with_stateless
+    out = _replay(log)
+    assert out.returncode == 2 and "holds 2 sessions" in out.stderr and "stateless" in out.stderr and sid in out.stderr, out.stderr
+    out = _replay(log, "--session=stateless")
+    assert out.returncode == 0 and "replay: 3 replies compared, same behaviour" in out.stderr, (out.stdout, out.stderr)
+    out = _replay(log, f"--session={sid}")
+    assert out.returncode == 0 and "replay: 4 replies compared, same behaviour" in out.stderr, (out.stdout, out.stderr)
