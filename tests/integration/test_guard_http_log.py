@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -273,3 +275,32 @@ def test_replay_names_the_stateless_requests_and_replays_them(with_stateless: tu
     assert out.returncode == 0 and "replay: 3 replies compared, same behaviour" in out.stderr, (out.stdout, out.stderr)
     out = _replay(log, f"--session={sid}")
     assert out.returncode == 0 and "replay: 4 replies compared, same behaviour" in out.stderr, (out.stdout, out.stderr)
+
+
+def test_what_guard_refuses_itself_is_logged_g2c(tmp_path: Path) -> None:
+    """Guard's own answers are in the log as g2c, each after the message it answers (c2s), in its
+    session: a request past ``--deadline``, a second request with an id already in flight (409),
+    and a 2026-07-28 call whose headers do not match its body (-32020, session null)."""
+    log = tmp_path / "refused.ndjson"
+    with logged_guard(log, "--deadline", "1") as url:
+        h = _initialized(url)
+        slow = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "slow", "arguments": {"seconds": 3}}}
+        with ThreadPoolExecutor(1) as pool:
+            late = pool.submit(_post, url, slow, h)
+            time.sleep(0.4)
+            again = _post(url, {"jsonrpc": "2.0", "id": 5, "method": "ping"}, h)
+            assert again.status_code == 409 and again.json()["id"] == 5, again.text
+            past = _messages(late.result())[-1]
+        assert past["id"] == 5 and past["error"]["code"] == -32001, past
+        meta = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
+        call = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "x"}, "_meta": meta}}
+        r = _post(url, call, {"mcp-protocol-version": MODERN, "mcp-method": "tools/call", "mcp-name": "not-echo"})
+        assert r.status_code == 400 and r.json()["error"]["code"] == -32020, r.text
+    records = [json.loads(line) for line in log.read_bytes().splitlines()]
+    own = [r for r in records if r.get("dir") == "g2c"]
+    assert [(r["session"], r["msg"]["id"], r["msg"]["error"]["code"]) for r in own] == [
+        (h["mcp-session-id"], 5, -32600), (h["mcp-session-id"], 5, -32001), (None, 9, -32020)], own
+    for answer in own:  # the message it answers is in the log before it
+        asked = [r for r in records[:records.index(answer)] if r.get("dir") == "c2s" and r["session"] == answer["session"]
+                 and r["msg"].get("id") == answer["msg"]["id"]]
+        assert asked, answer
