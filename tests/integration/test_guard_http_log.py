@@ -4,7 +4,8 @@ re-sending one session to a stdio server of the same app.
 
 Real subprocesses on 127.0.0.1: the upstream is ``sturdyrpc run tests/servers/guard_upstream_server.py:mcp
 --http``, guard is ``python -m sturdyrpc guard`` in front of it, and the replay's server is the same
-app on stdio (``sturdyrpc run tests/servers/guard_upstream_server.py:mcp``)."""
+app on stdio (``sturdyrpc run tests/servers/guard_upstream_server.py:mcp``); what the upstream sends on
+its GET stream comes from ``tests/servers/guard_get_stream_server.py``."""
 
 from __future__ import annotations
 
@@ -205,7 +206,8 @@ def test_what_the_upstream_sends_on_the_get_stream_is_logged(tmp_path: Path) -> 
         h = _initialized(url)
         with httpx.stream("GET", url, headers={**h, "accept": "text/event-stream", "authorization": BEARER}, timeout=20) as g:
             assert g.status_code == 200
-            call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "announce", "arguments": {"after": 0.3}}}
+            # A second later: guard's GET to the upstream is open by then (the upstream drops what has no stream to go to).
+            call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "announce", "arguments": {"after": 1.0}}}
             assert _messages(_post(url, call, h))[-1]["result"]["content"][0]["text"] == "announced"
             seen: list[Any] = []
             for line in g.iter_lines():
