@@ -206,7 +206,7 @@ def test_what_the_upstream_sends_on_the_get_stream_is_logged(tmp_path: Path) -> 
         h = _initialized(url)
         with httpx.stream("GET", url, headers={**h, "accept": "text/event-stream", "authorization": BEARER}, timeout=20) as g:
             assert g.status_code == 200
-            # A second later: guard's GET to the upstream is open by then (the upstream drops what has no stream to go to).
+            # A second later: time for guard to open its own GET stream to the upstream first.
             call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "announce", "arguments": {"after": 1.0}}}
             assert _messages(_post(url, call, h))[-1]["result"]["content"][0]["text"] == "announced"
             seen: list[Any] = []
