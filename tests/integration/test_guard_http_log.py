@@ -4,14 +4,17 @@ re-sending one session to a stdio server of the same app.
 
 Real subprocesses on 127.0.0.1: the upstream is ``sturdyrpc run tests/servers/guard_upstream_server.py:mcp
 --http``, guard is ``python -m sturdyrpc guard`` in front of it, and the replay's server is the same
-app on stdio (``sturdyrpc run tests/servers/guard_upstream_server.py:mcp``)."""
+app on stdio (``sturdyrpc run tests/servers/guard_upstream_server.py:mcp``); what the upstream sends on
+its GET stream comes from ``tests/servers/guard_get_stream_server.py``."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -31,11 +34,11 @@ pytestmark = pytest.mark.timeout(120)
 
 
 @contextmanager
-def logged_guard(log: Path, *extra: str, demo: bool = False) -> Iterator[str]:
-    """The upstream app (``demo``: ``sturdyrpc demo --mcp``) on HTTP with ``guard --log log`` in
+def logged_guard(log: Path, *extra: str, demo: bool = False, app: str = APP) -> Iterator[str]:
+    """The upstream ``app`` (``demo``: ``sturdyrpc demo --mcp``) on HTTP with ``guard --log log`` in
     front; yields guard's URL. Guard is stopped (SIGTERM) at the end: its log is then complete."""
     up_port, port = free_port(), free_port()
-    up = demo_http_cmd(up_port, mcp=True) if demo else [PY, "-m", "sturdyrpc", "run", APP, "--http", f"127.0.0.1:{up_port}"]
+    up = demo_http_cmd(up_port, mcp=True) if demo else [PY, "-m", "sturdyrpc", "run", app, "--http", f"127.0.0.1:{up_port}"]
     with server_process(up, up_port):
         cmd = [PY, "-m", "sturdyrpc", "guard", "--url", f"http://127.0.0.1:{up_port}/mcp", "--http", f"127.0.0.1:{port}",
                "--log", str(log), *extra]
@@ -182,3 +185,124 @@ def test_a_request_of_the_server_on_an_sse_stream_is_logged_and_replayed(tmp_pat
     assert asked["client_id"] == answer["msg"]["id"] and asked["session"] == answer["session"] is not None
     out = _replay(log, cmd=[PY, "-m", "sturdyrpc", "demo", "--mcp"])
     assert out.returncode == 0 and "same behaviour" in out.stderr, (out.stdout, out.stderr)
+
+
+def _initialized(url: str) -> dict[str, str]:
+    """A new 2025-11-25 session through guard at ``url``, initialized: its headers."""
+    r = _post(url, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    assert r.status_code == 200, r.text
+    h = {"mcp-session-id": r.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
+    assert _post(url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, h).status_code == 202
+    return h
+
+
+def test_what_the_upstream_sends_on_the_get_stream_is_logged(tmp_path: Path) -> None:
+    """A notification and a request the upstream sends outside any POST come on the session's GET
+    stream: the log holds both (s2c, in their session, the request under the id the client saw),
+    and the client's answer to the request (c2s)."""
+    log = tmp_path / "get.ndjson"
+    with logged_guard(log, app=str(SERVERS / "guard_get_stream_server.py") + ":mcp") as url:
+        h = _initialized(url)
+        with httpx.stream("GET", url, headers={**h, "accept": "text/event-stream", "authorization": BEARER}, timeout=20) as g:
+            assert g.status_code == 200
+            # A second later: time for guard to open its own GET stream to the upstream first.
+            call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "announce", "arguments": {"after": 1.0}}}
+            assert _messages(_post(url, call, h))[-1]["result"]["content"][0]["text"] == "announced"
+            seen: list[Any] = []
+            for line in g.iter_lines():
+                if line.startswith("data:") and line[5:].strip():
+                    seen.append(json.loads(line[5:]))
+                    if seen[-1].get("method") == "ping":
+                        break
+        assert [m["method"] for m in seen] == ["notifications/tools/list_changed", "ping"], seen
+        ping = seen[-1]
+        assert _post(url, {"jsonrpc": "2.0", "id": ping["id"], "result": {}}, h).status_code == 202
+    records = [json.loads(line) for line in log.read_bytes().splitlines()]
+    mine = [r for r in records if r.get("session") == h["mcp-session-id"]]
+    changed = [r for r in mine if r["msg"].get("method") == "notifications/tools/list_changed"]
+    assert [r["dir"] for r in changed] == ["s2c"], changed
+    asked = [r for r in mine if r["msg"].get("method") == "ping" and "id" in r["msg"] and r["dir"] == "s2c"]
+    assert len(asked) == 1 and asked[0]["client_id"] == ping["id"], asked
+    answered = [r for r in mine if r["dir"] == "c2s" and r["msg"].get("id") == ping["id"] and "result" in r["msg"]]
+    assert len(answered) == 1, mine
+    assert records.index(changed[0]) < records.index(asked[0]) < records.index(answered[0])
+
+
+MODERN = "2026-07-28"
+
+
+def _stateless(url: str, method: str, params: dict[str, Any], id_: int = 1) -> Any:
+    """One 2026-07-28 request through guard (no session: its version in a header and in ``_meta``): its reply."""
+    h = {"mcp-protocol-version": MODERN, "mcp-method": method}
+    if method == "tools/call":
+        h["mcp-name"] = params["name"]
+    meta = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
+    r = _post(url, {"jsonrpc": "2.0", "id": id_, "method": method, "params": {**params, "_meta": meta}}, h)
+    assert r.status_code == 200 and "mcp-session-id" not in r.headers, r.text
+    return _messages(r)[-1]
+
+
+@pytest.fixture(scope="module")
+def with_stateless(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A log of one 2025-11-25 session and, around it, 2026-07-28 requests (each with id 1, as a
+    client without sessions may well send them): (log, the session's id)."""
+    log = tmp_path_factory.mktemp("guard-log-stateless") / "http.ndjson"
+    with logged_guard(log) as url:
+        assert _stateless(url, "tools/list", {})["result"]["tools"]
+        sid, _ = _session(url, "in a session", 0)
+        for text in ("stateless one", "stateless two"):
+            assert _stateless(url, "tools/call", {"name": "echo", "arguments": {"text": text}})["result"]["content"][0]["text"] == text
+    return log, sid
+
+
+def test_stateless_requests_are_logged_without_a_session(with_stateless: tuple[Path, str]) -> None:
+    log, sid = with_stateless
+    records = [json.loads(line) for line in log.read_bytes().splitlines()]
+    messages = [r for r in records if "dir" in r]
+    assert {r["session"] for r in messages} == {sid, None}
+    stateless = [r for r in messages if r["session"] is None]
+    c2s = [r["msg"]["method"] for r in stateless if r["dir"] == "c2s"]
+    assert c2s == ["tools/list", "tools/call", "tools/call"], stateless
+    texts = [r["msg"]["result"]["content"][0]["text"] for r in stateless if r["dir"] == "s2c" and "content" in r["msg"].get("result", {})]
+    assert texts == ["stateless one", "stateless two"]
+    assert all(r["client_id"] == 1 for r in stateless if r["dir"] == "s2c")
+
+
+def test_replay_names_the_stateless_requests_and_replays_them(with_stateless: tuple[Path, str]) -> None:
+    log, sid = with_stateless
+    out = _replay(log)
+    assert out.returncode == 2 and "holds 2 sessions" in out.stderr and "stateless" in out.stderr and sid in out.stderr, out.stderr
+    out = _replay(log, "--session=stateless")
+    assert out.returncode == 0 and "replay: 3 replies compared, same behaviour" in out.stderr, (out.stdout, out.stderr)
+    out = _replay(log, f"--session={sid}")
+    assert out.returncode == 0 and "replay: 4 replies compared, same behaviour" in out.stderr, (out.stdout, out.stderr)
+
+
+def test_what_guard_refuses_itself_is_logged_g2c(tmp_path: Path) -> None:
+    """Guard's own answers are in the log as g2c, each after the message it answers (c2s), in its
+    session: a request past ``--deadline``, a second request with an id already in flight (409),
+    and a 2026-07-28 call whose headers do not match its body (-32020, session null)."""
+    log = tmp_path / "refused.ndjson"
+    with logged_guard(log, "--deadline", "1") as url:
+        h = _initialized(url)
+        slow = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "slow", "arguments": {"seconds": 3}}}
+        with ThreadPoolExecutor(1) as pool:
+            late = pool.submit(_post, url, slow, h)
+            time.sleep(0.4)
+            again = _post(url, {"jsonrpc": "2.0", "id": 5, "method": "ping"}, h)
+            assert again.status_code == 409 and again.json()["id"] == 5, again.text
+            past = _messages(late.result())[-1]
+        assert past["id"] == 5 and past["error"]["code"] == -32001, past
+        meta = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
+        call = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "x"}, "_meta": meta}}
+        r = _post(url, call, {"mcp-protocol-version": MODERN, "mcp-method": "tools/call", "mcp-name": "not-echo"})
+        assert r.status_code == 400 and r.json()["error"]["code"] == -32020, r.text
+    records = [json.loads(line) for line in log.read_bytes().splitlines()]
+    own = [r for r in records if r.get("dir") == "g2c"]
+    assert [(r["session"], r["msg"]["id"], r["msg"]["error"]["code"]) for r in own] == [
+        (h["mcp-session-id"], 5, -32600), (h["mcp-session-id"], 5, -32001), (None, 9, -32020)], own
+    for answer in own:  # the message it answers is in the log before it
+        asked = [r for r in records[:records.index(answer)] if r.get("dir") == "c2s" and r["session"] == answer["session"]
+                 and r["msg"].get("id") == answer["msg"]["id"]]
+        assert asked, answer

@@ -79,3 +79,17 @@ def test_the_core_tells_the_id_the_client_knows() -> None:
     ask = {"jsonrpc": "2.0", "id": 55, "method": "roots/list"}
     out = core.from_server(encode(ask), 0.2)
     assert core.client_id(ask) == json.loads(out.to_client[0])["id"]
+
+
+def test_an_id_used_again_after_its_reply_is_compared_with_its_own_reply() -> None:
+    """2026-07-28 requests (session null) are conversations of one request each, often all id 1:
+    each is compared with the reply that followed it, not with the first reply of that id."""
+    f, log = _log()
+    for text in ("one", "two"):
+        log.http_message("c2s", None, encode({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"text": text}}), 1.0)
+        log.http_message("s2c", None, encode({"jsonrpc": "2.0", "id": 1, "result": {"text": text}}), 1.1, client_id=1)
+    run = Replay(load_session(f.getvalue().splitlines(), None))
+    for text in ("one", "two"):
+        assert [json.loads(m)["params"]["text"] for m in run.next_messages()] == [text]
+        run.from_server({"jsonrpc": "2.0", "id": 1, "result": {"text": text}})
+    assert run.done and run.compared == 2 and not run.differences

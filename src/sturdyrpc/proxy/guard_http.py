@@ -234,7 +234,9 @@ class GuardHTTPApp:
                 if problem.code == -32020:
                     self.contained["mcp.header-mismatch"] += 1
                 rid = value.get("id") if type(value) is dict else None
-                await send_problem(send, problem, rid if type(rid) in (str, int) else None)
+                answer = encode(problem.error(rid if type(rid) in (str, int) else None))
+                self._record_refused(None, body, value, answer)
+                await respond(send, problem.status, answer)
                 return
             session = GuardSession(None, self.core_factory(), self.upstream, owner=owner, forward_authorization=self.forward_authorization,
                                    param_table=self.param_table, log=self.log)
@@ -251,6 +253,14 @@ class GuardHTTPApp:
         finally:
             if session.sid is None:
                 await self._drop(session)
+
+    def _record_refused(self, sid: str | None, body: bytes, value: Any, answer: bytes) -> None:
+        """A POST guard answered before its session's core saw it, into the log: the body (c2s),
+        then guard's answer (g2c), as the core's own answers are recorded."""
+        if self.log is not None:
+            now = time.monotonic()
+            self.log.http_message("c2s", sid, body, now, value=value)
+            self.log.http_message("g2c", sid, answer, now)
 
     def _check_scopes(self, value: Any) -> None:
         if not self.tool_scopes:
@@ -269,8 +279,10 @@ class GuardHTTPApp:
         if len(set(keys)) != len(keys) or any(k in session.waiting for k in keys):
             # With the request's id when there is one: the client can tell which of its requests it is.
             conflict = {"code": -32600, "message": "Conflict: a request with this id is already in flight"}
-            await respond(send, 409, encode({"jsonrpc": "2.0", "id": ids[0], "error": conflict} if len(ids) == 1 and type(ids[0]) in (str, int)
-                                            else {"jsonrpc": "2.0", "error": conflict}), extra=extra)
+            answer = encode({"jsonrpc": "2.0", "id": ids[0], "error": conflict} if len(ids) == 1 and type(ids[0]) in (str, int)
+                            else {"jsonrpc": "2.0", "error": conflict})
+            self._record_refused(session.sid, body, value, answer)
+            await respond(send, 409, answer, extra=extra)
             return
         channel = Channel()
         for k in keys:

@@ -211,7 +211,10 @@ class Replay:
     compared: int = 0
     _pos: int = 0
     _waiting: Any = None  # the recorded request whose reply we wait for
-    _expected: dict[tuple[str, Any], Any] = field(default_factory=dict)
+    _waiting_reply: Any = None  # and its recorded reply
+    # By the position of the request's record: an id may come again once its request is
+    # answered (each 2026-07-28 request of an HTTP log is a conversation of its own, often id 1).
+    _expected: dict[int, Any] = field(default_factory=dict)
     _server_requests: dict[str, list[Any]] = field(default_factory=dict)  # method -> recorded ids, in order
     _client_answers: dict[tuple[str, Any], Any] = field(default_factory=dict)  # recorded server id -> client reply
     _end: int = 0  # one past the last record to send
@@ -219,10 +222,12 @@ class Replay:
     def __post_init__(self) -> None:
         sendable = [i for i, r in enumerate(self.records) if r.dir == "c2s" and not _is_response(r.msg)]
         self._end = sendable[-1] + 1 if sendable else 0
-        c2s_requests = {id_key(r.msg["id"]): r.msg for r in self.records if r.dir == "c2s" and _is_request(r.msg)}
-        for r in self.records:
-            if r.dir == "s2c" and _is_response(r.msg) and id_key(r.msg.get("id")) in c2s_requests:
-                self._expected.setdefault(id_key(r.msg["id"]), r.msg)
+        unanswered: dict[tuple[str, Any], int] = {}  # a request's id -> its record's position, until its reply
+        for i, r in enumerate(self.records):
+            if r.dir == "c2s" and _is_request(r.msg):
+                unanswered[id_key(r.msg["id"])] = i
+            elif r.dir == "s2c" and _is_response(r.msg) and id_key(r.msg.get("id")) in unanswered:
+                self._expected[unanswered.pop(id_key(r.msg["id"]))] = r.msg
             elif r.dir == "s2c" and _is_request(r.msg):
                 self._server_requests.setdefault(r.msg["method"], []).append(r.msg["id"])
             elif r.dir == "c2s" and _is_response(r.msg):
@@ -246,8 +251,8 @@ class Replay:
             if r.dir != "c2s" or _is_response(r.msg):
                 continue  # the client's replies are sent when the server asks again
             out.append(encode(r.msg))
-            if _is_request(r.msg) and id_key(r.msg["id"]) in self._expected:
-                self._waiting = r.msg
+            if _is_request(r.msg) and self._pos - 1 in self._expected:
+                self._waiting, self._waiting_reply = r.msg, self._expected[self._pos - 1]
         return out
 
     def from_server(self, msg: Any) -> list[bytes]:
@@ -262,18 +267,17 @@ class Replay:
             return []
         if self._waiting is None or not _is_response(msg) or id_key(msg.get("id")) != id_key(self._waiting["id"]):
             return []
-        self._compare(self._waiting, msg)
+        self._compare(self._waiting, self._waiting_reply, msg)
         self._waiting = None
         return []
 
     def missing_reply(self) -> None:
         """The reply to the awaited request did not come (timeout, or the server ended)."""
         if self._waiting is not None:
-            self._compare(self._waiting, None)
+            self._compare(self._waiting, self._waiting_reply, None)
             self._waiting = None
 
-    def _compare(self, request: Any, got: Any) -> None:
-        expected = self._expected[id_key(request["id"])]
+    def _compare(self, request: Any, expected: Any, got: Any) -> None:
         self.compared += 1
         if got is not None and self.redacted:
             got = redact(got)
