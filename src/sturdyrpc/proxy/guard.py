@@ -439,8 +439,10 @@ class GuardCore:
             ):
                 self._settle(f, result, out)  # the rare cases: the result is looked at
                 continue
-            # Positional (made faster): jsonrpc, method, id, params, result.
-            to_client.append(_encode_wire(Wire("2.0", UNSET, cid, UNSET, result)))  # type: ignore[arg-type]  # UNSET: the members a reply leaves out
+            # The envelope read is the reply the client gets, under the client's id (plain: it
+            # holds jsonrpc, the id and the result, nothing else).
+            reply.id = cid
+            to_client.append(_encode_wire(reply))
 
     def _server_message(self, ev: Event, frame: bytes | None, out: Actions) -> None:
         for v in ev.violations:
