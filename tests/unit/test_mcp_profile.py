@@ -343,3 +343,21 @@ def test_a_jsonrpc_1_0_request_with_the_id_of_a_2_0_one_gets_its_own_reply_with_
             await w.nothing(0.05)
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize(("method", "params", "mcp"), [
+    ("initialize", {"protocolVersion": "2025-06-18", "capabilities": {}}, True),
+    ("initialize", {"rootUri": None}, False),  # LSP's initialize
+    ("server/discover", None, True),
+    ("echo", {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}, True),
+    ("echo", {"_meta": {"progressToken": 1}}, False),
+    ("tools/list", None, True),
+    ("notifications/initialized", None, True),
+    ("roots/list", [], True),
+    ("textDocument/didOpen", {}, False),
+    ("echo", [1, 2], False),
+])
+def test_speaks_mcp_reads_what_a_first_message_says(method: str, params: Any, mcp: bool) -> None:
+    from sturdyrpc.mcp.profile import speaks_mcp
+
+    assert speaks_mcp(method, params) is mcp

@@ -9,7 +9,7 @@ from support.frames import b, err, note, req, res
 
 from sturdyrpc.check.engine import all_checks
 from sturdyrpc.check.verdicts import SPECS
-from sturdyrpc.proxy.monitor import C2S, S2C, Monitor
+from sturdyrpc.proxy.monitor import C2S, EVENTFUL, NAMED, S2C, Monitor, Pending
 from sturdyrpc.proxy.replay import Record, Replay, load_session, strip_ignored
 
 
@@ -552,3 +552,81 @@ def test_envelopes_a_proxy_holds_are_judged_as_the_bytes_they_encode_to() -> Non
         for f in replies[end:]:
             m.feed(S2C, f, 1.0)
     assert _state(as_envelopes, 2.0) == _state(as_bytes, 2.0)
+
+
+def _handed(m: Monitor, judged: list[Any], sent: list[bytes], now: float) -> None:
+    """What guard does with what it wrote to the server: its everyday requests handed over as
+    Pendings (Monitor.expect), the rest judged in runs or one by one."""
+    i, n = 0, len(judged)
+    while i < n:
+        if type(judged[i]) is Pending:
+            i = m.expect(C2S, judged, i, now)
+            continue
+        i = m.feed_plain(C2S, judged, now, i)
+        if i < n and type(judged[i]) is not Pending:
+            m.feed(C2S, sent[i], now)
+            i += 1
+
+
+def _pending_of(gid: int, method: str, params: Any, now: float) -> Pending:
+    # As guard makes it: the name a tools/call, prompts/get or resources/read gives, cut at 80.
+    p = Pending(gid, method, C2S, now)
+    if method in NAMED and type(params) is dict and type(params.get(NAMED[method])) is str:
+        p.name = params[NAMED[method]][:80]
+    return p
+
+
+def test_property_requests_a_proxy_hands_over_leave_the_state_their_bytes_leave() -> None:
+    # Monitor.expect against feed: the same traffic, guard's own requests handed over as the
+    # Pendings guard makes (fresh ids of its own, params an object without _meta or none, no
+    # method that changes the monitor's state) or fed as their bytes, among every kind of other traffic both ways; the replies to
+    # some of them come back. The two monitors end in the same state, with the same violations
+    # (the lifecycle's, when the handshake is not done, included).
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    own = st.tuples(st.sampled_from(["echo", "tools/call", "ping", "prompts/get", "resources/read", "tools/list"]),
+                    st.sampled_from([None, {}, {"name": "t" * 90}, {"uri": "u"}, {"name": 7}, [1]]), st.booleans())
+
+    @settings(max_examples=300)
+    @given(_traffic(), st.lists(st.lists(own, max_size=4), min_size=14, max_size=14), st.booleans())
+    def run(reads: list[tuple[Any, list[bytes]]], owns: list[list[tuple[str, Any, bool]]], mcp: bool) -> None:
+        as_bytes, handed = Monitor(mcp=mcp), Monitor(mcp=mcp)
+        gid, waiting, now = 100, [], 0.0
+        for (dir, frames), mine in zip(reads, owns, strict=False):
+            now += 0.25
+            if dir == S2C:
+                replies = list(frames) + [res(w) for w in waiting[:2]]
+                del waiting[:2]
+                _in_runs(as_bytes, S2C, replies, now)
+                _in_runs(handed, S2C, replies, now)
+                continue
+            sent: list[bytes] = []
+            judged: list[Any] = []
+            for k, frame in enumerate(frames):
+                sent.append(frame)
+                judged.append(frame)
+                if k < len(mine):
+                    method, params, as_pending = mine[k]
+                    if mcp and type(params) is list:
+                        params = {}  # guard's gate refuses array params under MCP
+                    gid += 1
+                    waiting.append(gid)
+                    sent.append(req(gid, method, params) if params is not None else b({"jsonrpc": "2.0", "id": gid, "method": method}))
+                    handed_over = as_pending and method not in EVENTFUL and type(params) is not list  # as guard decides
+                    judged.append(_pending_of(gid, method, params, now) if handed_over else sent[-1])
+            _in_runs(as_bytes, C2S, sent, now)
+            _handed(handed, judged, sent, now)
+            assert [(v.spec.id, v.detail, v.level) for v in handed.violations] == [(v.spec.id, v.detail, v.level) for v in as_bytes.violations]
+            assert _state(handed, now) == _state(as_bytes, now)
+
+    run()
+
+
+def test_expect_takes_pendings_until_the_first_that_is_not_one() -> None:
+    m = Monitor()
+    items: list[Any] = [Pending(1, "echo", C2S, 0.5), Pending(2, "echo", C2S, 0.5), req(3, "echo", {})]
+    assert m.expect(C2S, items, 0, 0.5) == 2
+    assert m.expect(C2S, items, 2, 0.5) == 2
+    assert list(m.pending[C2S]) == [1, 2] and m.counts["echo"] == {"requests": 2}
+    assert m.pending[C2S][1] is items[0]  # the object itself is kept

@@ -43,7 +43,7 @@ from .versions import (
     negotiate_handshake,
 )
 
-__all__ = ["MCPProfile", "UnsupportedProtocolVersion", "MissingRequiredClientCapability", "HeaderMismatch", "Era"]
+__all__ = ["speaks_mcp", "MCPProfile", "UnsupportedProtocolVersion", "MissingRequiredClientCapability", "HeaderMismatch", "Era"]
 
 Era = Literal["handshake", "modern"]
 
@@ -103,6 +103,24 @@ _ROUTINE = frozenset({
     "resources/subscribe", "resources/unsubscribe", "prompts/list", "prompts/get", "completion/complete",
     "logging/setLevel", "subscriptions/listen", "tasks/get", "tasks/result", "tasks/list", "tasks/cancel", "tasks/update",
 })
+
+
+#: Method prefixes only MCP uses (a message of one of them is MCP's).
+_MCP_PREFIXES = ("tools/", "resources/", "prompts/", "completion/", "logging/", "tasks/", "notifications/", "sampling/",
+                 "elicitation/", "roots/")
+
+
+def speaks_mcp(method: str, params: Any) -> bool:
+    """Whether a message of ``method`` with ``params`` says its sender speaks MCP: an
+    ``initialize`` that offers a version, ``server/discover``, a version in ``_meta``
+    (2026-07-28), or a method of MCP's own (``tools/``, ``notifications/``...)."""
+    meta = params.get("_meta") if type(params) is dict else None
+    return (
+        (method == "initialize" and type(params) is dict and "protocolVersion" in params)
+        or method == "server/discover"
+        or (type(meta) is dict and "io.modelcontextprotocol/protocolVersion" in meta)
+        or method.startswith(_MCP_PREFIXES)
+    )
 
 
 class MCPProfile(Profile):

@@ -38,11 +38,11 @@ from ..envelope import UNSET, Envelope, read, unreadable_frame_error
 from ..errors import InvalidRequest
 from ..framing import BadHeader, Frame, FrameTooLarge
 from ..limits import DEFAULT_LIMITS, Limits
-from ..mcp.profile import MCPProfile
+from ..mcp.profile import MCPProfile, speaks_mcp
 from ..mcp.versions import RULES
 from ..messages import ErrorResponse, InvalidMessage, Response
 from ..profile import Profile
-from .monitor import C2S, CANCEL_METHODS, S2C, Event, Key, Monitor, key_of
+from .monitor import C2S, CANCEL_METHODS, EVENTFUL, NAMED, S2C, Event, Key, Monitor, Pending, key_of
 from .scrub import plain_error, plain_tool_result, rule_of
 
 __all__ = ["Actions", "GuardCore", "DEADLINE_CODE", "SERVER_GONE_CODE", "INVALID_REPLY_CODE"]
@@ -55,8 +55,6 @@ _GIVEN_UP_KEEP = 4096
 #: Requests to the client the server may have open at once (bounded memory).
 _S2C_KEEP = 4096
 _DUPLICATE = InvalidRequest("Invalid Request", {"reason": "duplicate id of a request in flight"})
-_MCP_PREFIXES = ("tools/", "resources/", "prompts/", "completion/", "logging/", "tasks/", "notifications/", "sampling/",
-                 "elicitation/", "roots/")
 
 Protocol = Literal["auto", "mcp", "jsonrpc"]
 
@@ -151,7 +149,7 @@ class GuardCore:
         self._on_reply = self._replies.append
         # What this call wrote to the server, as the monitor judges it (one entry per payload of
         # out.to_server from the call's mark: the envelope guard encoded it from, or the bytes).
-        self._judged: list[Wire | bytes] = []
+        self._judged: list[Pending | Wire | bytes] = []
         self._seen: list[Wire] = []  # the envelopes of a run of the server's plain frames
         # The client's requests under guard's ids, in arrival order (deadlines count from there):
         # sent to the server, or waiting for a slot (``_queue``, first in, first out).
@@ -216,21 +214,25 @@ class GuardCore:
         out.to_client.append(reply)
         self._refused(reply, out)
 
-    def _to_server(self, out: Actions, payload: bytes, judged: Wire | bytes) -> None:
+    def _to_server(self, out: Actions, payload: bytes, judged: Pending | Wire | bytes) -> None:
         out.to_server.append(payload)
         self._judged.append(judged)
 
     def _judge_sent(self, sent: list[bytes], start: int, now: float) -> None:
         """Show the monitor what went to the server (``sent[start:]``): every payload once, in
-        order, the everyday ones in runs (:meth:`Monitor.feed_plain`, guard's requests as the
-        envelopes they were encoded from), the rest one by one."""
+        order; guard's everyday requests as the requests in flight they are (:meth:`Monitor.expect`),
+        its other requests as the envelopes they were encoded from and the rest as bytes, in runs
+        (:meth:`Monitor.feed_plain`) or one by one."""
         monitor = self.monitor
         judged = self._judged
         assert len(judged) == len(sent) - start
         i, n = 0, len(judged)
         while i < n:
+            if type(judged[i]) is Pending:
+                i = monitor.expect(C2S, judged, i, now)
+                continue
             i = monitor.feed_plain(C2S, judged, now, i)
-            if i < n:
+            if i < n and type(judged[i]) is not Pending:
                 monitor.feed(C2S, sent[start + i], now)
                 i += 1
         judged.clear()
@@ -239,15 +241,7 @@ class GuardCore:
         first = got[0] if type(got) is list and got else got
         if type(first) is not Envelope or first.method is UNSET:
             return  # decided by the first message that names a method
-        method: str = first.method  # type: ignore[assignment]  # a method: checked above
-        params = first.params
-        meta = params.get("_meta") if type(params) is dict else None
-        mcp = (
-            (method == "initialize" and type(params) is dict and "protocolVersion" in params)
-            or method == "server/discover"
-            or (type(meta) is dict and "io.modelcontextprotocol/protocolVersion" in meta)
-            or method.startswith(_MCP_PREFIXES)
-        )
+        mcp = speaks_mcp(first.method, first.params)  # type: ignore[arg-type]  # a method: checked above
         self.profile = MCPProfile() if mcp else Profile()
         self._mcp = mcp
 
@@ -283,9 +277,15 @@ class GuardCore:
         gid = self._next_id = self._next_id + 1
         params = call.params
         token: Any = UNSET
+        # Handed to the monitor as the Pending it keeps (Monitor.expect), but for params it has
+        # something to say about: _meta (a version, a progress token), an array (MCP's rules).
+        handed = True
         if params is None:
             params = UNSET
-        elif type(params) is dict and "_meta" in params:
+        elif type(params) is not dict:
+            handed = False
+        elif "_meta" in params:
+            handed = False
             meta = params["_meta"]
             if type(meta) is dict and "progressToken" in meta:
                 token = meta["progressToken"]
@@ -304,7 +304,15 @@ class GuardCore:
             self._queue.append(gid)
             return
         out.to_server.append(_encode_wire(message))
-        self._judged.append(message)
+        if handed and method not in EVENTFUL:
+            p = Pending(gid, method, C2S, now)
+            if method in NAMED and type(params) is dict:
+                name = params.get(NAMED[method])
+                if type(name) is str:
+                    p.name = name[:80]
+            self._judged.append(p)
+        else:
+            self._judged.append(message)
 
     def _send(self, f: _Forwarded, out: Actions) -> None:
         f.sent = True
@@ -543,21 +551,19 @@ class GuardCore:
         return RULES[profile.version].result_type
 
     def _plain_error(self, err: Any, f: _Forwarded, out: Actions) -> Any:
-        plain = plain_error(err)
-        if plain is None:
-            return err
-        self.contained["errors.no-leak-probe"] += 1
-        out.log.append(f"guard: incident {plain.incident}: the server's error to {f.method} (id {show(f.client_id, 40)}) revealed "
-                       f"{'; '.join(plain.found)}; the client got a plain one. The original: {show(err, 2000)}")
-        return plain.value
+        what = f"the server's error to {f.method} (id {show(f.client_id, 40)})"
+        return self._made_plain(err, plain_error(err), "errors.no-leak-probe", what, out)
 
     def _plain_tool_error(self, result: dict[str, Any], f: _Forwarded, out: Actions) -> Any:
-        plain = plain_tool_result(result)
+        what = f"the failed tool's result (id {show(f.client_id, 40)})"
+        return self._made_plain(result, plain_tool_result(result), "mcp.tool-fail-no-leak", what, out)
+
+    def _made_plain(self, value: Any, plain: Any, rule: str, what: str, out: Actions) -> Any:
         if plain is None:
-            return result
-        self.contained["mcp.tool-fail-no-leak"] += 1
-        out.log.append(f"guard: incident {plain.incident}: the failed tool's result (id {show(f.client_id, 40)}) revealed "
-                       f"{'; '.join(plain.found)}; the client got a plain one. The original: {show(result, 2000)}")
+            return value
+        self.contained[rule] += 1
+        out.log.append(f"guard: incident {plain.incident}: {what} revealed {'; '.join(plain.found)}; the client got a plain one. "
+                       f"The original: {show(value, 2000)}")
         return plain.value
 
     def _answer(self, f: _Forwarded, member: str, value: Any, out: Actions) -> None:

@@ -36,7 +36,7 @@ from ..check.verdicts import (
 )
 from ..codec import DecodeFailure, decode
 
-__all__ = ["C2S", "S2C", "Direction", "Pending", "Violation", "Event", "Summary", "Monitor", "Key", "key_of"]
+__all__ = ["C2S", "S2C", "Direction", "EVENTFUL", "NAMED", "Pending", "Violation", "Event", "Summary", "Monitor", "Key", "key_of"]
 
 Direction = Literal["c2s", "s2c"]
 C2S: Direction = "c2s"
@@ -50,13 +50,13 @@ _VIOLATIONS_KEEP = 1000
 #: Cancel notifications by protocol: MCP's, and LSP's (the Content-Length world).
 CANCEL_METHODS = {"notifications/cancelled": "requestId", "$/cancelRequest": "id"}
 #: MCP methods whose live view and summary show what they name (the member that names it).
-_NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 #: Methods that change what the monitor knows (MCP detected, the handshake, progress, cancels):
-#: never judged by :meth:`Monitor.feed_plain`.
-_EVENTFUL = frozenset({"initialize", "server/discover", "notifications/initialized", "notifications/progress", *CANCEL_METHODS})
+#: never judged by :meth:`Monitor.feed_plain`, never handed to :meth:`Monitor.expect`.
+EVENTFUL = frozenset({"initialize", "server/discover", "notifications/initialized", "notifications/progress", *CANCEL_METHODS})
 _STOP = ""
-#: For feed_plain, one lookup: the member a method names (_NAMED), or _STOP (_EVENTFUL).
-_SPECIAL: dict[str, str] = {**_NAMED, **dict.fromkeys(_EVENTFUL, _STOP)}
+#: For feed_plain, one lookup: the member a method names (NAMED), or _STOP (EVENTFUL).
+_SPECIAL: dict[str, str] = {**NAMED, **dict.fromkeys(EVENTFUL, _STOP)}
 
 
 #: A dict key for a JSON-RPC id (see :func:`key_of`).
@@ -237,13 +237,56 @@ class Monitor:
         settled = self._answered[_OTHER[dir]]
         if len(settled) > 2 * _DONE_KEEP:
             del settled[:-_DONE_KEEP]
+        self._count_requests(asked)
+        return i
+
+    def expect(self, dir: Direction, requests: Sequence[object], start: int, now: float) -> int:
+        """Requests a proxy writes itself (``dir``: the way they travel), each the
+        :class:`Pending` it is to be kept as: ``requests[start:]`` for as long as they are
+        Pendings, in flight from now and counted, with no envelope to judge; the index of the
+        first that is not one.
+
+        Each was made from a message the proxy admitted by the rules a server applies, without
+        ``_meta``, of a method that changes nothing here (not in :data:`EVENTFUL`), under an id
+        of the proxy's own that no request in flight has, its ``name`` set (:data:`NAMED`). What
+        the lifecycle says of such requests is said as :meth:`feed` says it."""
+        ours = self.pending[dir]
+        # Nothing here changes the lifecycle state: asked once (and of each only when it objects).
+        objects = self.mcp and self._lifecycle_problem(dir, "", True) is not None
+        asked: dict[str, int] = {}
+        last: Any = None  # the method of the latest requests, ``k`` of them in a row (not yet in asked)
+        k = 0
+        n = len(requests)
+        for i in range(start, n):  # noqa: B007 - i is the answer when the loop stops early
+            p: Any = requests[i]
+            if type(p) is not Pending:
+                break
+            ours[p.id] = p
+            method = p.method
+            if method == last:
+                k += 1
+            else:
+                if k:
+                    asked[last] = asked.get(last, 0) + k
+                last, k = method, 1
+            if objects:
+                problem = self._lifecycle_problem(dir, method, True)
+                if problem is not None:
+                    self._flag(Event(dir, "request", None, method, p.id), "mcp.lifecycle", problem[1], now, problem[0])
+        else:
+            i = n
+        if k:
+            asked[last] = asked.get(last, 0) + k
+        self._count_requests(asked)
+        return i
+
+    def _count_requests(self, asked: dict[str, int]) -> None:
         counts = self.counts
         for method, k in asked.items():
             c = counts.get(method)
             if c is None:
                 c = counts[method] = {"requests": 0}
             c["requests"] = c.get("requests", 0) + k
-        return i
 
     def _walk_plain(self, dir: Direction, frames: Sequence[object], now: float, start: int, max_requests: int, asked: dict[str, int],
                     seen: list[Envelope] | None) -> int:
@@ -400,8 +443,8 @@ class Monitor:
         counts["requests"] = counts.get("requests", 0) + 1
         p = Pending(rid, method, dir, now)
         if type(params) is dict:
-            if method in _NAMED:
-                named = params.get(_NAMED[method])
+            if method in NAMED:
+                named = params.get(NAMED[method])
                 if type(named) is str:
                     p.name = named[:80]
             meta = params.get("_meta")
