@@ -554,20 +554,6 @@ def test_envelopes_a_proxy_holds_are_judged_as_the_bytes_they_encode_to() -> Non
     assert _state(as_envelopes, 2.0) == _state(as_bytes, 2.0)
 
 
-def _handed(m: Monitor, judged: list[Any], sent: list[bytes], now: float) -> None:
-    """What guard does with what it wrote to the server: its everyday requests handed over as
-    Pendings (Monitor.expect), the rest judged in runs or one by one."""
-    i, n = 0, len(judged)
-    while i < n:
-        if type(judged[i]) is Pending:
-            i = m.expect(C2S, judged, i, now)
-            continue
-        i = m.feed_plain(C2S, judged, now, i)
-        if i < n and type(judged[i]) is not Pending:
-            m.feed(C2S, sent[i], now)
-            i += 1
-
-
 def _pending_of(gid: int, method: str, params: Any, now: float) -> Pending:
     # As guard makes it: the name a tools/call, prompts/get or resources/read gives, cut at 80.
     p = Pending(gid, method, C2S, now)
@@ -616,7 +602,7 @@ def test_property_requests_a_proxy_hands_over_leave_the_state_their_bytes_leave(
                     handed_over = as_pending and method not in EVENTFUL and type(params) is not list  # as guard decides
                     judged.append(_pending_of(gid, method, params, now) if handed_over else sent[-1])
             _in_runs(as_bytes, C2S, sent, now)
-            _handed(handed, judged, sent, now)
+            handed.feed_written(C2S, judged, sent, 0, now)
             assert [(v.spec.id, v.detail, v.level) for v in handed.violations] == [(v.spec.id, v.detail, v.level) for v in as_bytes.violations]
             assert _state(handed, now) == _state(as_bytes, now)
 

@@ -219,23 +219,12 @@ class GuardCore:
         self._judged.append(judged)
 
     def _judge_sent(self, sent: list[bytes], start: int, now: float) -> None:
-        """Show the monitor what went to the server (``sent[start:]``): every payload once, in
-        order; guard's everyday requests as the requests in flight they are (:meth:`Monitor.expect`),
-        its other requests as the envelopes they were encoded from and the rest as bytes, in runs
-        (:meth:`Monitor.feed_plain`) or one by one."""
-        monitor = self.monitor
-        judged = self._judged
-        assert len(judged) == len(sent) - start
-        i, n = 0, len(judged)
-        while i < n:
-            if type(judged[i]) is Pending:
-                i = monitor.expect(C2S, judged, i, now)
-                continue
-            i = monitor.feed_plain(C2S, judged, now, i)
-            if i < n and type(judged[i]) is not Pending:
-                monitor.feed(C2S, sent[start + i], now)
-                i += 1
-        judged.clear()
+        """Show the monitor what went to the server (``sent[start:]``), each payload as
+        :attr:`_judged` holds it: guard's everyday requests as the requests in flight they are,
+        its other requests as the envelopes they were encoded from, the rest as bytes."""
+        assert len(self._judged) == len(sent) - start
+        self.monitor.feed_written(C2S, self._judged, sent, start, now)
+        self._judged.clear()
 
     def _choose_profile(self, got: Any) -> None:
         first = got[0] if type(got) is list and got else got

@@ -13,7 +13,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -280,7 +280,21 @@ class Monitor:
         self._count_requests(asked)
         return i
 
-    def _count_requests(self, asked: dict[str, int]) -> None:
+    def feed_written(self, dir: Direction, items: Sequence[object], frames: Sequence[bytes], start: int, now: float) -> None:
+        """What a proxy wrote, in order, toward the peer (``dir``): ``frames[start + i]`` the
+        bytes of ``items[i]``, which is how the proxy shows them: the :class:`Pending` of a request
+        it made (:meth:`expect`), the envelope it encoded (:meth:`feed_plain`), or the bytes."""
+        i, n = 0, len(items)
+        while i < n:
+            if type(items[i]) is Pending:
+                i = self.expect(dir, items, i, now)
+                continue
+            i = self.feed_plain(dir, items, now, i)
+            if i < n and type(items[i]) is not Pending:
+                self.feed(dir, frames[start + i], now)
+                i += 1
+
+    def _count_requests(self, asked: Mapping[str, int]) -> None:
         counts = self.counts
         for method, k in asked.items():
             c = counts.get(method)
