@@ -19,8 +19,8 @@ __all__ = ["GuardProxy"]
 
 #: Frames decided before what they produced is written out. Small enough that the server starts
 #: on the first requests of a read (and the client on the first replies) while guard decides
-#: about the rest: with 64 requests in flight, slices of 32 gave 0.47x the direct throughput
-#: where slices of 1,024 gave 0.42x (bench/bench_proxy.py, 15 alternating rounds); one more
+#: about the rest: with 64 requests in flight (bench_stdio's load, 15 alternating rounds),
+#: slices of 32 gave 0.47x the direct throughput where slices of 1,024 gave 0.42x; one more
 #: write per 32 frames costs nothing that shows.
 SLICE = 32
 #: Client requests guard keeps unanswered (in flight or held back) before it stops reading the client.
