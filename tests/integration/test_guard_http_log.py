@@ -10,6 +10,7 @@ its GET stream comes from ``tests/servers/guard_get_stream_server.py``."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -306,3 +307,44 @@ def test_what_guard_refuses_itself_is_logged_g2c(tmp_path: Path) -> None:
         asked = [r for r in records[:records.index(answer)] if r.get("dir") == "c2s" and r["session"] == answer["session"]
                  and r["msg"].get("id") == answer["msg"]["id"]]
         assert asked, answer
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_the_official_clients_session_logged_and_replayed(tmp_path: Path, mode: str) -> None:
+    """A real client, the official Python SDK's, through ``guard --url --log``: what it did is in
+    the log, and replayed to the same app on stdio it behaves the same. ``legacy``: one
+    2025-11-25 session (replayed without ``--session``); ``auto``: 2026-07-28 requests, logged
+    without a session and replayed with ``--session=stateless``."""
+    import asyncio
+
+    from support.sdk import need_python_sdk
+
+    need_python_sdk()
+    from mcp.client.client import Client
+
+    log = tmp_path / "sdk.ndjson"
+    with logged_guard(log) as url:
+        async def main() -> None:
+            async with Client(url, mode=mode, read_timeout_seconds=20) as c:
+                assert "echo" in {t.name for t in (await c.list_tools()).tools}
+                r = await c.call_tool("echo", {"text": "through guard"})
+                assert not r.is_error and r.content[0].text == "through guard"
+
+        asyncio.run(main())
+    records = [json.loads(line) for line in log.read_bytes().splitlines()]
+    messages = [r for r in records if "dir" in r]
+    sessions = {r["session"] for r in messages}
+    calls = [r["msg"] for r in messages if r["dir"] == "c2s" and r["msg"].get("method") == "tools/call"]
+    assert [m["params"]["arguments"] for m in calls] == [{"text": "through guard"}]
+    echo = [r for r in messages if r["dir"] == "s2c" and r["client_id"] == calls[0]["id"]]
+    assert echo and echo[-1]["msg"]["result"]["content"][0]["text"] == "through guard"
+    if mode == "legacy":
+        assert len(sessions) == 1 and None not in sessions, sessions
+        out = _replay(log)
+    else:
+        assert None in sessions, sessions
+        out = _replay(log, "--session=stateless")
+    assert out.returncode == 0, (out.stdout, out.stderr)
+    # tools/list and the call at least (legacy: the initialize too), each compared
+    compared = re.search(r"replay: (\d+) replies compared, same behaviour", out.stderr)
+    assert compared and int(compared.group(1)) >= (3 if mode == "legacy" else 2), out.stderr
