@@ -147,8 +147,9 @@ class GuardCore:
         self._next_id = 0
         self._replies: list[Any] = []  # what Dispatcher.accept hands to on_response
         self._on_reply = self._replies.append
-        # What this call wrote to the server, as the monitor judges it (one entry per payload of
-        # out.to_server from the call's mark: the envelope guard encoded it from, or the bytes).
+        # What this call wrote to the server, as the monitor is shown it (one entry per payload of
+        # out.to_server from the call's mark: the Pending of an everyday request, the envelope
+        # guard encoded another request from, or the bytes).
         self._judged: list[Pending | Wire | bytes] = []
         self._seen: list[Wire] = []  # the envelopes of a run of the server's plain frames
         # The client's requests under guard's ids, in arrival order (deadlines count from there):
