@@ -10,6 +10,8 @@ alone.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+from collections.abc import Callable
 from typing import Literal
 
 __all__ = ["Flag"]
@@ -46,6 +48,20 @@ class Flag:
     def clear(self) -> None:
         """Clear the flag: later :meth:`wait` calls wait again."""
         self._value = False
+
+    def when_set(self, callback: Callable[[], object], *, context: contextvars.Context | None = None) -> None:
+        """Call ``callback()`` from the loop once the flag is set (soon, if it is set now), in
+        ``context`` (default: a copy of the current one): what a task that waits only to act on
+        the flag does, for the memory of one future instead of a task."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        fut.add_done_callback(lambda _: callback(), context=context)
+        if self._value:
+            fut.set_result(None)
+            return
+        waiters = self._waiters
+        if waiters is None:
+            waiters = self._waiters = []
+        waiters.append(fut)
 
     async def wait(self) -> Literal[True]:
         """Return True once the flag is set."""

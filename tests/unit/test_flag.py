@@ -63,3 +63,28 @@ def _waiters(f: Flag) -> str:
 
     lists = [r for r in gc.get_referents(f) if isinstance(r, list)]
     return f"{len(lists[0])} waiter" if lists else "none"
+
+
+def test_when_set_calls_back_once_in_the_context_given(loop_name: str) -> None:
+    import contextvars
+
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="none")
+
+    async def main() -> list[str]:
+        seen: list[str] = []
+        f = Flag()
+        var.set("the caller's")
+        f.when_set(lambda: seen.append(var.get()), context=contextvars.Context())  # a context of its own
+        f.when_set(lambda: seen.append("default: " + var.get()))  # a copy of the caller's
+        await asyncio.sleep(0)
+        assert seen == []  # not before it is set
+        f.set()
+        await asyncio.sleep(0)
+        f.when_set(lambda: seen.append("already set"))
+        await asyncio.sleep(0)
+        f.clear()
+        f.set()
+        await asyncio.sleep(0)
+        return seen
+
+    assert run_on(loop_name, main()) == ["none", "default: the caller's", "already set"]  # each once

@@ -301,7 +301,6 @@ class HTTPSession:
         self.pipe = SessionPipe(self)
         #: The peer serving the session (its MCP server), once :meth:`attach` gave it.
         self.peer: Peer | None = None
-        self.task: asyncio.Task[None] | None = None
         self.streams: dict[str, Stream] = {}
         self.by_request: dict[Key, Stream] = {}
         self.progress: dict[Key, Key] = {}  # progress token -> request

@@ -321,26 +321,19 @@ class SessionTable(abc.ABC):
             self.end_session(s)
 
     def _start_peer(self, session: HTTPSession) -> None:
-        """Start the peer serving ``session`` now (the POST that made it feeds it on this turn) and
-        the task that ends the session when the peer is done."""
+        """Start the peer serving ``session`` now (the POST that made it feeds it on this turn);
+        when the peer is done (closed by either side), the session ends."""
         peer, state = self.open_peer(session)
         peer.start_now()
         session.attach(peer, state)
 
-        async def run() -> None:
-            try:
-                await peer.wait_closed()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("MCP session %s failed", "(stateless)" if session.id is None else session.id[:8])
-            finally:
-                await session.end()
+        def peer_done() -> None:
+            if not session.ended:
+                self.end_session(session)
 
-        task = asyncio.get_running_loop().create_task(run(), context=contextvars.Context())
-        session.task = task
-        self._bg.add(task)
-        task.add_done_callback(self._bg.discard)
+        # No task waits for that (an idle session would hold one): the flag calls back. In a
+        # context of its own: it must not keep the request's (headers, principal).
+        peer.closed.when_set(peer_done, context=contextvars.Context())
 
 
 def session_id_of(raw: bytes | None) -> str:
