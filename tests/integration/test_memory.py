@@ -236,3 +236,38 @@ def test_memory_comes_back_on_a_shared_redis_store(case: str, redis_server: Redi
     grown, extra = asyncio.run(main())
     assert not extra, f"objects left alive after {case} on redis: {dict(extra)}"
     assert grown < SLACK, f"{case} on redis: {grown} bytes still allocated"
+
+
+def _sweeper(t: asyncio.Task[Any]) -> bool:
+    return t.get_coro().__qualname__ == "SessionTable._sweep"  # type: ignore[union-attr]  # the table's one, made with its first session
+
+
+def test_an_idle_session_keeps_two_tasks_waiting() -> None:
+    """An idle session waits with its peer's reader and writer, nothing else: the session ends
+    when its peer closes through a callback of the peer's closed flag, not a task of its own."""
+
+    async def main() -> tuple[float, Counter[str]]:
+        app = mcp_http_app(make_server(), path="/mcp")
+        try:
+            before = set(asyncio.all_tasks())
+            ids = []
+            for _ in range(20):
+                status, headers, _ = await request(app, "POST", HEADERS, INIT)
+                assert status == 200
+                h = HEADERS + [(b"mcp-session-id", headers[b"mcp-session-id"]), (b"mcp-protocol-version", OLD.encode())]
+                assert (await request(app, "POST", h, INITIALIZED))[0] == 202
+                ids.append(h)
+            await asyncio.sleep(0.05)
+            new = [t for t in asyncio.all_tasks() if t not in before and not _sweeper(t)]
+            kinds = Counter(t.get_coro().__qualname__ for t in new)  # type: ignore[union-attr]
+            # ended by DELETE: the callback fires and no task is left behind
+            for h in ids:
+                assert (await request(app, "DELETE", h))[0] == 200
+            await asyncio.sleep(0.05)
+            assert not [t for t in asyncio.all_tasks() if t not in before and not t.done() and not _sweeper(t)]
+            return len(new) / len(ids), kinds
+        finally:
+            await app.aclose()
+
+    per_session, kinds = asyncio.run(main())
+    assert per_session == 2, kinds
