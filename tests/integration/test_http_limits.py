@@ -353,3 +353,37 @@ def test_pipelined_and_keep_alive_requests_each_get_the_whole_header_bound() -> 
             for i in range(20):
                 r = client.post(s.url, json={"jsonrpc": "2.0", "method": "echo", "params": [i], "id": i})
                 assert r.json()["result"] == i
+
+
+def test_a_response_head_waits_for_its_body_only_within_a_turn_of_the_loop(loop_name: str) -> None:
+    """The head held back for the body (one write per JSON response) still reaches the client
+    at once when the body comes later: an SSE stream's status arrives before its first event."""
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        await receive()
+        streamed = scope["path"] == "/stream"
+        await send({"type": "http.response.start", "status": 200, "headers": [
+            (b"content-type", b"text/event-stream" if streamed else b"application/json")]})
+        if streamed:
+            await asyncio.sleep(0.8)
+        await send({"type": "http.response.body", "body": b"data: {}\n\n" if streamed else b"{}"})
+
+    with serve(app, loop=loop_name) as s, socket.create_connection(("127.0.0.1", s.port)) as c:
+        c.settimeout(10)
+        c.sendall(b"GET /json HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        got = b""
+        while not got.endswith(b"0\r\n\r\n"):
+            got += c.recv(65536)
+        assert got.startswith(b"HTTP/1.1 200 ") and b"\r\n\r\n2\r\n{}\r\n0\r\n\r\n" in got
+        c.sendall(b"GET /stream HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        t0 = time.monotonic()
+        got = b""
+        while b"\r\n\r\n" not in got:
+            got += c.recv(65536)
+        assert time.monotonic() - t0 < 0.6, "the head waited for the body"
+        assert got.startswith(b"HTTP/1.1 200 ") and b"data:" not in got
+        while not got.endswith(b"0\r\n\r\n"):
+            got += c.recv(65536)
+        assert b"data: {}\n\n" in got
