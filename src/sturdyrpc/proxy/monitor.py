@@ -254,6 +254,8 @@ class Monitor:
         # Nothing here changes the lifecycle state: asked once (and of each only when it objects).
         objects = self.mcp and self._lifecycle_problem(dir, "", True) is not None
         asked: dict[str, int] = {}
+        # Counted in runs of one method, as _walk_plain counts, inline in both loops: a call (or a
+        # dict update) per request costs more than the loop's own work (bench/instructions.py guard).
         last: Any = None  # the method of the latest requests, ``k`` of them in a row (not yet in asked)
         k = 0
         n = len(requests)
