@@ -91,10 +91,13 @@ class _Forwarded(msgspec.Struct, gc=False):
     key: Key  # key_of(client_id)
     method: str
     started: float
-    message: Wire  # what the server gets (kept while it waits for a slot)
+    message: Wire | Envelope  # what the server gets (kept while it waits for a slot)
     token: Any = UNSET  # the client's progress token, when it sent one
     batch: _Batch | None = None
     sent: bool = False
+    #: How its reply is answered: 0, as the envelope read, under the client's id; 1, the same unless
+    #: the result says ``isError`` (tools/call); 2, from the result (a batch's element, an odd id).
+    look: int = 0
 
 
 #: Guard's own messages (requests under its ids, replies under the client's) are encoded by
@@ -150,7 +153,7 @@ class GuardCore:
         # What this call wrote to the server, as the monitor is shown it (one entry per payload of
         # out.to_server from the call's mark: the Pending of an everyday request, the envelope
         # guard encoded another request from, or the bytes).
-        self._judged: list[Pending | Wire | bytes] = []
+        self._judged: list[Pending | Wire | Envelope | bytes] = []
         self._seen: list[Wire] = []  # the envelopes of a run of the server's plain frames
         # The client's requests under guard's ids, in arrival order (deadlines count from there):
         # sent to the server, or waiting for a slot (``_queue``, first in, first out).
@@ -195,7 +198,7 @@ class GuardCore:
             received = accept(got, profile, on_reply) if type(got) is Envelope else gate.accept_read(got, profile, on_reply)
             t = type(received)
             if t is Call:
-                forward(received, frame, now, out)  # type: ignore[arg-type]
+                forward(received, frame, got, now, out)  # type: ignore[arg-type]
             elif t is bytes:
                 out.to_client.append(received)  # type: ignore[arg-type]
                 self._refused(received, out)  # type: ignore[arg-type]
@@ -215,7 +218,7 @@ class GuardCore:
         out.to_client.append(reply)
         self._refused(reply, out)
 
-    def _to_server(self, out: Actions, payload: bytes, judged: Pending | Wire | bytes) -> None:
+    def _to_server(self, out: Actions, payload: bytes, judged: Pending | Wire | Envelope | bytes) -> None:
         out.to_server.append(payload)
         self._judged.append(judged)
 
@@ -248,13 +251,17 @@ class GuardCore:
                 self.contained[rule] += 1
                 out.log.append(f"guard: answered for the server ({rule}): {show(v, 160)}")
 
-    def _forward(self, call: Call, frame: bytes | None, now: float, out: Actions) -> None:
+    def _forward(self, call: Call, frame: bytes | None, env: Envelope | None, now: float, out: Actions) -> None:
+        # frame, env: the client's message as it came and as read (None for a batch's element).
         cid = call.id
         if cid is NOTIFICATION:
             self._forward_notification(call, frame, out)
             return
         t = type(cid)
-        key = cid if t is int or t is str else key_of(cid)
+        if t is int or t is str:
+            key, look = cid, 0
+        else:
+            key, look = key_of(cid), 2
         by_client = self._by_client
         profile = self.profile
         if key in by_client and profile is not None and profile.refuse_duplicate_ids:
@@ -281,20 +288,32 @@ class GuardCore:
                 token = meta["progressToken"]
                 params = {**params, "_meta": {**meta, "progressToken": gid}}
         method = call.method
-        message = Wire("2.0", method, gid, params)
+        if method == "tools/call" and not look:
+            look = 1
+        handed = handed and method not in EVENTFUL
+        message: Wire | Envelope
+        if handed and env is not None:
+            # The envelope read is the message the server gets, under guard's id: it holds
+            # jsonrpc, the method, the params as read and the id, nothing else (a request).
+            env.id = gid
+            message = env
+        else:
+            message = Wire("2.0", method, gid, params)
         job = call.job
+        batch = None
+        if job is not None:  # a batch's element: job.origin is its _Batch (set by _forward_batch)
+            batch, look = job.origin, 2
         mif = self.max_in_flight
         inflight = self._inflight
         # In flight at the server: len(inflight) - len(queue); with a queue, the new one waits too.
         held = True if self._queue else mif is not None and len(inflight) >= mif
-        # a batch's element: job.origin is its _Batch (set by _forward_batch)
-        inflight[gid] = _Forwarded(cid, key, method, now, message, token, None if job is None else job.origin, not held)
+        inflight[gid] = _Forwarded(cid, key, method, now, message, token, batch, not held, look)
         by_client[key] = gid
         if held:
             self._queue.append(gid)
             return
         out.to_server.append(_encode_wire(message))
-        if handed and method not in EVENTFUL:
+        if handed:
             p = Pending(gid, method, C2S, now)
             if method in NAMED and type(params) is dict:
                 name = params.get(NAMED[method])
@@ -341,7 +360,7 @@ class GuardCore:
         batch = _Batch(job, requests)
         job.origin = batch
         for c in job.calls:
-            self._forward(c, None, now, out)
+            self._forward(c, None, None, now, out)
         # Refused as duplicates, answered in the job at once: no longer open.
         batch.open = sum(1 for f in self._inflight.values() if f.batch is batch)
         if batch.open == 0:
@@ -418,8 +437,7 @@ class GuardCore:
         # Every 2026-07-28 result names its type: asked once (only an initialize reply, never
         # plain, changes the version).
         modern = self._mcp and self._modern()
-        for k in range(start, end):
-            reply = seen[k - start]
+        for k, reply in zip(range(start, end), seen, strict=False):  # seen may hold one more
             if reply.method is not UNSET:  # a request or notification of the server's
                 frame: bytes = frames[k]  # type: ignore[assignment]  # plain frames are bytes
                 value = decode(frame)
@@ -427,19 +445,18 @@ class GuardCore:
                 continue
             gid: int = reply.id  # type: ignore[assignment]  # plain: it settled a request under guard's id
             f = inflight.pop(gid)  # plain: a reply to a request sent
-            key = f.key
-            if by_client.get(key) == gid:
-                del by_client[key]
+            newer = by_client.pop(f.key, gid)
+            if newer != gid:  # plain JSON-RPC: a newer request took the client's id meanwhile
+                by_client[f.key] = newer
             result = reply.result
-            cid = f.client_id
-            if f.batch is not None or type(cid) not in _PLAIN_IDS or (
-                type(result) is dict and ((f.method == "tools/call" and "isError" in result) or (modern and "resultType" not in result))
-            ):
+            look = f.look
+            if look and (look == 2 or type(result) is dict and "isError" in result) or (
+                    modern and type(result) is dict and "resultType" not in result):
                 self._settle(f, result, out)  # the rare cases: the result is looked at
                 continue
             # The envelope read is the reply the client gets, under the client's id (plain: it
             # holds jsonrpc, the id and the result, nothing else).
-            reply.id = cid
+            reply.id = f.client_id
             to_client.append(_encode_wire(reply))
 
     def _server_message(self, ev: Event, frame: bytes | None, out: Actions) -> None:
@@ -686,5 +703,3 @@ class GuardCore:
 _ABSENT: Any = object()
 
 
-#: Client ids written by msgspec as they came (others, a float id say, go through the codec).
-_PLAIN_IDS = (int, str)
