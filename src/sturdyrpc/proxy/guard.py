@@ -41,7 +41,7 @@ from ..limits import DEFAULT_LIMITS, Limits
 from ..mcp.profile import MCPProfile, speaks_mcp
 from ..mcp.versions import RULES
 from ..messages import ErrorResponse, InvalidMessage, Response
-from ..profile import Profile
+from ..profile import JSONRPCProfile, Profile
 from .monitor import C2S, CANCEL_METHODS, EVENTFUL, NAMED, S2C, Event, Key, Monitor, Pending, key_of
 from .scrub import plain_error, plain_tool_result, rule_of
 
@@ -55,8 +55,10 @@ _GIVEN_UP_KEEP = 4096
 #: Requests to the client the server may have open at once (bounded memory).
 _S2C_KEEP = 4096
 _DUPLICATE = InvalidRequest("Invalid Request", {"reason": "duplicate id of a request in flight"})
+_ABSENT: Any = object()
 
 Protocol = Literal["auto", "mcp", "jsonrpc"]
+_CANCELLERS: dict[str, Profile] = {"mcp": MCPProfile(), "lsp": JSONRPCProfile()}
 
 
 @dataclass
@@ -293,8 +295,7 @@ class GuardCore:
         handed = handed and method not in EVENTFUL
         message: Wire | Envelope
         if handed and env is not None:
-            # The envelope read is the message the server gets, under guard's id: it holds
-            # jsonrpc, the method, the params as read and the id, nothing else (a request).
+            # The envelope read goes on under guard's id (a request's: jsonrpc, method, params, id).
             env.id = gid
             message = env
         else:
@@ -692,14 +693,6 @@ class GuardCore:
         kind = self.cancel
         if kind == "auto":
             kind = "mcp" if isinstance(self.profile, MCPProfile) or self.monitor.mcp else "lsp" if self.content_length else "none"
-        if kind == "mcp":
-            return encode({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                           "params": {"requestId": gid, "reason": f"sturdyrpc guard: deadline of {self.deadline:g} s"}})
-        if kind == "lsp":
-            return encode({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": gid}})
-        return None
-
-
-_ABSENT: Any = object()
-
-
+        protocol = _CANCELLERS.get(kind)  # the protocol's own cancel (LSP's has no reason)
+        made = None if protocol is None else protocol.cancel_notification(gid, f"sturdyrpc guard: deadline of {self.deadline:g} s")
+        return None if made is None else encode({"jsonrpc": "2.0", "method": made[0], "params": made[1]})
