@@ -14,6 +14,10 @@ import contextvars
 from collections.abc import Callable
 from typing import Literal
 
+#: What :meth:`Flag.when_set` keeps until the flag is set: the loop to call back on, the callback
+#: and the context it runs in.
+_Callback = tuple[asyncio.AbstractEventLoop, Callable[[], object], contextvars.Context]
+
 __all__ = ["Flag"]
 
 
@@ -24,7 +28,8 @@ class Flag:
 
     def __init__(self, value: bool = False) -> None:
         self._value = value
-        self._waiters: list[asyncio.Future[None]] | None = None
+        # the futures of waiting tasks, and the callbacks of when_set, in order
+        self._waiters: list[asyncio.Future[None] | _Callback] | None = None
 
     def __repr__(self) -> str:
         return f"Flag({'set' if self._value else 'clear'})"
@@ -41,9 +46,15 @@ class Flag:
         self._value = True
         waiters, self._waiters = self._waiters, None
         if waiters:
-            for fut in waiters:
-                if not fut.done():
-                    fut.set_result(None)
+            for w in waiters:
+                if isinstance(w, tuple):
+                    loop, callback, context = w
+                    # A closed loop runs nothing more (its tasks were cancelled when it closed:
+                    # a task waiting here would never have run on).
+                    if not loop.is_closed():
+                        loop.call_soon(callback, context=context)
+                elif not w.done():
+                    w.set_result(None)
 
     def clear(self) -> None:
         """Clear the flag: later :meth:`wait` calls wait again."""
@@ -52,16 +63,17 @@ class Flag:
     def when_set(self, callback: Callable[[], object], *, context: contextvars.Context | None = None) -> None:
         """Call ``callback()`` from the loop once the flag is set (soon, if it is set now), in
         ``context`` (default: a copy of the current one): what a task that waits only to act on
-        the flag does, for the memory of one future instead of a task."""
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        fut.add_done_callback(lambda _: callback(), context=context)
+        the flag does, for the memory of one tuple instead of a task."""
+        loop = asyncio.get_running_loop()
+        if context is None:
+            context = contextvars.copy_context()
         if self._value:
-            fut.set_result(None)
+            loop.call_soon(callback, context=context)
             return
         waiters = self._waiters
         if waiters is None:
             waiters = self._waiters = []
-        waiters.append(fut)
+        waiters.append((loop, callback, context))
 
     async def wait(self) -> Literal[True]:
         """Return True once the flag is set."""

@@ -65,6 +65,8 @@ class Origin(Protocol):
         Never called for a cancelled call."""
 
 
+#: The empty table every idle one shares until its first element (an empty set is 216 bytes).
+_NONE: frozenset[Any] = frozenset()
 _DUPLICATE = InvalidRequest("Invalid Request", {"reason": "duplicate id of a request in flight"})
 
 
@@ -111,10 +113,10 @@ class Runner:
         #: The slots of ``max_in_flight``: one per call that runs as a task (or is about to).
         self.admission = Admission(max_in_flight if max_in_flight is not None else 2**62, on_pressure=self._pressure)
         self._pool: concurrent.futures.Executor = executor if executor is not None else shared_pool(dispatcher.limits.max_threads)
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[None]] | frozenset[asyncio.Task[None]] = _NONE  # made with the first
         self._call_of: dict[asyncio.Task[None], Call] = {}  # tasks whose call may hold a slot
         self._by_id: dict[tuple[type, Any], asyncio.Task[None]] = {}
-        self._suppressed: set[asyncio.Task[None]] = set()
+        self._suppressed: set[asyncio.Task[None]] | frozenset[asyncio.Task[None]] = _NONE  # made with the first
         # Calls holding a slot -> how many calls back to the other side they are parked on
         # (a parked call has given its slot back; see park()).
         self._holding: dict[Call, int] = {}
@@ -316,15 +318,19 @@ class Runner:
 
     def _start(self, coro: Any, call: Call | None, context: contextvars.Context | None = None) -> asyncio.Task[None]:
         task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro, context=context)
-        self._tasks.add(task)
+        tasks = self._tasks
+        if not isinstance(tasks, set):
+            tasks = self._tasks = set()
+        tasks.add(task)
         if call is not None:
             self._call_of[task] = call
         task.add_done_callback(self._done)
         return task
 
     def _done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        self._suppressed.discard(task)
+        self._tasks.discard(task)  # type: ignore[union-attr]  # it ran as one: a set
+        if self._suppressed:
+            self._suppressed.discard(task)  # type: ignore[union-attr]  # not empty: a set
         # The slot comes back here, not in a finally: a task cancelled before its first step
         # never runs its body.
         call = self._call_of.pop(task, None)
@@ -433,13 +439,20 @@ class Runner:
         task = self._by_id.pop(_key(id_), None)
         if task is None or task.done():
             return False
-        self._suppressed.add(task)
+        self._suppress(task)
         task.cancel()
         return True
 
+    def _suppress(self, task: asyncio.Task[None]) -> None:
+        """``task`` is cancelled by us: its reply is never sent."""
+        s = self._suppressed
+        if not isinstance(s, set):
+            s = self._suppressed = set()
+        s.add(task)
+
     def cancel_all(self) -> None:
         for task in list(self._tasks):
-            self._suppressed.add(task)
+            self._suppress(task)
             task.cancel()
 
     async def drain(self, timeout: float | None = None) -> bool:

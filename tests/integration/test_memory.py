@@ -242,9 +242,11 @@ def _sweeper(t: asyncio.Task[Any]) -> bool:
     return t.get_coro().__qualname__ == "SessionTable._sweep"  # type: ignore[union-attr]  # the table's one, made with its first session
 
 
-def test_an_idle_session_keeps_two_tasks_waiting() -> None:
-    """An idle session waits with its peer's reader and writer, nothing else: the session ends
-    when its peer closes through a callback of the peer's closed flag, not a task of its own."""
+def test_an_idle_session_keeps_no_task_waiting() -> None:
+    """An idle session holds no task: its peer's input ends through a callback of the session's
+    closed flag (no reader waits for it), its writer task is made only when a message must wait
+    (every reply here is taken at once), and the session ends when its peer closes through a
+    callback of the peer's closed flag. DELETE ends each, and nothing is left behind."""
 
     async def main() -> tuple[float, Counter[str]]:
         app = mcp_http_app(make_server(), path="/mcp")
@@ -270,4 +272,4 @@ def test_an_idle_session_keeps_two_tasks_waiting() -> None:
             await app.aclose()
 
     per_session, kinds = asyncio.run(main())
-    assert per_session == 2, kinds
+    assert per_session == 0, kinds

@@ -88,3 +88,23 @@ def test_when_set_calls_back_once_in_the_context_given(loop_name: str) -> None:
         return seen
 
     assert run_on(loop_name, main()) == ["none", "default: the caller's", "already set"]  # each once
+
+
+def test_a_callback_of_a_closed_loop_is_let_go_and_one_of_a_running_loop_still_runs(loop_name: str) -> None:
+    # What a task waiting on a loop that closes does: it is cancelled with the loop, and a later
+    # set() (from another loop, say at shutdown) must neither run it nor fail.
+    f = Flag()
+    seen: list[str] = []
+
+    async def register(name: str) -> None:
+        f.when_set(lambda: seen.append(name))
+
+    run_on(loop_name, register("on the closed loop"))
+
+    async def main() -> None:
+        await register("on the running loop")
+        f.set()
+        await asyncio.sleep(0)
+
+    run_on(loop_name, main())
+    assert seen == ["on the running loop"]

@@ -28,10 +28,11 @@ session when it is made (a shared session's name the worker; its GET stream is t
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import msgspec
@@ -40,6 +41,7 @@ from .. import codec
 from ..admission import Admission
 from ..dispatch import Call
 from ..flag import Flag
+from ..framing import BadHeader, FrameTooLarge
 from ..peer import Peer
 from ..request_context import current_call, current_session
 from ..runner import Origin
@@ -54,6 +56,8 @@ log = logging.getLogger("sturdyrpc.http")
 
 Key = tuple[type, Any]
 #: The held messages of a session that has held none yet: shared, always empty (nothing is added to it).
+#: The empty table every idle one shares until its first element (an empty set is 216 bytes).
+_NONE: frozenset[Any] = frozenset()
 _NOTHING_HELD: deque[bytes] = deque(maxlen=0)
 
 
@@ -143,8 +147,10 @@ class SessionPipe:
 
     Only what the server sends goes through it (to :meth:`HTTPSession.route`); what a POST
     carries is read once by the app and handed to the peer by :meth:`HTTPSession.feed`, each
-    request's reply going to the POST that carried it (:class:`PostReplies`). ``receive()``
-    returns None when the session ends, which ends the peer."""
+    request's reply going to the POST that carried it (:class:`PostReplies`). As a
+    :class:`~sturdyrpc.peer.FrameSource` it delivers no frame itself (the session feeds the
+    peer); its input ends when the session does, which ends the peer, with no task waiting for
+    that (an idle session holds none)."""
 
     def __init__(self, session: HTTPSession) -> None:
         self.session = session
@@ -155,6 +161,18 @@ class SessionPipe:
     async def receive(self) -> bytes | None:
         await self._closed.wait()
         return None
+
+    def deliver(self, on_frame: Callable[[bytes | FrameTooLarge | BadHeader], None], context: contextvars.Context | None = None) -> None:
+        """Nothing to hand over: a POST's messages reach the peer through :meth:`HTTPSession.feed`."""
+
+    def hold(self, on: bool) -> None:
+        """Nothing is read here to hold back (a POST's requests wait in the peer)."""
+
+    async def wait_input_done(self) -> None:
+        await self._closed.wait()
+
+    def when_input_done(self, callback: Callable[[], object], context: contextvars.Context | None = None) -> None:
+        self._closed.when_set(callback, context=context)
 
     async def send(self, data: bytes) -> None:
         if self._closed.is_set():
@@ -311,8 +329,9 @@ class HTTPSession:
         self.stream_counter = 0
         self.ended = False
         self.admission = admission
-        self._slots: set[Key] = set()  # requests holding a slot of ``admission``
-        self._deliveries: set[asyncio.Task[None]] = set()  # replies on their way to a stream
+        # requests holding a slot of ``admission``, replies on their way to a stream (made with the first)
+        self._slots: set[Key] | frozenset[Key] = _NONE
+        self._deliveries: set[asyncio.Task[None]] | frozenset[asyncio.Task[None]] = _NONE
         #: The MCP server's :class:`~sturdyrpc.mcp.session_state.SessionState` of this session, when known
         #: (what :class:`~sturdyrpc.mcp.session_state.SessionPeer` calls ``mcp_session``).
         self.mcp_session: Any = None
@@ -366,6 +385,8 @@ class HTTPSession:
             st.pending.add(k)
             self.by_request[k] = st
             if holds_slots:
+                if not isinstance(self._slots, set):
+                    self._slots = set()
                 self._slots.add(k)
             token = _progress_token(params)
             if token is not None:
@@ -391,7 +412,7 @@ class HTTPSession:
 
     def _release(self, k: Key) -> None:
         if k in self._slots:
-            self._slots.discard(k)
+            self._slots.discard(k)  # type: ignore[union-attr]  # holds k: a set
             if self.admission is not None:
                 self.admission.release()
 
@@ -504,8 +525,11 @@ class HTTPSession:
 
     def _later(self, aw: Any) -> None:
         task = asyncio.get_running_loop().create_task(aw)
-        self._deliveries.add(task)
-        task.add_done_callback(self._deliveries.discard)
+        d = self._deliveries
+        if not isinstance(d, set):
+            d = self._deliveries = set()
+        d.add(task)
+        task.add_done_callback(d.discard)
 
     def _forget_progress(self, k: Key) -> None:
         if self.progress:

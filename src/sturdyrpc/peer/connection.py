@@ -15,6 +15,7 @@ import contextvars
 import logging
 from collections import deque
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from ..dispatch import Call, Context, Dispatcher
@@ -509,11 +510,11 @@ class Peer:
         return self._outgoing.abandoned
 
     @property
-    def _user_ids(self) -> set[tuple[type, Any]]:
+    def _user_ids(self) -> AbstractSet[tuple[type, Any]]:
         return self._outgoing.user_ids
 
     @property
-    def _bg(self) -> set[asyncio.Task[Any]]:
+    def _bg(self) -> AbstractSet[asyncio.Task[Any]]:
         return self._outgoing.background
 
     @property

@@ -76,7 +76,9 @@ class Incoming:
         self._write_pressure = False
         # closing, or either pressure: no new request starts on arrival (with ``held``: the one test per message)
         self._blocked = False
-        self._task: asyncio.Task[None] | None = None
+        self._task: asyncio.Task[None] | None = None  # pull mode: the reader
+        self._input_ended = False
+        self._stopped_reading = False  # cancel() came: the end of a push transport's input is not told
 
     # ------------------------------------------------------------------ reading
 
@@ -90,20 +92,30 @@ class Incoming:
         if source is not None:
             # the source logs what a frame raises (a bug of ours) and goes on with the next
             source.deliver(self.feed_envelope, context)
-            self._task = loop.create_task(self._wait_input(source), name=f"{name}-reader")
+            # No task waits for the end: an idle connection (an HTTP session) holds none.
+            source.when_input_done(self._source_ended, context)
         else:
             self._task = loop.create_task(self._read_loop(), name=f"{name}-reader")
 
     def input_open(self) -> bool:
         """Whether the input may still bring something (the reader has not ended)."""
+        if self._source is not None:
+            return self._context is not None and not self._input_ended and not self._stopped_reading
         t = self._task
         return t is not None and not t.done()
 
     def cancel(self) -> None:
         """Stop reading (the peer is closed)."""
+        self._stopped_reading = True
         t = self._task
         if t is not None and t is not asyncio.current_task():
             t.cancel()
+
+    def _source_ended(self) -> None:
+        if self._input_ended or self._stopped_reading:
+            return
+        self._input_ended = True
+        self._on_end("connection closed by the other side")
 
     async def _read_loop(self) -> None:
         """Pull mode: take frames from ``transport.receive()`` until it ends."""
@@ -130,17 +142,6 @@ class Incoming:
         except Exception as exc:
             reason = f"connection lost: {exc!r}"
             log.debug("%s: receive failed: %r", self._settings.name, exc)
-        self._on_end(reason)
-
-    async def _wait_input(self, source: FrameSource) -> None:
-        """Push mode: the transport delivers frames to :meth:`feed_envelope`; wait for the end of its input."""
-        reason = "connection closed by the other side"
-        try:
-            await source.wait_input_done()
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            reason = f"connection lost: {exc!r}"
         self._on_end(reason)
 
     def _reading(self, on: bool) -> None:

@@ -21,6 +21,8 @@ from ..request_context import current_call
 from .protocols import ProgressCallback, Settings, id_key
 
 log = logging.getLogger("sturdyrpc.peer")
+#: The empty table every idle one shares until its first element (an empty set is 216 bytes).
+_NONE: frozenset[Any] = frozenset()
 
 
 class RequestTimeout(Exception):
@@ -137,15 +139,15 @@ class Outgoing:
         #: The calls waiting for their replies, by :func:`~.protocols.id_key` of their ids.
         self.calls: dict[tuple[type, Any], _Out] = {}
         self._next_id = 0
-        #: Ids the callers picked (never given again).
-        self.user_ids: set[tuple[type, Any]] = set()
+        #: Ids the callers picked (never given again); made with the first.
+        self.user_ids: set[tuple[type, Any]] | frozenset[tuple[type, Any]] = _NONE
         #: Recently timed out or cancelled (a late reply to one is counted as late).
         self.abandoned: dict[tuple[type, Any], None] = {}
         self._slots = asyncio.Semaphore(max_outgoing)
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
-        #: Tasks running async progress callbacks.
-        self.background: set[asyncio.Task[Any]] = set()
+        #: Tasks running async progress callbacks; made with the first.
+        self.background: set[asyncio.Task[Any]] | frozenset[asyncio.Task[Any]] = _NONE
         self._started = False
         self._closing = False
         self._reason = "connection closed"
@@ -210,7 +212,10 @@ class Outgoing:
         key = id_key(id_)
         if key in self.user_ids or (type(id_) is int and 0 < id_ <= self._next_id) or key in self.calls:
             raise ValueError(f"request id {id_!r} was already used on this connection")
-        self.user_ids.add(key)
+        ids = self.user_ids
+        if not isinstance(ids, set):
+            ids = self.user_ids = set()
+        ids.add(key)
         return key
 
     def _abandon(self, key: tuple[type, Any]) -> None:
@@ -528,8 +533,11 @@ class Outgoing:
             prev = rec.progress_task
             task = asyncio.get_running_loop().create_task(_after(prev, res))
             rec.progress_task = task
-            self.background.add(task)
-            task.add_done_callback(self.background.discard)
+            bg = self.background
+            if not isinstance(bg, set):
+                bg = self.background = set()
+            bg.add(task)
+            task.add_done_callback(bg.discard)
 
 
 def _batch_results(recs: list[_Out | None]) -> list[Any]:

@@ -55,6 +55,11 @@ class FrameSource(Protocol):
     async def wait_input_done(self) -> None:
         """Return once the input has ended and every frame read before the end was delivered."""
 
+    def when_input_done(self, callback: Callable[[], object], context: contextvars.Context | None = None) -> None:
+        """Call ``callback()`` from the loop (in ``context`` when given) once the input has
+        ended and every frame read before the end was delivered: what :meth:`wait_input_done`
+        says, without a task waiting for it (a peer waits so for the end of each connection)."""
+
 
 @runtime_checkable
 class NowaitSender(Protocol):

@@ -42,6 +42,7 @@ class Writer:
         "_pressure",
         "_task",
         "_open",
+        "_name",
     )
 
     def __init__(
@@ -68,15 +69,21 @@ class Writer:
         self._pressure = False
         #: Set while the queue is below its high water: senders wait for it.
         self.room = Flag(True)
+        #: Made when the first message has to wait in the queue: a peer whose transport takes
+        #: every message at once (an HTTP session, mostly) holds no task while it is idle.
         self._task: asyncio.Task[None] | None = None
-        #: The writer task runs (started, not done yet): what is queued will be written. Kept
-        #: by the task's start and end, so queuing a message tests one flag.
+        #: Started and not broken or cancelled: what is queued will be written. Kept by start,
+        #: the task's end and cancel, so queuing a message tests one flag.
         self._open = False
+        self._name = "peer"
 
     def start(self, name: str) -> None:
-        """Start the writer task (``name``: the peer's)."""
-        self._task = task = asyncio.get_running_loop().create_task(self._write_loop(), name=f"{name}-writer")
+        """Start writing (``name``: the peer's, for the writer task when one is needed)."""
+        self._name = name
         self._open = True
+
+    def _start_task(self) -> None:
+        self._task = task = asyncio.get_running_loop().create_task(self._write_loop(), name=f"{self._name}-writer")
         task.add_done_callback(self._ended)
 
     def _ended(self, task: asyncio.Task[None]) -> None:
@@ -87,7 +94,9 @@ class Writer:
     def cancel(self) -> None:
         """Stop writing (the peer is closed): cancel the writer task."""
         t = self._task
-        if t is not None and t is not asyncio.current_task():
+        if t is None:
+            self._open = False
+        elif t is not asyncio.current_task():
             self._open = False  # at once: the task sees its cancellation on a later turn
             t.cancel()
 
@@ -100,7 +109,7 @@ class Writer:
         """A reply that goes to its request's origin (an HTTP POST), kept in order with what this
         peer sent before it: a handler's notifications still queued go first."""
         if data is not None and (self._q or self._writing):
-            self._queue().append((origin, data))
+            self._queue().append((origin, data))  # behind what waits: the task is running
             w = self._wake
             if w is not None:
                 self._wake = None
@@ -132,6 +141,8 @@ class Writer:
         if q is _NOTHING_QUEUED:
             q = self._q = deque()  # (_queue's step, without the call: every message queued passes here)
         q.append(data)
+        if self._task is None:
+            self._start_task()
         self._bytes += len(data)
         w = self._wake
         if w is not None:

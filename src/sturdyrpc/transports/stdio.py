@@ -41,6 +41,7 @@ from typing import Any, Literal
 
 from ..dispatch import Dispatcher
 from ..execute import shared_pool
+from ..flag import Flag
 from ..framing import BadHeader, ContentLengthFramer, FrameTooLarge, LineFramer, encode_content_length
 from ..limits import DEFAULT_LIMITS
 from ..runner import Runner
@@ -151,7 +152,7 @@ class StdioTransport:
         self._waiter: asyncio.Future[None] | None = None
         self._write_ok = asyncio.Event()
         self._write_ok.set()
-        self._input_done = asyncio.Event()
+        self._input_done = Flag()
         self._reader = FdReader(stdin_fd, self._on_data, self._on_eof)
         self._writer = FdWriter(stdout_fd, on_pause=self._on_write_pause)
         w = self._writer
@@ -200,6 +201,10 @@ class StdioTransport:
     async def wait_input_done(self) -> None:
         """Wait until stdin has ended and every frame read before the end was delivered."""
         await self._input_done.wait()
+
+    def when_input_done(self, callback: Callable[[], object], context: contextvars.Context | None = None) -> None:
+        """Call ``callback()`` from the loop once :meth:`wait_input_done` would return."""
+        self._input_done.when_set(callback, context=context)
 
     def _on_data(self, data: bytes) -> None:
         frames = self._framer.feed(data)
