@@ -21,6 +21,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from support.loops import run_on
 from support.redis import RedisServer, unique_prefix
 
 from sturdyrpc.mcp import MCPServer
@@ -238,19 +239,29 @@ def test_memory_comes_back_on_a_shared_redis_store(case: str, redis_server: Redi
     assert grown < SLACK, f"{case} on redis: {grown} bytes still allocated"
 
 
-def _sweeper(t: asyncio.Task[Any]) -> bool:
-    return t.get_coro().__qualname__ == "SessionTable._sweep"  # type: ignore[union-attr]  # the table's one, made with its first session
+@pytest.fixture(params=["memory", "redis"])
+def store_options(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The app's store: its own (memory), or a shared Redis store."""
+    if request.param == "memory":
+        return {}
+    redis: RedisServer = request.getfixturevalue("redis_server")
+    return {"store": open_store(redis.url, prefix=unique_prefix())}
 
 
-def test_an_idle_session_keeps_no_task_waiting() -> None:
+def test_an_idle_session_keeps_no_task_waiting(store_options: dict[str, Any], loop_name: str) -> None:
     """An idle session holds no task: its peer's input ends through a callback of the session's
     closed flag (no reader waits for it), its writer task is made only when a message must wait
     (every reply here is taken at once), and the session ends when its peer closes through a
-    callback of the peer's closed flag. DELETE ends each, and nothing is left behind."""
+    callback of the peer's closed flag. DELETE ends each, and nothing is left behind. The same
+    on a shared store (each session a replica of its record), on each event loop."""
 
     async def main() -> tuple[float, Counter[str]]:
-        app = mcp_http_app(make_server(), path="/mcp")
+        app = mcp_http_app(make_server(), path="/mcp", **store_options)
         try:
+            # The table's own tasks (the sweeper; on a shared store its listener, its heartbeat
+            # and the store's reader) start with its first session: they are the worker's.
+            assert (await request(app, "POST", HEADERS, INIT))[0] == 200
+            await asyncio.sleep(0.05)
             before = set(asyncio.all_tasks())
             ids = []
             for _ in range(20):
@@ -260,16 +271,16 @@ def test_an_idle_session_keeps_no_task_waiting() -> None:
                 assert (await request(app, "POST", h, INITIALIZED))[0] == 202
                 ids.append(h)
             await asyncio.sleep(0.05)
-            new = [t for t in asyncio.all_tasks() if t not in before and not _sweeper(t)]
+            new = [t for t in asyncio.all_tasks() if t not in before]
             kinds = Counter(t.get_coro().__qualname__ for t in new)  # type: ignore[union-attr]
             # ended by DELETE: the callback fires and no task is left behind
             for h in ids:
                 assert (await request(app, "DELETE", h))[0] == 200
             await asyncio.sleep(0.05)
-            assert not [t for t in asyncio.all_tasks() if t not in before and not t.done() and not _sweeper(t)]
+            assert not [t for t in asyncio.all_tasks() if t not in before and not t.done()]
             return len(new) / len(ids), kinds
         finally:
             await app.aclose()
 
-    per_session, kinds = asyncio.run(main())
+    per_session, kinds = run_on(loop_name, main())
     assert per_session == 0, kinds

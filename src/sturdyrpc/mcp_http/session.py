@@ -55,9 +55,9 @@ __all__ = ["HTTPSession", "SessionHome", "SessionPipe", "Stream", "SSEResponse",
 log = logging.getLogger("sturdyrpc.http")
 
 Key = tuple[type, Any]
-#: The held messages of a session that has held none yet: shared, always empty (nothing is added to it).
 #: The empty table every idle one shares until its first element (an empty set is 216 bytes).
 _NONE: frozenset[Any] = frozenset()
+#: The held messages of a session that has held none yet: shared, always empty (nothing is added to it).
 _NOTHING_HELD: deque[bytes] = deque(maxlen=0)
 
 
